@@ -1,0 +1,8 @@
+// control ops. See docs/adding-an-op.md.
+#include "ops/util.h"
+
+namespace jiffy {
+
+void register_control_ops(OpRegistry& r) {}
+
+}  // namespace jiffy

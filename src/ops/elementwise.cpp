@@ -1,0 +1,735 @@
+// Elementwise ops: unary math, broadcasting binary arithmetic / comparison / logic, Where, Clip,
+// Cast, CastLike and the parameterized activations. Reference kernels: plain loops.
+#include <cmath>
+#include <limits>
+
+#include "ops/util.h"
+
+namespace jiffy {
+namespace {
+
+// ---------------------------------------------------------------- unary
+
+template <typename T, typename F>
+class UnaryKernel : public Kernel {
+public:
+    UnaryKernel(int64_t n, F f) : n_(n), f_(f) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* x = static_cast<const T*>(in[0]);
+        T* y = static_cast<T*>(out[0]);
+        for (int64_t i = 0; i < n_; ++i) y[i] = f_(x[i]);
+        return {};
+    }
+
+private:
+    int64_t n_;
+    F f_;
+};
+
+template <typename T, typename F>
+void make_unary(OpContext& ctx, F f) {
+    ctx.set_kernel(std::make_unique<UnaryKernel<T, F>>(shape_numel(ctx.in_shape(0)), f));
+}
+
+// Float-only unary op given as a generic lambda over the element type.
+template <typename MakeF>
+Status float_unary(OpContext& ctx, MakeF make) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0)));
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        make_unary<T>(ctx, make(T{}));
+        return {};
+    });
+}
+
+#define FLOAT_UNARY(NAME, EXPR)                                                           \
+    Status prep_##NAME(OpContext& ctx) {                                                  \
+        return float_unary(ctx, [&](auto zero) {                                          \
+            using T = decltype(zero);                                                     \
+            return [](T x) -> T { return EXPR; };                                         \
+        });                                                                               \
+    }
+
+FLOAT_UNARY(Exp, std::exp(x))
+FLOAT_UNARY(Log, std::log(x))
+FLOAT_UNARY(Sqrt, std::sqrt(x))
+FLOAT_UNARY(Reciprocal, T(1) / x)
+FLOAT_UNARY(Sigmoid, x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
+FLOAT_UNARY(Tanh, std::tanh(x))
+FLOAT_UNARY(Erf, std::erf(x))
+FLOAT_UNARY(Floor, std::floor(x))
+FLOAT_UNARY(Ceil, std::ceil(x))
+FLOAT_UNARY(Round, std::nearbyint(x))
+FLOAT_UNARY(Softplus, x > T(20) ? x : std::log1p(std::exp(x)))
+FLOAT_UNARY(Softsign, x / (T(1) + std::abs(x)))
+FLOAT_UNARY(Sin, std::sin(x))
+FLOAT_UNARY(Cos, std::cos(x))
+FLOAT_UNARY(Tan, std::tan(x))
+FLOAT_UNARY(Asin, std::asin(x))
+FLOAT_UNARY(Acos, std::acos(x))
+FLOAT_UNARY(Atan, std::atan(x))
+FLOAT_UNARY(Sinh, std::sinh(x))
+FLOAT_UNARY(Cosh, std::cosh(x))
+FLOAT_UNARY(Asinh, std::asinh(x))
+FLOAT_UNARY(Acosh, std::acosh(x))
+FLOAT_UNARY(Atanh, std::atanh(x))
+FLOAT_UNARY(HardSwish, x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5))))
+FLOAT_UNARY(Mish, x * std::tanh(x > T(20) ? x : std::log1p(std::exp(x))))
+#undef FLOAT_UNARY
+
+// Unary ops over every signed numeric type.
+template <typename MakeF>
+Status numeric_unary(OpContext& ctx, MakeF make, bool allow_unsigned = true) {
+    if (!ctx.has_input(0)) return ctx.fail("input 0 is missing");
+    DType t = ctx.in_dtype(0);
+    if (!dtype_is_float(t) && !dtype_is_int(t))
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, ctx.in_shape(0)));
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        make_unary<T>(ctx, make(T{}));
+        return {};
+    });
+}
+
+Status prep_Relu(OpContext& ctx) {
+    return numeric_unary(ctx, [](auto z) {
+        using T = decltype(z);
+        return [](T x) -> T { return x > T(0) ? x : T(0); };
+    });
+}
+Status prep_Neg(OpContext& ctx) {
+    return numeric_unary(ctx, [](auto z) {
+        using T = decltype(z);
+        return [](T x) -> T { return T(-x); };
+    });
+}
+Status prep_Abs(OpContext& ctx) {
+    return numeric_unary(ctx, [](auto z) {
+        using T = decltype(z);
+        return [](T x) -> T {
+            if constexpr (std::is_unsigned_v<T>) return x;
+            else return x < T(0) ? T(-x) : x;
+        };
+    });
+}
+Status prep_Sign(OpContext& ctx) {
+    return numeric_unary(ctx, [](auto z) {
+        using T = decltype(z);
+        return [](T x) -> T { return x > T(0) ? T(1) : (x < T(0) ? T(-1) : T(0)); };
+    });
+}
+
+// Activations with float attributes.
+Status prep_LeakyRelu(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 0.01f);
+    return float_unary(ctx, [a](auto z) {
+        using T = decltype(z);
+        return [a](T x) -> T { return x >= T(0) ? x : T(a) * x; };
+    });
+}
+Status prep_Elu(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 1.0f);
+    return float_unary(ctx, [a](auto z) {
+        using T = decltype(z);
+        return [a](T x) -> T { return x >= T(0) ? x : T(a) * (std::exp(x) - T(1)); };
+    });
+}
+Status prep_Celu(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 1.0f);
+    return float_unary(ctx, [a](auto z) {
+        using T = decltype(z);
+        return [a](T x) -> T {
+            return std::max(T(0), x) + std::min(T(0), T(a) * (std::exp(x / T(a)) - T(1)));
+        };
+    });
+}
+Status prep_Selu(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 1.67326319217681884765625f);
+    float g = ctx.attr_float("gamma", 1.05070102214813232421875f);
+    return float_unary(ctx, [a, g](auto z) {
+        using T = decltype(z);
+        return [a, g](T x) -> T { return x > T(0) ? T(g) * x : T(g) * (T(a) * std::exp(x) - T(a)); };
+    });
+}
+Status prep_ThresholdedRelu(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 1.0f);
+    return float_unary(ctx, [a](auto z) {
+        using T = decltype(z);
+        return [a](T x) -> T { return x > T(a) ? x : T(0); };
+    });
+}
+Status prep_HardSigmoid(OpContext& ctx) {
+    float a = ctx.attr_float("alpha", 0.2f), b = ctx.attr_float("beta", 0.5f);
+    return float_unary(ctx, [a, b](auto z) {
+        using T = decltype(z);
+        return [a, b](T x) -> T { return std::max(T(0), std::min(T(1), T(a) * x + T(b))); };
+    });
+}
+Status prep_Gelu(OpContext& ctx) {
+    bool tanh_approx = ctx.attr_str("approximate", "none") == "tanh";
+    return float_unary(ctx, [tanh_approx](auto z) {
+        using T = decltype(z);
+        return [tanh_approx](T x) -> T {
+            if (tanh_approx)
+                return T(0.5) * x *
+                       (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+            return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+        };
+    });
+}
+Status prep_Shrink(OpContext& ctx) {
+    float bias = ctx.attr_float("bias", 0.0f), lambd = ctx.attr_float("lambd", 0.5f);
+    return numeric_unary(ctx, [bias, lambd](auto z) {
+        using T = decltype(z);
+        return [bias, lambd](T x) -> T {
+            double v = double(x);
+            return v < -lambd ? T(v + bias) : (v > lambd ? T(v - bias) : T(0));
+        };
+    });
+}
+
+// Bool / predicate unary ops.
+template <typename T, typename F>
+class PredKernel : public Kernel {
+public:
+    PredKernel(int64_t n, F f) : n_(n), f_(f) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* x = static_cast<const T*>(in[0]);
+        bool* y = static_cast<bool*>(out[0]);
+        for (int64_t i = 0; i < n_; ++i) y[i] = f_(x[i]);
+        return {};
+    }
+
+private:
+    int64_t n_;
+    F f_;
+};
+
+Status prep_Not(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kBool}));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kBool, ctx.in_shape(0)));
+    auto f = [](bool x) { return !x; };
+    ctx.set_kernel(std::make_unique<PredKernel<bool, decltype(f)>>(shape_numel(ctx.in_shape(0)), f));
+    return {};
+}
+Status prep_IsNaN(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kBool, ctx.in_shape(0)));
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        auto f = [](T x) { return std::isnan(x); };
+        ctx.set_kernel(std::make_unique<PredKernel<T, decltype(f)>>(shape_numel(ctx.in_shape(0)), f));
+        return {};
+    });
+}
+Status prep_IsInf(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kBool, ctx.in_shape(0)));
+    bool pos = ctx.attr_int("detect_positive", 1) != 0, neg = ctx.attr_int("detect_negative", 1) != 0;
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        auto f = [pos, neg](T x) { return std::isinf(x) && ((x > 0 && pos) || (x < 0 && neg)); };
+        ctx.set_kernel(std::make_unique<PredKernel<T, decltype(f)>>(shape_numel(ctx.in_shape(0)), f));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- binary (broadcasting)
+
+template <typename T, typename R, typename F>
+class BinaryKernel : public Kernel {
+public:
+    BinaryKernel(Shape out, Shape sa, Shape sb, F f)
+        : out_(std::move(out)), sa_(std::move(sa)), sb_(std::move(sb)), f_(f),
+          n_(shape_numel(out_)), same_(sa_ == strides_of(out_) && sb_ == sa_) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* a = static_cast<const T*>(in[0]);
+        const T* b = static_cast<const T*>(in[1]);
+        R* y = static_cast<R*>(out[0]);
+        if (same_) {
+            for (int64_t i = 0; i < n_; ++i) y[i] = f_(a[i], b[i]);
+        } else {
+            for_each_broadcast2(out_, sa_, sb_, [&](int64_t i, int64_t ia, int64_t ib) {
+                y[i] = f_(a[ia], b[ib]);
+            });
+        }
+        return {};
+    }
+
+private:
+    Shape out_, sa_, sb_;
+    F f_;
+    int64_t n_;
+    bool same_;
+};
+
+template <typename T, typename R, typename F>
+Status make_binary(OpContext& ctx, DType out_dtype, F f) {
+    Shape out;
+    if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out))
+        return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), " and ",
+                        shape_str(ctx.in_shape(1)));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, out_dtype, out));
+    Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(ctx.in_shape(1), out);
+    ctx.set_kernel(std::make_unique<BinaryKernel<T, R, F>>(out, sa, sb, f));
+    return {};
+}
+
+Status check_binary(OpContext& ctx) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs two inputs");
+    if (ctx.in_dtype(0) != ctx.in_dtype(1))
+        return ctx.fail("inputs have different dtypes: ", dtype_name(ctx.in_dtype(0)), " and ",
+                        dtype_name(ctx.in_dtype(1)));
+    return {};
+}
+
+enum class Arith { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kMod, kFmod };
+
+template <typename T>
+T int_pow(T base, T e) {
+    if constexpr (std::is_signed_v<T>)
+        if (e < 0) return base == 1 ? 1 : (base == -1 ? ((e & 1) ? -1 : 1) : 0);
+    T r = 1;
+    while (e > 0) {
+        if (e & 1) r *= base;
+        base *= base;
+        e /= 2;
+    }
+    return r;
+}
+
+template <Arith A>
+Status prep_arith(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    DType t = ctx.in_dtype(0);
+    if (!dtype_is_float(t) && !dtype_is_int(t))
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        if constexpr (A == Arith::kAdd) return make_binary<T, T>(ctx, t, [](T a, T b) { return T(a + b); });
+        if constexpr (A == Arith::kSub) return make_binary<T, T>(ctx, t, [](T a, T b) { return T(a - b); });
+        if constexpr (A == Arith::kMul) return make_binary<T, T>(ctx, t, [](T a, T b) { return T(a * b); });
+        if constexpr (A == Arith::kDiv)
+            return make_binary<T, T>(ctx, t, [](T a, T b) {
+                if constexpr (std::is_integral_v<T>) return b == 0 ? T(0) : T(a / b);
+                else return T(a / b);
+            });
+        if constexpr (A == Arith::kMax)
+            return make_binary<T, T>(ctx, t, [](T a, T b) {
+                if constexpr (std::is_floating_point_v<T>)
+                    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+                return a > b ? a : b;
+            });
+        if constexpr (A == Arith::kMin)
+            return make_binary<T, T>(ctx, t, [](T a, T b) {
+                if constexpr (std::is_floating_point_v<T>)
+                    if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
+                return a < b ? a : b;
+            });
+        if constexpr (A == Arith::kMod) {
+            bool fmod = ctx.attr_int("fmod", 0) != 0;
+            if (std::is_floating_point_v<T> && !fmod)
+                return ctx.fail("Mod on floating point inputs requires fmod=1");
+            return make_binary<T, T>(ctx, t, [fmod](T a, T b) -> T {
+                if constexpr (std::is_floating_point_v<T>) {
+                    return std::fmod(a, b);
+                } else {
+                    if (b == 0) return T(0);
+                    T r = T(a % b);
+                    if (!fmod && std::is_signed_v<T> && r != 0 && ((r < 0) != (b < 0))) r = T(r + b);
+                    return r;
+                }
+            });
+        }
+        return ctx.fail("internal: bad arithmetic op");
+    });
+}
+
+// Pow: base and exponent may differ in type; output has the base's type.
+template <typename TB, typename TE>
+class PowKernel : public Kernel {
+public:
+    PowKernel(Shape out, Shape sa, Shape sb) : out_(std::move(out)), sa_(std::move(sa)), sb_(std::move(sb)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const TB* a = static_cast<const TB*>(in[0]);
+        const TE* b = static_cast<const TE*>(in[1]);
+        TB* y = static_cast<TB*>(out[0]);
+        for_each_broadcast2(out_, sa_, sb_, [&](int64_t i, int64_t ia, int64_t ib) {
+            if constexpr (std::is_integral_v<TB> && std::is_integral_v<TE>)
+                y[i] = int_pow<TB>(a[ia], TB(b[ib]));
+            else
+                y[i] = TB(std::pow(double(a[ia]), double(b[ib])));
+        });
+        return {};
+    }
+
+private:
+    Shape out_, sa_, sb_;
+};
+
+Status prep_Pow(OpContext& ctx) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs two inputs");
+    Shape out;
+    if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out))
+        return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), " and ",
+                        shape_str(ctx.in_shape(1)));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(ctx.in_shape(1), out);
+    return visit_numeric(ctx.in_dtype(0), [&](auto tb) -> Status {
+        using TB = typename decltype(tb)::type;
+        return visit_numeric(ctx.in_dtype(1), [&](auto te) -> Status {
+            using TE = typename decltype(te)::type;
+            ctx.set_kernel(std::make_unique<PowKernel<TB, TE>>(out, sa, sb));
+            return {};
+        });
+    });
+}
+
+enum class Cmp { kEq, kLt, kGt, kLe, kGe };
+
+template <Cmp C>
+Status prep_cmp(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    return visit_all(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return make_binary<T, bool>(ctx, DType::kBool, [](T a, T b) {
+            if constexpr (C == Cmp::kEq) return a == b;
+            if constexpr (C == Cmp::kLt) return a < b;
+            if constexpr (C == Cmp::kGt) return a > b;
+            if constexpr (C == Cmp::kLe) return a <= b;
+            return a >= b;
+        });
+    });
+}
+
+enum class Logic { kAnd, kOr, kXor };
+template <Logic L>
+Status prep_logic(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kBool}));
+    return make_binary<bool, bool>(ctx, DType::kBool, [](bool a, bool b) {
+        if constexpr (L == Logic::kAnd) return a && b;
+        if constexpr (L == Logic::kOr) return a || b;
+        return a != b;
+    });
+}
+
+enum class Bits { kAnd, kOr, kXor };
+template <Bits B>
+Status prep_bits(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    return visit_int(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return make_binary<T, T>(ctx, ctx.in_dtype(0), [](T a, T b) {
+            if constexpr (B == Bits::kAnd) return T(a & b);
+            if constexpr (B == Bits::kOr) return T(a | b);
+            return T(a ^ b);
+        });
+    });
+}
+Status prep_BitShift(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    bool left = ctx.attr_str("direction", "") == "LEFT";
+    return visit_int(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return make_binary<T, T>(ctx, ctx.in_dtype(0), [left](T a, T b) {
+            if (b >= T(sizeof(T) * 8)) return T(0);
+            return left ? T(a << b) : T(a >> b);
+        });
+    });
+}
+Status prep_BitwiseNot(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input 0 is missing");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), ctx.in_shape(0)));
+    return visit_int(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        make_unary<T>(ctx, [](T x) { return T(~x); });
+        return {};
+    });
+}
+
+// PRelu: y = x < 0 ? slope * x : x, slope broadcast to x (unidirectional).
+Status prep_PRelu(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(check_binary(ctx));
+    Shape out;
+    if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out) || out != ctx.in_shape(0))
+        return ctx.fail("slope shape ", shape_str(ctx.in_shape(1)), " does not broadcast to X ",
+                        shape_str(ctx.in_shape(0)));
+    return visit_numeric(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        return make_binary<T, T>(ctx, ctx.in_dtype(0), [](T x, T s) { return x < T(0) ? T(s * x) : x; });
+    });
+}
+
+// Variadic Sum/Mean/Max/Min: folded pairwise into one kernel over N broadcast inputs.
+template <typename T>
+class VariadicKernel : public Kernel {
+public:
+    enum Kind { kSum, kMean, kMax, kMin };
+    VariadicKernel(Kind k, Shape out, std::vector<Shape> strides)
+        : k_(k), out_(std::move(out)), st_(std::move(strides)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        T* y = static_cast<T*>(out[0]);
+        const Shape zero(out_.size(), 0);
+        for (size_t j = 0; j < st_.size(); ++j) {
+            const T* x = static_cast<const T*>(in[j]);
+            for_each_broadcast2(out_, st_[j], st_[j], [&](int64_t i, int64_t ix, int64_t) {
+                T v = x[ix];
+                if (j == 0) { y[i] = v; return; }
+                switch (k_) {
+                    case kSum: case kMean: y[i] = T(y[i] + v); break;
+                    case kMax: y[i] = (v > y[i] || v != v) ? v : y[i]; break;
+                    case kMin: y[i] = (v < y[i] || v != v) ? v : y[i]; break;
+                }
+            });
+        }
+        if (k_ == kMean) {
+            int64_t n = shape_numel(out_);
+            for (int64_t i = 0; i < n; ++i) y[i] = T(y[i] / T(st_.size()));
+        }
+        return {};
+    }
+
+private:
+    Kind k_;
+    Shape out_;
+    std::vector<Shape> st_;
+};
+
+template <int K>
+Status prep_variadic(OpContext& ctx) {
+    if (ctx.num_inputs() < 1) return ctx.fail("needs at least one input");
+    Shape out = ctx.in_shape(0);
+    for (int i = 0; i < ctx.num_inputs(); ++i) {
+        if (!ctx.has_input(i)) return ctx.fail("input ", i, " is missing");
+        if (ctx.in_dtype(i) != ctx.in_dtype(0)) return ctx.fail("inputs have different dtypes");
+        if (!broadcast_shapes(out, ctx.in_shape(i), &out))
+            return ctx.fail("cannot broadcast input ", i, " of shape ", shape_str(ctx.in_shape(i)));
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    std::vector<Shape> st;
+    for (int i = 0; i < ctx.num_inputs(); ++i) st.push_back(broadcast_strides(ctx.in_shape(i), out));
+    return visit_numeric(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<VariadicKernel<T>>(typename VariadicKernel<T>::Kind(K), out, st));
+        return {};
+    });
+}
+
+// Where(cond, x, y)
+template <typename T>
+class WhereKernel : public Kernel {
+public:
+    WhereKernel(Shape out, Shape sc, Shape sx, Shape sy)
+        : out_(std::move(out)), sc_(std::move(sc)), sx_(std::move(sx)), sy_(std::move(sy)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const bool* c = static_cast<const bool*>(in[0]);
+        const T* x = static_cast<const T*>(in[1]);
+        const T* y = static_cast<const T*>(in[2]);
+        T* o = static_cast<T*>(out[0]);
+        // Two passes of the pairwise iterator: cond with x, then cond with y where false.
+        for_each_broadcast2(out_, sc_, sx_, [&](int64_t i, int64_t ic, int64_t ix) {
+            if (c[ic]) o[i] = x[ix];
+        });
+        for_each_broadcast2(out_, sc_, sy_, [&](int64_t i, int64_t ic, int64_t iy) {
+            if (!c[ic]) o[i] = y[iy];
+        });
+        return {};
+    }
+
+private:
+    Shape out_, sc_, sx_, sy_;
+};
+
+Status prep_Where(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kBool}));
+    if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.fail("needs three inputs");
+    if (ctx.in_dtype(1) != ctx.in_dtype(2)) return ctx.fail("X and Y have different dtypes");
+    Shape out;
+    if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out) ||
+        !broadcast_shapes(out, ctx.in_shape(2), &out))
+        return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), ", ",
+                        shape_str(ctx.in_shape(1)), ", ", shape_str(ctx.in_shape(2)));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(1), out));
+    Shape sc = broadcast_strides(ctx.in_shape(0), out), sx = broadcast_strides(ctx.in_shape(1), out),
+          sy = broadcast_strides(ctx.in_shape(2), out);
+    return visit_all(ctx.in_dtype(1), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<WhereKernel<T>>(out, sc, sx, sy));
+        return {};
+    });
+}
+
+// Clip(x, min?, max?) — opset >= 11 takes min/max as inputs, older as attributes.
+template <typename T>
+class ClipKernel : public Kernel {
+public:
+    ClipKernel(int64_t n, bool has_lo, bool has_hi, T lo, T hi)
+        : n_(n), has_lo_(has_lo), has_hi_(has_hi), lo_(lo), hi_(hi) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* x = static_cast<const T*>(in[0]);
+        T* y = static_cast<T*>(out[0]);
+        T lo = lo_, hi = hi_;
+        bool has_lo = has_lo_, has_hi = has_hi_;
+        if (in[1]) { lo = *static_cast<const T*>(in[1]); has_lo = true; }
+        if (in[2]) { hi = *static_cast<const T*>(in[2]); has_hi = true; }
+        for (int64_t i = 0; i < n_; ++i) {
+            T v = x[i];
+            if (has_lo && v < lo) v = lo;
+            if (has_hi && v > hi) v = hi;
+            y[i] = v;
+        }
+        return {};
+    }
+
+private:
+    int64_t n_;
+    bool has_lo_, has_hi_;
+    T lo_, hi_;
+};
+
+Status prep_Clip(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input 0 is missing");
+    DType t = ctx.in_dtype(0);
+    for (int i = 1; i < 3; ++i)
+        if (ctx.has_input(i) && (ctx.in_dtype(i) != t || shape_numel(ctx.in_shape(i)) != 1))
+            return ctx.fail("min/max must be scalars of the input's dtype");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, ctx.in_shape(0)));
+    bool has_lo = ctx.has_attr("min"), has_hi = ctx.has_attr("max");
+    double lo = ctx.attr_float("min", 0), hi = ctx.attr_float("max", 0);
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<ClipKernel<T>>(shape_numel(ctx.in_shape(0)), has_lo, has_hi,
+                                                       T(lo), T(hi)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- Cast
+
+template <typename S, typename D>
+D convert(S v) {
+    if constexpr (std::is_same_v<D, bool>) {
+        return v != S(0);
+    } else if constexpr (std::is_integral_v<D> && std::is_floating_point_v<S>) {
+        if (std::isnan(v)) return D(0);
+        if (v >= S(std::numeric_limits<D>::max())) return std::numeric_limits<D>::max();
+        if (v <= S(std::numeric_limits<D>::lowest())) return std::numeric_limits<D>::lowest();
+        return D(v);
+    } else {
+        return D(v);
+    }
+}
+
+// Casting via float for f16/bf16 storage types.
+class CastKernel : public Kernel {
+public:
+    CastKernel(DType from, DType to, int64_t n) : from_(from), to_(to), n_(n) {}
+    Status run(const void* const* in, void* const* out) const override {
+        if (from_ == to_) {
+            std::memcpy(out[0], in[0], size_t(n_) * dtype_size(from_));
+            return {};
+        }
+        auto load = [&](auto tag_to) {
+            using D = typename decltype(tag_to)::type;
+            D* y = static_cast<D*>(out[0]);
+            if (from_ == DType::kF16 || from_ == DType::kBF16) {
+                const uint16_t* x = static_cast<const uint16_t*>(in[0]);
+                for (int64_t i = 0; i < n_; ++i)
+                    y[i] = convert<float, D>(from_ == DType::kF16 ? f16_to_f32(x[i]) : bf16_to_f32(x[i]));
+                return Status{};
+            }
+            return visit_all(from_, [&](auto tag_from) -> Status {
+                using S = typename decltype(tag_from)::type;
+                const S* x = static_cast<const S*>(in[0]);
+                for (int64_t i = 0; i < n_; ++i) y[i] = convert<S, D>(x[i]);
+                return {};
+            });
+        };
+        if (to_ == DType::kF16 || to_ == DType::kBF16) {
+            // Convert to float first (through the output as scratch is unsafe); go element-wise.
+            uint16_t* y = static_cast<uint16_t*>(out[0]);
+            for (int64_t i = 0; i < n_; ++i) {
+                float v;
+                if (from_ == DType::kF16) v = f16_to_f32(static_cast<const uint16_t*>(in[0])[i]);
+                else if (from_ == DType::kBF16) v = bf16_to_f32(static_cast<const uint16_t*>(in[0])[i]);
+                else v = float(load_scalar(in[0], i));
+                y[i] = to_ == DType::kF16 ? f32_to_f16(v) : f32_to_bf16(v);
+            }
+            return {};
+        }
+        return visit_all(to_, load);
+    }
+
+private:
+    double load_scalar(const void* p, int64_t i) const {
+        double v = 0;
+        (void)visit_all(from_, [&](auto tag) -> Status {
+            using S = typename decltype(tag)::type;
+            v = double(static_cast<const S*>(p)[i]);
+            return {};
+        });
+        return v;
+    }
+    DType from_, to_;
+    int64_t n_;
+};
+
+bool castable(DType t) { return dtype_size(t) != 0; }
+
+Status cast_to(OpContext& ctx, DType to) {
+    if (!ctx.has_input(0)) return ctx.fail("input 0 is missing");
+    DType from = ctx.in_dtype(0);
+    if (!castable(from) || !castable(to))
+        return ctx.fail_unsupported("cast from ", dtype_name(from), " to ", dtype_name(to),
+                                    " is not supported");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, to, ctx.in_shape(0)));
+    ctx.set_kernel(std::make_unique<CastKernel>(from, to, shape_numel(ctx.in_shape(0))));
+    return {};
+}
+Status prep_Cast(OpContext& ctx) {
+    int64_t to = ctx.attr_int("to", 0);
+    if (to <= 0 || to > 16) return ctx.fail("bad 'to' dtype ", to);
+    return cast_to(ctx, DType(to));
+}
+Status prep_CastLike(OpContext& ctx) {
+    if (!ctx.has_input(1)) return ctx.fail("input 1 (target_type) is missing");
+    return cast_to(ctx, ctx.in_dtype(1));
+}
+
+}  // namespace
+
+void register_elementwise_ops(OpRegistry& r) {
+#define REG(NAME) r.add(#NAME, prep_##NAME);
+    REG(Exp) REG(Log) REG(Sqrt) REG(Reciprocal) REG(Sigmoid) REG(Tanh) REG(Erf) REG(Floor)
+    REG(Ceil) REG(Round) REG(Softplus) REG(Softsign) REG(Sin) REG(Cos) REG(Tan) REG(Asin)
+    REG(Acos) REG(Atan) REG(Sinh) REG(Cosh) REG(Asinh) REG(Acosh) REG(Atanh) REG(HardSwish)
+    REG(Mish) REG(Relu) REG(Neg) REG(Abs) REG(Sign) REG(LeakyRelu) REG(Elu) REG(Celu) REG(Selu)
+    REG(ThresholdedRelu) REG(HardSigmoid) REG(Gelu) REG(Shrink) REG(Not) REG(IsNaN) REG(IsInf)
+    REG(Pow) REG(PRelu) REG(Where) REG(Clip) REG(Cast) REG(CastLike) REG(BitShift) REG(BitwiseNot)
+#undef REG
+    r.add("Add", prep_arith<Arith::kAdd>);
+    r.add("Sub", prep_arith<Arith::kSub>);
+    r.add("Mul", prep_arith<Arith::kMul>);
+    r.add("Div", prep_arith<Arith::kDiv>);
+    r.add("Mod", prep_arith<Arith::kMod>);
+    r.add("Equal", prep_cmp<Cmp::kEq>);
+    r.add("Less", prep_cmp<Cmp::kLt>);
+    r.add("Greater", prep_cmp<Cmp::kGt>);
+    r.add("LessOrEqual", prep_cmp<Cmp::kLe>);
+    r.add("GreaterOrEqual", prep_cmp<Cmp::kGe>);
+    r.add("And", prep_logic<Logic::kAnd>);
+    r.add("Or", prep_logic<Logic::kOr>);
+    r.add("Xor", prep_logic<Logic::kXor>);
+    r.add("BitwiseAnd", prep_bits<Bits::kAnd>);
+    r.add("BitwiseOr", prep_bits<Bits::kOr>);
+    r.add("BitwiseXor", prep_bits<Bits::kXor>);
+    r.add("Sum", prep_variadic<0>);
+    r.add("Mean", prep_variadic<1>);
+    r.add("Max", prep_variadic<2>);
+    r.add("Min", prep_variadic<3>);
+}
+
+}  // namespace jiffy

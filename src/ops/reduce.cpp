@@ -1,0 +1,8 @@
+// reduce ops. See docs/adding-an-op.md.
+#include "ops/util.h"
+
+namespace jiffy {
+
+void register_reduce_ops(OpRegistry& r) {}
+
+}  // namespace jiffy

@@ -1,0 +1,8 @@
+// rnn ops. See docs/adding-an-op.md.
+#include "ops/util.h"
+
+namespace jiffy {
+
+void register_rnn_ops(OpRegistry& r) {}
+
+}  // namespace jiffy

@@ -1,0 +1,8 @@
+// shape ops. See docs/adding-an-op.md.
+#include "ops/util.h"
+
+namespace jiffy {
+
+void register_shape_ops(OpRegistry& r) {}
+
+}  // namespace jiffy

@@ -1,0 +1,104 @@
+// Helpers shared by op implementations: dtype dispatch, broadcasting, axes, strides.
+#pragma once
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/op.h"
+
+namespace jiffy {
+
+template <typename T>
+struct TypeTag {
+    using type = T;
+};
+
+// Calls f(TypeTag<T>{}) for the C++ type of dtype t. Returns unsupported for other dtypes.
+// Families: float (f32, f64), int (all integers), numeric (float + int), all (numeric + bool).
+#define JIFFY_CASE(DT, T) \
+    case DType::DT: return f(TypeTag<T>{});
+
+template <typename F>
+Status visit_float(DType t, F&& f) {
+    switch (t) {
+        JIFFY_CASE(kF32, float)
+        JIFFY_CASE(kF64, double)
+        default: return unsupported("dtype ", dtype_name(t), " is not supported here");
+    }
+}
+template <typename F>
+Status visit_int(DType t, F&& f) {
+    switch (t) {
+        JIFFY_CASE(kI8, int8_t)
+        JIFFY_CASE(kU8, uint8_t)
+        JIFFY_CASE(kI16, int16_t)
+        JIFFY_CASE(kU16, uint16_t)
+        JIFFY_CASE(kI32, int32_t)
+        JIFFY_CASE(kU32, uint32_t)
+        JIFFY_CASE(kI64, int64_t)
+        JIFFY_CASE(kU64, uint64_t)
+        default: return unsupported("dtype ", dtype_name(t), " is not supported here");
+    }
+}
+template <typename F>
+Status visit_numeric(DType t, F&& f) {
+    if (t == DType::kF32 || t == DType::kF64) return visit_float(t, f);
+    return visit_int(t, f);
+}
+template <typename F>
+Status visit_all(DType t, F&& f) {
+    if (t == DType::kBool) return f(TypeTag<bool>{});
+    return visit_numeric(t, f);
+}
+#undef JIFFY_CASE
+
+// Numpy-style broadcast of two shapes; false if incompatible.
+bool broadcast_shapes(const Shape& a, const Shape& b, Shape* out);
+// Normalizes axis in [-rank, rank) to [0, rank); false if out of range.
+bool normalize_axis(int64_t axis, int64_t rank, int64_t* out);
+// Row-major strides (in elements).
+Shape strides_of(const Shape& s);
+// Strides of `in` broadcast to `out` shape (0 on broadcast dims), aligned to the right.
+Shape broadcast_strides(const Shape& in, const Shape& out);
+
+constexpr int kMaxRank = 16;
+
+// Iterates over all indices of `out` (row-major), calling f(linear_out, off_a, off_b) where off_a
+// and off_b are element offsets computed from the broadcast strides sa, sb (see
+// broadcast_strides). Plain and obviously correct (reference quality); rank <= kMaxRank.
+template <typename F>
+void for_each_broadcast2(const Shape& out, const Shape& sa, const Shape& sb, F&& f) {
+    const size_t r = out.size();
+    int64_t n = shape_numel(out);
+    if (n <= 0) return;
+    int64_t idx[kMaxRank] = {0};
+    int64_t oa = 0, ob = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        f(i, oa, ob);
+        for (int d = int(r) - 1; d >= 0; --d) {
+            if (++idx[d] < out[size_t(d)]) {
+                oa += sa[size_t(d)];
+                ob += sb[size_t(d)];
+                break;
+            }
+            oa -= sa[size_t(d)] * (out[size_t(d)] - 1);
+            ob -= sb[size_t(d)] * (out[size_t(d)] - 1);
+            idx[d] = 0;
+        }
+    }
+}
+
+// A kernel that copies input 0 to output 0 (Identity, Reshape, Squeeze, ...).
+class CopyKernel : public Kernel {
+public:
+    explicit CopyKernel(size_t bytes) : bytes_(bytes) {}
+    Status run(const void* const* in, void* const* out) const override {
+        if (bytes_) std::memmove(out[0], in[0], bytes_);
+        return {};
+    }
+
+private:
+    size_t bytes_;
+};
+
+}  // namespace jiffy

@@ -1,0 +1,42 @@
+// FLOP counts (2 x multiply-adds) of the compute-heavy ops, from the shapes a plan executes.
+#include "runtime/plan.h"
+
+namespace jiffy {
+
+static int64_t prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
+    int64_t p = 1;
+    for (size_t i = from; i < s.size() && i < to; ++i) p *= s[i];
+    return p;
+}
+
+int64_t Plan::flops() const {
+    int64_t total = 0;
+    for (const StepInfo& s : step_info) {
+        if (s.in_shapes.empty() || s.out_shapes.empty()) continue;
+        const Shape& x = s.in_shapes[0];
+        const Shape& y = s.out_shapes[0];
+        if (s.op == "Conv" && s.in_shapes.size() >= 2) {
+            const Shape& w = s.in_shapes[1];  // M x C/g x k...
+            total += 2 * prod(y) * prod(w, 1);
+        } else if (s.op == "ConvTranspose" && s.in_shapes.size() >= 2) {
+            const Shape& w = s.in_shapes[1];  // C x M/g x k...
+            total += 2 * prod(x) * prod(w, 1);
+        } else if ((s.op == "MatMul" || s.op == "Gemm") && s.in_shapes.size() >= 2 && !x.empty()) {
+            int64_t k = s.op == "Gemm" ? 0 : x.back();
+            if (s.op == "Gemm") {
+                auto it = s.attrs.find("transA");
+                bool ta = it != s.attrs.end() && it->second.i != 0;
+                k = x.size() == 2 ? (ta ? x[0] : x[1]) : 0;
+            }
+            total += 2 * prod(y) * k;
+        } else if ((s.op == "LSTM" || s.op == "GRU" || s.op == "RNN") && s.in_shapes.size() >= 3) {
+            const Shape& w = s.in_shapes[1];  // dirs x G*H x I
+            const Shape& r = s.in_shapes[2];  // dirs x G*H x H
+            int64_t seq = x.size() == 3 ? x[0] * x[1] : 0;  // seq x batch
+            total += 2 * seq * (prod(w) + prod(r));
+        }
+    }
+    return total;
+}
+
+}  // namespace jiffy

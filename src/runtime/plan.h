@@ -1,0 +1,112 @@
+// Plan: the compiled, immutable form of a model for one set of input shapes. A flat list of
+// steps (kernel + slot indices), one arena laid out by liveness, constants, and I/O descriptions.
+// Shareable between threads; each caller runs it through its own Session (arena + bindings).
+// See docs/architecture.md and docs/memory.md.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "graph/graph.h"
+#include "ops/op.h"
+
+namespace jiffy {
+
+struct CompileOptions {
+    // Shapes of graph inputs; inputs not listed use their declared shape (symbolic dims resolved
+    // from the shapes given for other inputs).
+    std::map<std::string, Shape> input_shapes;
+    // Inputs whose values are fixed at compile time (they are folded like initializers). The
+    // compiler asks for these with Code::kNeedValue when a shape depends on an input's value.
+    std::map<std::string, std::shared_ptr<const Tensor>> frozen_inputs;
+    int threads = 1;
+    uint64_t max_bytes = uint64_t(4) << 30;  // arena + folded constants
+};
+
+struct IoDesc {
+    std::string name;
+    DType dtype = DType::kUndefined;
+    Shape shape;
+    size_t nbytes = 0;
+};
+
+// Where a slot's bytes live at run time.
+struct Slot {
+    enum Kind : uint8_t { kArena, kConst, kInput, kOutput };
+    Kind kind = kArena;
+    size_t offset = 0;          // kArena: byte offset; kInput/kOutput: I/O index
+    const void* data = nullptr; // kConst
+    size_t nbytes = 0;
+    int value = -1;             // id in the compiled graph (for diagnostics)
+};
+
+struct Step {
+    const Kernel* kernel = nullptr;
+    uint32_t first_in = 0, first_out = 0;  // into Plan::step_in / step_out
+    uint16_t num_in = 0, num_out = 0;
+};
+
+// Per-step description for inspect/profile (not used by run).
+struct StepInfo {
+    std::string op, name;
+    std::vector<Shape> in_shapes, out_shapes;
+    std::vector<DType> in_dtypes;
+    std::vector<bool> in_const;
+    std::map<std::string, Attr> attrs;
+};
+
+struct Plan {
+    std::vector<IoDesc> inputs, outputs;
+    std::vector<Slot> slots;
+    std::vector<int32_t> step_in, step_out;  // slot ids, -1 for omitted
+    std::vector<Step> steps;
+    std::vector<StepInfo> step_info;
+    std::vector<std::unique_ptr<Kernel>> kernels;
+    std::vector<std::shared_ptr<const Tensor>> constants;
+    size_t arena_bytes = 0;
+    uint64_t constant_bytes = 0;  // folded constants + weights referenced by steps
+    std::vector<std::string> frozen;  // names of inputs frozen at compile time
+
+    int64_t flops() const;  // 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul/RNNs
+};
+
+// Compiles `g` for the given shapes. Errors: kInvalid/kUnsupported naming the node or tensor;
+// kNeedValue (detail() = input name) when an input's value is needed.
+Status compile_graph(const Graph& g, const CompileOptions& opt, std::shared_ptr<const Plan>* out);
+// Compiles a subgraph whose formal inputs and captures have the given infos (in the order
+// body.inputs then body.captures); the plan's inputs are in that order.
+Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& inputs,
+                             const CompileOptions& opt, std::shared_ptr<const Plan>* out);
+
+// Run state of one caller: the arena and the I/O bindings.
+class Session {
+public:
+    explicit Session(std::shared_ptr<const Plan> plan);
+    const Plan& plan() const { return *plan_; }
+
+    // Buffers owned by the session (valid until rebound); inputs are zero-filled at start.
+    void* input_data(size_t i) { return inputs_[i]; }
+    const void* output_data(size_t i) const { return outputs_[i]; }
+    // Zero copy: read input i from / write output i to the caller's buffer (must hold nbytes and
+    // stay valid across run()). nullptr restores the session's own buffer.
+    void bind_input(size_t i, const void* p);
+    void bind_output(size_t i, void* p);
+
+    // Runs every step. No allocation, lock or syscall.
+    Status run();
+
+private:
+    void resolve();
+
+    std::shared_ptr<const Plan> plan_;
+    std::shared_ptr<uint8_t> arena_;
+    std::vector<std::shared_ptr<uint8_t>> own_in_, own_out_;
+    std::vector<void*> inputs_, outputs_;
+    std::vector<const void*> in_ptrs_;  // per step_in entry
+    std::vector<void*> out_ptrs_;       // per step_out entry
+};
+
+}  // namespace jiffy
