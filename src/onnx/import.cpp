@@ -448,6 +448,22 @@ Status import_onnx_bytes(const void* data, size_t size, const std::string& dir,
     return {};
 }
 
+Status read_tensor_pb(const std::string& path, const ImportOptions& opt, Tensor* out, std::string* name) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return invalid(path, ": cannot open");
+    std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    onnx::TensorProto tp;
+    if (!tp.ParseFromString(buf)) return invalid(path, ": not a TensorProto");
+    Ctx c;
+    c.max_bytes = opt.max_bytes;
+    std::shared_ptr<const Tensor> t;
+    Status st = convert_tensor(c, tp, &t);
+    if (!st.ok()) return st.prefix(path + ": ");
+    *out = *t;
+    if (name) *name = tp.name();
+    return {};
+}
+
 Status import_onnx_file(const std::string& path, const ImportOptions& opt, ImportedModel* out) {
     std::error_code ec;
     if (!fs::exists(path, ec)) return invalid(path, ": file not found");

@@ -24,4 +24,7 @@ Status import_onnx_file(const std::string& path, const ImportOptions& opt, Impor
 Status import_onnx_bytes(const void* data, size_t size, const std::string& dir,
                          const ImportOptions& opt, ImportedModel* out);
 
+// A serialized TensorProto (the ONNX backend tests' input_*.pb / output_*.pb files).
+Status read_tensor_pb(const std::string& path, const ImportOptions& opt, Tensor* out, std::string* name);
+
 }  // namespace jiffy

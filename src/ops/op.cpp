@@ -127,7 +127,8 @@ static const OpRegistry& registry() {
     static const OpRegistry r = [] {
         OpRegistry reg;
         register_elementwise_ops(reg);
-        register_nn_ops(reg);
+        register_conv_ops(reg);
+        register_linalg_ops(reg);
         register_shape_ops(reg);
         register_reduce_ops(reg);
         register_rnn_ops(reg);

@@ -132,7 +132,8 @@ private:
 
 // One function per op family file (src/ops/<family>.cpp).
 void register_elementwise_ops(OpRegistry& r);
-void register_nn_ops(OpRegistry& r);
+void register_conv_ops(OpRegistry& r);    // conv.cpp: Conv, ConvTranspose, pools, normalizations
+void register_linalg_ops(OpRegistry& r);  // linalg.cpp: Gemm, MatMul, Einsum, Softmax family, Resize
 void register_shape_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_rnn_ops(OpRegistry& r);

@@ -1,8 +1,0 @@
-// nn ops. See docs/adding-an-op.md.
-#include "ops/util.h"
-
-namespace jiffy {
-
-void register_nn_ops(OpRegistry& r) {}
-
-}  // namespace jiffy
