@@ -315,6 +315,20 @@ Status Compiler::prepare_node(int ni) {
     if (n.op == "If" && n.domain.empty() && !ins.empty() && ins[0].constant &&
         ins[0].constant->numel() == 1)
         return inline_if(ni, *ins[0].constant);
+    if (n.op == "If" && n.domain.empty() && !ins.empty() && !ins[0].constant && n.inputs[0] >= 0) {
+        // Prefer folding the branch away when the caller can give the inputs the condition uses.
+        std::string ups = inputs_upstream_of(n.inputs[0]);
+        bool all = !ups.empty();
+        size_t p = 0;
+        while (all && p <= ups.size()) {
+            size_t q = ups.find(',', p);
+            all = opt_.freezable_inputs.count(ups.substr(p, q == std::string::npos ? std::string::npos : q - p)) > 0;
+            if (q == std::string::npos) break;
+            p = q + 1;
+        }
+        if (all)
+            return Status(Code::kNeedValue, g_.node_label(ni) + ": condition needs input values").with_detail(ups);
+    }
     PrepareFn fn = find_op(n.domain, n.op);
     if (!fn)
         return unsupported(g_.node_label(ni), ": unknown op '", n.op, "'",
@@ -377,6 +391,8 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         int v = in_values[i];
         const TensorInfo& t = info_[size_t(v)];
         plan->inputs.push_back(IoDesc{g_.values[size_t(v)].name, t.dtype, t.shape, nbytes(v)});
+        if (t.constant && std::find(frozen_.begin(), frozen_.end(), t.name) != frozen_.end())
+            plan->frozen_values.emplace_back(i, t.constant);
         Slot s;
         s.kind = Slot::kInput;
         s.offset = i;

@@ -26,6 +26,7 @@ static std::string signature(const CompileOptions& opt) {
 Status Model::compile(const CompileOptions& opt_in, const ValueMap& values,
                       std::shared_ptr<const Plan>* out) {
     CompileOptions opt = opt_in;
+    for (const auto& [n, t] : values) opt.freezable_inputs.insert(n);
     for (int attempt = 0; attempt < 64; ++attempt) {
         std::string sig = signature(opt);
         {
@@ -38,7 +39,7 @@ Status Model::compile(const CompileOptions& opt_in, const ValueMap& values,
         }
         std::shared_ptr<const Plan> plan;
         Status st = compile_graph(*graph_, opt, &plan);
-        if (st.code() == Code::kNeedValue) {
+        if (st.code() == Code::kNeedValue && !st.detail().empty()) {
             bool added = false;
             std::string names = st.detail(), missing;
             size_t p = 0;

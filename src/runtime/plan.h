@@ -4,6 +4,7 @@
 // See docs/architecture.md and docs/memory.md.
 #pragma once
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct CompileOptions {
     // Inputs whose values are fixed at compile time (they are folded like initializers). The
     // compiler asks for these with Code::kNeedValue when a shape depends on an input's value.
     std::map<std::string, std::shared_ptr<const Tensor>> frozen_inputs;
+    // Inputs whose values the caller holds and would let the compiler freeze. An `If` whose
+    // condition depends only on such inputs asks for them (kNeedValue) so that it folds away.
+    std::set<std::string> freezable_inputs;
     int threads = 1;
     uint64_t max_bytes = uint64_t(4) << 30;  // arena + folded constants
 };
@@ -69,6 +73,8 @@ struct Plan {
     size_t arena_bytes = 0;
     uint64_t constant_bytes = 0;  // folded constants + weights referenced by steps
     std::vector<std::string> frozen;  // names of inputs frozen at compile time
+    // (input index, value) of frozen inputs: callers must pass exactly these values.
+    std::vector<std::pair<size_t, std::shared_ptr<const Tensor>>> frozen_values;
 
     int64_t flops() const;  // 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul/RNNs
 };

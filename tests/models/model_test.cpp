@@ -1,0 +1,84 @@
+// Every public model (scripts/models.tsv) against ONNX Runtime 1.30's outputs on the same inputs
+// (made by scripts/make_refs.sh): max |jiffy - ort| <= 1e-4 x the output's magnitude. Where a final
+// Sigmoid/Softmax may saturate, the tensor feeding it is compared too (preact.onnx).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "refs.h"
+
+using namespace jiffy;
+using namespace jiffy::testing;
+
+namespace {
+
+constexpr double kRelTol = 1e-4;
+
+void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
+    ASSERT_EQ(got.dtype(), want.dtype()) << what;
+    ASSERT_EQ(got.shape(), want.shape()) << what << ": " << shape_str(got.shape()) << " vs "
+                                         << shape_str(want.shape());
+    double mag = 0, err = 0;
+    int64_t worst = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) mag = std::max(mag, std::abs(want.get_f64(i)));
+    for (int64_t i = 0; i < want.numel(); ++i) {
+        double e = std::abs(got.get_f64(i) - want.get_f64(i));
+        if (!(e <= err)) {
+            err = e;
+            worst = i;
+        }
+    }
+    double tol = kRelTol * std::max(mag, 1e-3);
+    EXPECT_LE(err, tol) << what << ": max abs error " << err << " at element " << worst << " (got "
+                        << got.get_f64(worst) << ", ORT " << want.get_f64(worst) << "), magnitude "
+                        << mag;
+    std::printf("  %-40s max err %.3g (tolerance %.3g, magnitude %.3g)\n", what.c_str(), err, tol, mag);
+}
+
+class ModelVsOrt : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelVsOrt, MatchesOnnxRuntime) {
+    const std::string name = GetParam();
+    RefCase rc;
+    Status st = load_ref_inputs(name, &rc);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<std::pair<std::string, Tensor>> outs;
+    st = run_model(rc.model_path, rc, nullptr, &outs);
+    ASSERT_TRUE(st.ok()) << st.message();
+    auto want = read_pairs(rc.ref_dir + "/outputs.txt");
+    ASSERT_EQ(outs.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(outs[i].first, want[i].first);
+        Tensor ref;
+        st = read_npy(rc.ref_dir + "/" + want[i].second, &ref);
+        ASSERT_TRUE(st.ok()) << st.message();
+        expect_close(name + ":" + want[i].first, outs[i].second, ref);
+    }
+    auto pre = read_pairs(rc.ref_dir + "/preact.txt");
+    if (!pre.empty()) {
+        std::vector<std::pair<std::string, Tensor>> pouts;
+        st = run_model(rc.ref_dir + "/preact.onnx", rc, nullptr, &pouts);
+        ASSERT_TRUE(st.ok()) << st.message();
+        for (const auto& [tname, file] : pre) {
+            Tensor ref;
+            ASSERT_TRUE(read_npy(rc.ref_dir + "/" + file, &ref).ok());
+            bool found = false;
+            for (const auto& [oname, t] : pouts)
+                if (oname == tname) {
+                    expect_close(name + ":" + tname + " (pre-activation)", t, ref);
+                    found = true;
+                }
+            EXPECT_TRUE(found) << "pre-activation " << tname << " not among outputs";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Public, ModelVsOrt, ::testing::ValuesIn(model_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                             std::string s = i.param;
+                             for (char& c : s)
+                                 if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                             return s;
+                         });
+
+}  // namespace
