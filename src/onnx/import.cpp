@@ -322,7 +322,8 @@ Status convert_graph(Ctx& c, const onnx::GraphProto& gp, const Graph* outer,
         for (const auto& o : nodes[ni].output()) {
             if (o.empty()) continue;
             if (g->find(o) >= 0)
-                return invalid("value '", o, "' is produced twice (node '", nodes[ni].name(), "')");
+                return invalid("value '", o, "' is produced twice (node '",
+                               nodes[ni].name().empty() ? "#" + std::to_string(ni) : nodes[ni].name(), "')");
             int id = g->add_value(o);
             g->values[size_t(id)].producer = int(ni);
         }

@@ -1,8 +1,1242 @@
-// conv ops. See docs/adding-an-op.md.
+// Convolution, pooling and normalization ops: Conv, ConvTranspose, MaxPool, AveragePool, LpPool,
+// the Global* pools, BatchNormalization (inference), InstanceNormalization, LayerNormalization,
+// GroupNormalization, LpNormalization, MeanVarianceNormalization and LRN.
+//
+// Spatial ops work on 1-3 spatial dims, normalized at prepare to three (leading dims of size 1).
+// Conv is im2col-free: for each output channel and output row it accumulates over the input
+// channels and kernel taps; every index range (valid rows per tap, valid x positions per kernel
+// column) is precomputed at prepare, so the innermost loop is a plain multiply-add over a
+// contiguous stretch of output x positions. 1x1 stride-1 unpadded convs are a GEMM-shaped loop.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
 #include "ops/util.h"
 
 namespace jiffy {
+namespace {
 
-void register_conv_ops(OpRegistry& r) {}
+// ---------------------------------------------------------------- shared helpers
+
+int64_t floor_div(int64_t a, int64_t b) {  // b > 0
+    int64_t q = a / b;
+    if (a % b != 0 && a < 0) --q;
+    return q;
+}
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+std::string ints_str(const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+// Reads element i of a float32/float64 tensor as double (per-channel parameters).
+inline double load_f(const void* p, DType t, int64_t i) {
+    return t == DType::kF64 ? static_cast<const double*>(p)[i]
+                            : double(static_cast<const float*>(p)[i]);
+}
+inline void store_f(void* p, DType t, int64_t i, double v) {
+    if (t == DType::kF64) static_cast<double*>(p)[i] = v;
+    else static_cast<float*>(p)[i] = float(v);
+}
+
+Status expect_float(const OpContext& ctx, int i, const char* what) {
+    if (!ctx.has_input(i)) return ctx.fail("input ", i, " (", what, ") is missing");
+    DType t = ctx.in_dtype(i);
+    if (t != DType::kF32 && t != DType::kF64)
+        return ctx.fail_unsupported("input ", i, " (", what, ") has dtype ", dtype_name(t),
+                                    "; only float32 and float64 are supported");
+    return {};
+}
+
+Status expect_same_dtype(const OpContext& ctx, int i, const char* what) {
+    if (!ctx.has_input(i)) return ctx.fail("input ", i, " (", what, ") is missing");
+    if (ctx.in_dtype(i) != ctx.in_dtype(0))
+        return ctx.fail("input ", i, " (", what, ") has dtype ", dtype_name(ctx.in_dtype(i)),
+                        " but X has ", dtype_name(ctx.in_dtype(0)));
+    return {};
+}
+
+// Checks that a per-channel parameter input holds exactly n elements (rank-1 [n], or any shape of
+// n elements when `lenient`).
+Status expect_vec(const OpContext& ctx, int i, const char* what, int64_t n, bool lenient = false) {
+    const Shape& s = ctx.in_shape(i);
+    bool ok = lenient ? shape_numel(s) == n : (s.size() == 1 && s[0] == n);
+    if (!ok)
+        return ctx.fail("input ", i, " (", what, ") must have shape [", n, "], got ",
+                        shape_str(s));
+    return {};
+}
+
+enum class AutoPad { kNotSet, kSameUpper, kSameLower, kValid };
+
+Status parse_auto_pad(const OpContext& ctx, AutoPad* ap) {
+    std::string s = ctx.attr_str("auto_pad", "NOTSET");
+    if (s == "NOTSET" || s.empty()) *ap = AutoPad::kNotSet;
+    else if (s == "SAME_UPPER") *ap = AutoPad::kSameUpper;
+    else if (s == "SAME_LOWER") *ap = AutoPad::kSameLower;
+    else if (s == "VALID") *ap = AutoPad::kValid;
+    else
+        return ctx.fail("auto_pad must be NOTSET, SAME_UPPER, SAME_LOWER or VALID, got '", s, "'");
+    return {};
+}
+
+// Reads an ints attribute of exactly n entries, each >= min_value (default when absent).
+Status read_ints(const OpContext& ctx, const char* name, size_t n, int64_t def, int64_t min_value,
+                 std::vector<int64_t>* out) {
+    const Attr* a = ctx.attr(name);
+    if (!a) {
+        out->assign(n, def);
+        return {};
+    }
+    if (a->ints.size() != n)
+        return ctx.fail("attribute ", name, " must have ", n, " values, got ", a->ints.size(), " ",
+                        ints_str(a->ints));
+    for (int64_t v : a->ints)
+        if (v < min_value)
+            return ctx.fail("attribute ", name, " values must be >= ", min_value, ", got ",
+                            ints_str(a->ints));
+    *out = a->ints;
+    return {};
+}
+
+// Spatial geometry of a windowed op, normalized to 3 spatial dims (leading dims of size 1).
+struct Geom {
+    int nd = 0;  // true number of spatial dims
+    std::array<int64_t, 3> in{1, 1, 1}, out{1, 1, 1}, k{1, 1, 1}, s{1, 1, 1}, d{1, 1, 1},
+        pb{0, 0, 0}, pe{0, 0, 0};
+    int64_t in_plane() const { return in[0] * in[1] * in[2]; }
+    int64_t out_plane() const { return out[0] * out[1] * out[2]; }
+    int64_t ksize() const { return k[0] * k[1] * k[2]; }
+};
+
+// Reads strides/dilations/pads/auto_pad and computes the output size of a forward window op
+// (Conv, pools). `kernel` holds the nd kernel dims (already validated >= 1).
+Status forward_geometry(const OpContext& ctx, const Shape& in_sp, const Shape& kernel,
+                        bool ceil_mode, Geom* g) {
+    const size_t nd = in_sp.size();
+    if (nd < 1 || nd > 3)
+        return ctx.fail_unsupported(nd, " spatial dims are not supported (1 to 3 are)");
+    AutoPad ap;
+    JIFFY_RETURN_IF_ERROR(parse_auto_pad(ctx, &ap));
+    std::vector<int64_t> strides, dils, pads;
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "strides", nd, 1, 1, &strides));
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "dilations", nd, 1, 1, &dils));
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "pads", 2 * nd, 0, 0, &pads));
+    g->nd = int(nd);
+    const size_t o = 3 - nd;
+    for (size_t i = 0; i < nd; ++i) {
+        int64_t in = in_sp[i], k = kernel[i], s = strides[i], d = dils[i];
+        int64_t ext = (k - 1) * d + 1, pb = 0, pe = 0, out = 0;
+        if (in < 0) return ctx.fail("negative spatial dim in input shape");
+        switch (ap) {
+            case AutoPad::kNotSet:
+            case AutoPad::kValid: {
+                if (ap == AutoPad::kNotSet) {
+                    pb = pads[i];
+                    pe = pads[i + nd];
+                }
+                int64_t num = in + pb + pe - ext;
+                if (num < 0)
+                    return ctx.fail("spatial dim ", i, ": input size ", in, " plus pads ", pb, "+",
+                                    pe, " is smaller than the kernel extent ", ext);
+                out = ceil_mode ? ceil_div(num, s) + 1 : num / s + 1;
+                // The last window must start inside the input or the begin padding.
+                if (ceil_mode && (out - 1) * s >= in + pb) --out;
+                break;
+            }
+            case AutoPad::kSameUpper:
+            case AutoPad::kSameLower: {
+                out = ceil_div(in, s);
+                int64_t total = std::max<int64_t>(0, (out - 1) * s + ext - in);
+                if (ap == AutoPad::kSameUpper) {
+                    pb = total / 2;
+                    pe = total - pb;
+                } else {
+                    pe = total / 2;
+                    pb = total - pe;
+                }
+                break;
+            }
+        }
+        g->in[o + i] = in;
+        g->out[o + i] = out;
+        g->k[o + i] = k;
+        g->s[o + i] = s;
+        g->d[o + i] = d;
+        g->pb[o + i] = pb;
+        g->pe[o + i] = pe;
+    }
+    return {};
+}
+
+// Row tables for the two outer spatial dims. For iteration row a = (a0, a1) over A0 x A1 and
+// outer kernel tap t = (k0, k1), the mapped row is b_j = a_j * s_j - p_j + k_j * d_j; entries
+// [begin[a], begin[a+1]) list the taps whose mapped row lies inside [0, B_j), with the tap index
+// t = k0 * K1 + k1 and the element offset of the mapped row (b0 * B1 + b1) * row_len.
+struct Rows {
+    std::vector<int64_t> begin, tap, off;
+};
+
+Rows build_rows(const Geom& g, bool transpose) {
+    // Forward: iterate output rows, map to input rows. Transpose: iterate input rows, map to
+    // output rows.
+    const auto& A = transpose ? g.in : g.out;
+    const auto& B = transpose ? g.out : g.in;
+    const int64_t row_len = B[2];
+    Rows r;
+    r.begin.reserve(size_t(A[0] * A[1] + 1));
+    r.begin.push_back(0);
+    for (int64_t a0 = 0; a0 < A[0]; ++a0)
+        for (int64_t a1 = 0; a1 < A[1]; ++a1) {
+            for (int64_t k0 = 0; k0 < g.k[0]; ++k0) {
+                int64_t b0 = a0 * g.s[0] - g.pb[0] + k0 * g.d[0];
+                if (b0 < 0 || b0 >= B[0]) continue;
+                for (int64_t k1 = 0; k1 < g.k[1]; ++k1) {
+                    int64_t b1 = a1 * g.s[1] - g.pb[1] + k1 * g.d[1];
+                    if (b1 < 0 || b1 >= B[1]) continue;
+                    r.tap.push_back(k0 * g.k[1] + k1);
+                    r.off.push_back((b0 * B[1] + b1) * row_len);
+                }
+            }
+            r.begin.push_back(int64_t(r.tap.size()));
+        }
+    return r;
+}
+
+// For kernel column kx: positions a in [lo, hi) of the iterated row map to b = a * s + off inside
+// [0, B), where off = kx * d - p.
+struct XRange {
+    int64_t lo, hi, off;
+};
+
+std::vector<XRange> build_xr(const Geom& g, bool transpose) {
+    const int64_t A = transpose ? g.in[2] : g.out[2];
+    const int64_t B = transpose ? g.out[2] : g.in[2];
+    const int64_t s = g.s[2];
+    std::vector<XRange> xr;
+    for (int64_t kx = 0; kx < g.k[2]; ++kx) {
+        int64_t off = kx * g.d[2] - g.pb[2];
+        int64_t lo = std::max<int64_t>(0, ceil_div(-off, s));
+        int64_t hi = std::min<int64_t>(A, floor_div(B - 1 - off, s) + 1);
+        if (hi < lo) hi = lo;
+        xr.push_back({lo, hi, off});
+    }
+    return xr;
+}
+
+// ---------------------------------------------------------------- Conv
+
+struct ConvDims {
+    int64_t N = 0, C = 0, M = 0, G = 1, Cg = 0, Mg = 0;
+    int64_t in_plane = 0, out_plane = 0, ksize = 0, kw = 0;
+    int64_t rows = 0;      // iterated rows (output rows for Conv, input rows for ConvTranspose)
+    int64_t row_len = 0;   // elements per iterated row
+    int64_t sx = 1;
+    bool has_bias = false;
+};
+
+template <typename T>
+class ConvKernel : public Kernel {
+public:
+    ConvKernel(ConvDims d, Rows rows, std::vector<XRange> xr, bool pointwise)
+        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)), pointwise_(pointwise) {}
+
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        const T* W = static_cast<const T*>(in[1]);
+        const T* B = d_.has_bias ? static_cast<const T*>(in[2]) : nullptr;
+        T* Y = static_cast<T*>(out[0]);
+        if (pointwise_) {
+            run_pointwise(X, W, B, Y);
+            return {};
+        }
+        const int64_t ow = d_.row_len, sx = d_.sx;
+        for (int64_t n = 0; n < d_.N; ++n)
+            for (int64_t m = 0; m < d_.M; ++m) {
+                const int64_t g = m / d_.Mg;
+                T* __restrict y = Y + (n * d_.M + m) * d_.out_plane;
+                const T bias = B ? B[m] : T(0);
+                for (int64_t i = 0; i < d_.out_plane; ++i) y[i] = bias;
+                const T* xg = X + (n * d_.C + g * d_.Cg) * d_.in_plane;
+                const T* wm = W + m * d_.Cg * d_.ksize;
+                for (int64_t r = 0; r < d_.rows; ++r) {
+                    T* __restrict yrow = y + r * ow;
+                    const int64_t e0 = rows_.begin[size_t(r)], e1 = rows_.begin[size_t(r) + 1];
+                    for (int64_t c = 0; c < d_.Cg; ++c) {
+                        const T* xc = xg + c * d_.in_plane;
+                        const T* wc = wm + c * d_.ksize;
+                        for (int64_t e = e0; e < e1; ++e) {
+                            const T* xrow = xc + rows_.off[size_t(e)];
+                            const T* wt = wc + rows_.tap[size_t(e)] * d_.kw;
+                            for (int64_t kx = 0; kx < d_.kw; ++kx) {
+                                const XRange& q = xr_[size_t(kx)];
+                                const T w = wt[kx];
+                                if (sx == 1) {
+                                    const T* __restrict xs = xrow + q.off;
+                                    for (int64_t a = q.lo; a < q.hi; ++a) yrow[a] += w * xs[a];
+                                } else {
+                                    const T* __restrict xs = xrow + q.off;
+                                    for (int64_t a = q.lo; a < q.hi; ++a) yrow[a] += w * xs[a * sx];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        return {};
+    }
+
+private:
+    // 1x1, stride 1, no padding: Y[m] = B[m] + sum_c W[m,c] * X[c] over tiles of the plane.
+    void run_pointwise(const T* X, const T* W, const T* B, T* Y) const {
+        constexpr int64_t kTile = 1024;
+        const int64_t P = d_.out_plane;
+        for (int64_t n = 0; n < d_.N; ++n)
+            for (int64_t g = 0; g < d_.G; ++g)
+                for (int64_t t0 = 0; t0 < P; t0 += kTile) {
+                    const int64_t len = std::min(kTile, P - t0);
+                    const T* xg = X + (n * d_.C + g * d_.Cg) * P + t0;
+                    for (int64_t ml = 0; ml < d_.Mg; ++ml) {
+                        const int64_t m = g * d_.Mg + ml;
+                        T* __restrict y = Y + (n * d_.M + m) * P + t0;
+                        const T bias = B ? B[m] : T(0);
+                        for (int64_t i = 0; i < len; ++i) y[i] = bias;
+                        const T* wm = W + m * d_.Cg;
+                        for (int64_t c = 0; c < d_.Cg; ++c) {
+                            const T w = wm[c];
+                            const T* __restrict x = xg + c * P;
+                            for (int64_t i = 0; i < len; ++i) y[i] += w * x[i];
+                        }
+                    }
+                }
+    }
+
+    ConvDims d_;
+    Rows rows_;
+    std::vector<XRange> xr_;
+    bool pointwise_;
+};
+
+template <typename T>
+class ConvTransposeKernel : public Kernel {
+public:
+    ConvTransposeKernel(ConvDims d, Rows rows, std::vector<XRange> xr)
+        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)) {}
+
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        const T* W = static_cast<const T*>(in[1]);
+        const T* B = d_.has_bias ? static_cast<const T*>(in[2]) : nullptr;
+        T* Y = static_cast<T*>(out[0]);
+        const int64_t iw = d_.row_len, sx = d_.sx;
+        for (int64_t n = 0; n < d_.N; ++n)
+            for (int64_t m = 0; m < d_.M; ++m) {
+                const int64_t g = m / d_.Mg, ml = m % d_.Mg;
+                T* __restrict y = Y + (n * d_.M + m) * d_.out_plane;
+                const T bias = B ? B[m] : T(0);
+                for (int64_t i = 0; i < d_.out_plane; ++i) y[i] = bias;
+                for (int64_t c = 0; c < d_.Cg; ++c) {
+                    const int64_t ic = g * d_.Cg + c;
+                    const T* xc = X + (n * d_.C + ic) * d_.in_plane;
+                    const T* wc = W + (ic * d_.Mg + ml) * d_.ksize;
+                    for (int64_t r = 0; r < d_.rows; ++r) {
+                        const T* __restrict xrow = xc + r * iw;
+                        const int64_t e0 = rows_.begin[size_t(r)], e1 = rows_.begin[size_t(r) + 1];
+                        for (int64_t e = e0; e < e1; ++e) {
+                            T* __restrict yrow = y + rows_.off[size_t(e)];
+                            const T* wt = wc + rows_.tap[size_t(e)] * d_.kw;
+                            for (int64_t kx = 0; kx < d_.kw; ++kx) {
+                                const XRange& q = xr_[size_t(kx)];
+                                const T w = wt[kx];
+                                T* __restrict ys = yrow + q.off;
+                                if (sx == 1)
+                                    for (int64_t a = q.lo; a < q.hi; ++a) ys[a] += w * xrow[a];
+                                else
+                                    for (int64_t a = q.lo; a < q.hi; ++a) ys[a * sx] += w * xrow[a];
+                            }
+                        }
+                    }
+                }
+            }
+        return {};
+    }
+
+private:
+    ConvDims d_;
+    Rows rows_;
+    std::vector<XRange> xr_;
+};
+
+// Common input checks for Conv / ConvTranspose: dtypes, ranks, kernel_shape.
+Status check_conv_inputs(const OpContext& ctx, Shape* kernel) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs inputs X and W");
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 1, "W"));
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 2, "B"));
+    const Shape& x = ctx.in_shape(0);
+    const Shape& w = ctx.in_shape(1);
+    if (x.size() < 3)
+        return ctx.fail("X must have rank >= 3 (N x C x spatial...), got shape ", shape_str(x));
+    if (x.size() > 5)
+        return ctx.fail_unsupported("X has ", x.size() - 2, " spatial dims; 1 to 3 are supported");
+    if (w.size() != x.size())
+        return ctx.fail("W must have the same rank as X (", x.size(), "), got shape ",
+                        shape_str(w));
+    kernel->assign(w.begin() + 2, w.end());
+    for (int64_t k : *kernel)
+        if (k < 1) return ctx.fail("W has an empty kernel: shape ", shape_str(w));
+    if (const Attr* a = ctx.attr("kernel_shape")) {
+        if (a->ints != *kernel)
+            return ctx.fail("kernel_shape ", ints_str(a->ints), " does not match W's kernel dims ",
+                            ints_str(*kernel));
+    }
+    return {};
+}
+
+Status prep_Conv(OpContext& ctx) {
+    Shape kernel;
+    JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
+    const Shape& x = ctx.in_shape(0);
+    const Shape& w = ctx.in_shape(1);
+    ConvDims d;
+    d.N = x[0];
+    d.C = x[1];
+    d.M = w[0];
+    d.G = ctx.attr_int("group", 1);
+    if (d.G < 1) return ctx.fail("group must be >= 1, got ", d.G);
+    if (d.C % d.G != 0 || w[1] * d.G != d.C)
+        return ctx.fail("X has ", d.C, " channels but W expects ", w[1], " x group ", d.G, " = ",
+                        w[1] * d.G);
+    if (d.M % d.G != 0)
+        return ctx.fail("W has ", d.M, " output channels, not divisible by group ", d.G);
+    d.Cg = d.C / d.G;
+    d.Mg = d.M / d.G;
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B", d.M));
+    d.has_bias = ctx.has_input(2);
+
+    Geom g;
+    Shape in_sp(x.begin() + 2, x.end());
+    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, in_sp, kernel, false, &g));
+    Shape out = {d.N, d.M};
+    for (int i = 0; i < g.nd; ++i) out.push_back(g.out[size_t(3 - g.nd + i)]);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+
+    d.in_plane = g.in_plane();
+    d.out_plane = g.out_plane();
+    d.ksize = g.ksize();
+    d.kw = g.k[2];
+    d.rows = g.out[0] * g.out[1];
+    d.row_len = g.out[2];
+    d.sx = g.s[2];
+    bool pointwise = true;
+    for (int i = 0; i < 3; ++i)
+        if (g.k[size_t(i)] != 1 || g.s[size_t(i)] != 1 || g.pb[size_t(i)] != 0 ||
+            g.pe[size_t(i)] != 0)
+            pointwise = false;
+    Rows rows = pointwise ? Rows{} : build_rows(g, false);
+    std::vector<XRange> xr = pointwise ? std::vector<XRange>{} : build_xr(g, false);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<ConvKernel<T>>(d, std::move(rows), std::move(xr), pointwise));
+        return {};
+    });
+}
+
+Status prep_ConvTranspose(OpContext& ctx) {
+    Shape kernel;
+    JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
+    const Shape& x = ctx.in_shape(0);
+    const Shape& w = ctx.in_shape(1);
+    const size_t nd = x.size() - 2;
+    ConvDims d;
+    d.N = x[0];
+    d.C = x[1];
+    d.G = ctx.attr_int("group", 1);
+    if (d.G < 1) return ctx.fail("group must be >= 1, got ", d.G);
+    if (w[0] != d.C)
+        return ctx.fail("W's first dim (", w[0], ") must equal X's channel count (", d.C, ")");
+    if (d.C % d.G != 0)
+        return ctx.fail("X has ", d.C, " channels, not divisible by group ", d.G);
+    d.Cg = d.C / d.G;
+    d.Mg = w[1];
+    d.M = d.Mg * d.G;
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B", d.M));
+    d.has_bias = ctx.has_input(2);
+
+    AutoPad ap;
+    JIFFY_RETURN_IF_ERROR(parse_auto_pad(ctx, &ap));
+    std::vector<int64_t> strides, dils, pads, outpad;
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "strides", nd, 1, 1, &strides));
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "dilations", nd, 1, 1, &dils));
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "pads", 2 * nd, 0, 0, &pads));
+    JIFFY_RETURN_IF_ERROR(read_ints(ctx, "output_padding", nd, 0, 0, &outpad));
+    std::vector<int64_t> out_shape;
+    if (const Attr* a = ctx.attr("output_shape")) {
+        out_shape = a->ints;
+        if (out_shape.size() == nd + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+        if (out_shape.size() != nd)
+            return ctx.fail("output_shape must have ", nd, " values, got ", ints_str(a->ints));
+        for (int64_t v : out_shape)
+            if (v < 1) return ctx.fail("output_shape values must be >= 1, got ", ints_str(a->ints));
+    }
+
+    Geom g;
+    g.nd = int(nd);
+    const size_t o = 3 - nd;
+    for (size_t i = 0; i < nd; ++i) {
+        int64_t in = x[i + 2], k = kernel[i], s = strides[i], dl = dils[i];
+        int64_t natural = s * (in - 1) + outpad[i] + (k - 1) * dl + 1;
+        int64_t out = 0, pb = 0;
+        if (!out_shape.empty() || ap == AutoPad::kSameUpper || ap == AutoPad::kSameLower) {
+            out = out_shape.empty() ? in * s : out_shape[i];
+            int64_t total = std::max<int64_t>(0, natural - out);
+            pb = ap == AutoPad::kSameUpper ? total / 2 : total - total / 2;
+        } else if (ap == AutoPad::kValid) {
+            out = natural;
+        } else {
+            pb = pads[i];
+            out = natural - pads[i] - pads[i + nd];
+        }
+        if (in < 1) return ctx.fail("X has an empty spatial dim: shape ", shape_str(x));
+        if (out < 1)
+            return ctx.fail("spatial dim ", i, ": output size would be ", out,
+                            " (pads larger than the transposed extent ", natural, ")");
+        g.in[o + i] = in;
+        g.out[o + i] = out;
+        g.k[o + i] = k;
+        g.s[o + i] = s;
+        g.d[o + i] = dl;
+        g.pb[o + i] = pb;
+    }
+    Shape out = {d.N, d.M};
+    for (size_t i = 0; i < nd; ++i) out.push_back(g.out[o + i]);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+
+    d.in_plane = g.in_plane();
+    d.out_plane = g.out_plane();
+    d.ksize = g.ksize();
+    d.kw = g.k[2];
+    d.rows = g.in[0] * g.in[1];
+    d.row_len = g.in[2];
+    d.sx = g.s[2];
+    Rows rows = build_rows(g, true);
+    std::vector<XRange> xr = build_xr(g, true);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<ConvTransposeKernel<T>>(d, std::move(rows), std::move(xr)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- pooling
+
+enum class PoolKind { kMax, kAvg, kLp };
+
+// Per spatial dim and output index o: first input index start = o*s - pb, valid taps [k0, k1)
+// (input index inside [0, in)), and taps inside the padded range (for count_include_pad).
+struct PoolDim {
+    std::vector<int64_t> start, k0, k1, cnt_pad;
+    int64_t d = 1;
+};
+
+template <typename T, PoolKind K>
+class PoolKernel : public Kernel {
+public:
+    PoolKernel(int64_t planes, Geom g, std::array<PoolDim, 3> dims, bool count_include_pad,
+               bool col_major, double p, bool indices)
+        : planes_(planes), g_(g), dims_(std::move(dims)), include_pad_(count_include_pad),
+          col_major_(col_major), indices_(indices), p_(p) {}
+
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        int64_t* I = indices_ ? static_cast<int64_t*>(out[1]) : nullptr;
+        const int64_t inP = g_.in_plane(), outP = g_.out_plane();
+        const int64_t in1 = g_.in[1], in2 = g_.in[2];
+        const PoolDim &D0 = dims_[0], &D1 = dims_[1], &D2 = dims_[2];
+        for (int64_t p = 0; p < planes_; ++p) {
+            const T* x = X + p * inP;
+            T* y = Y + p * outP;
+            int64_t yi = 0;
+            for (int64_t o0 = 0; o0 < g_.out[0]; ++o0)
+                for (int64_t o1 = 0; o1 < g_.out[1]; ++o1)
+                    for (int64_t o2 = 0; o2 < g_.out[2]; ++o2, ++yi) {
+                        const size_t u0 = size_t(o0), u1 = size_t(o1), u2 = size_t(o2);
+                        if constexpr (K == PoolKind::kMax) {
+                            T best = std::numeric_limits<T>::lowest();
+                            if constexpr (std::is_floating_point_v<T>)
+                                best = -std::numeric_limits<T>::infinity();
+                            int64_t b0 = D0.start[u0] + D0.k0[u0] * D0.d;
+                            int64_t b1 = D1.start[u1] + D1.k0[u1] * D1.d;
+                            int64_t b2 = D2.start[u2] + D2.k0[u2] * D2.d;
+                            for (int64_t k0 = D0.k0[u0]; k0 < D0.k1[u0]; ++k0) {
+                                const int64_t i0 = D0.start[u0] + k0 * D0.d;
+                                for (int64_t k1 = D1.k0[u1]; k1 < D1.k1[u1]; ++k1) {
+                                    const int64_t i1 = D1.start[u1] + k1 * D1.d;
+                                    const T* row = x + (i0 * in1 + i1) * in2;
+                                    for (int64_t k2 = D2.k0[u2]; k2 < D2.k1[u2]; ++k2) {
+                                        const int64_t i2 = D2.start[u2] + k2 * D2.d;
+                                        if (row[i2] > best) {
+                                            best = row[i2];
+                                            b0 = i0;
+                                            b1 = i1;
+                                            b2 = i2;
+                                        }
+                                    }
+                                }
+                            }
+                            y[yi] = best;
+                            if (I) {
+                                int64_t idx = col_major_ ? b0 + b1 * g_.in[0] + b2 * g_.in[0] * in1
+                                                         : (b0 * in1 + b1) * in2 + b2;
+                                I[p * outP + yi] = p * inP + idx;
+                            }
+                        } else {
+                            double acc = 0;
+                            for (int64_t k0 = D0.k0[u0]; k0 < D0.k1[u0]; ++k0) {
+                                const int64_t i0 = D0.start[u0] + k0 * D0.d;
+                                for (int64_t k1 = D1.k0[u1]; k1 < D1.k1[u1]; ++k1) {
+                                    const int64_t i1 = D1.start[u1] + k1 * D1.d;
+                                    const T* row = x + (i0 * in1 + i1) * in2;
+                                    for (int64_t k2 = D2.k0[u2]; k2 < D2.k1[u2]; ++k2) {
+                                        const double v = double(row[D2.start[u2] + k2 * D2.d]);
+                                        if constexpr (K == PoolKind::kAvg) acc += v;
+                                        else acc += std::pow(std::abs(v), p_);
+                                    }
+                                }
+                            }
+                            if constexpr (K == PoolKind::kAvg) {
+                                int64_t cnt = include_pad_
+                                                  ? D0.cnt_pad[u0] * D1.cnt_pad[u1] * D2.cnt_pad[u2]
+                                                  : (D0.k1[u0] - D0.k0[u0]) * (D1.k1[u1] - D1.k0[u1]) *
+                                                        (D2.k1[u2] - D2.k0[u2]);
+                                y[yi] = T(acc / double(cnt));
+                            } else {
+                                y[yi] = T(std::pow(acc, 1.0 / p_));
+                            }
+                        }
+                    }
+        }
+        return {};
+    }
+
+private:
+    int64_t planes_;
+    Geom g_;
+    std::array<PoolDim, 3> dims_;
+    bool include_pad_, col_major_, indices_;
+    double p_;
+};
+
+// Reads p of LpPool / GlobalLpPool (a float attribute in old opsets, an int since opset 2).
+Status read_p(const OpContext& ctx, double* p) {
+    *p = 2;
+    if (const Attr* a = ctx.attr("p")) *p = a->kind == Attr::kFloat ? double(a->f) : double(a->i);
+    if (!(*p > 0)) return ctx.fail("p must be > 0, got ", *p);
+    return {};
+}
+
+template <PoolKind K>
+Status prep_pool(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input X is missing");
+    DType t = ctx.in_dtype(0);
+    bool ok = t == DType::kF32 || t == DType::kF64 ||
+              (K == PoolKind::kMax && (t == DType::kI8 || t == DType::kU8));
+    if (!ok) return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 3)
+        return ctx.fail("X must have rank >= 3 (N x C x spatial...), got shape ", shape_str(x));
+    if (x.size() > 5)
+        return ctx.fail_unsupported("X has ", x.size() - 2, " spatial dims; 1 to 3 are supported");
+    const size_t nd = x.size() - 2;
+    const Attr* ka = ctx.attr("kernel_shape");
+    if (!ka) return ctx.fail("attribute kernel_shape is required");
+    if (ka->ints.size() != nd)
+        return ctx.fail("kernel_shape must have ", nd, " values, got ", ints_str(ka->ints));
+    for (int64_t k : ka->ints)
+        if (k < 1) return ctx.fail("kernel_shape values must be >= 1, got ", ints_str(ka->ints));
+    int64_t ceil_mode = ctx.attr_int("ceil_mode", 0);
+    Geom g;
+    Shape in_sp(x.begin() + 2, x.end());
+    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, in_sp, ka->ints, ceil_mode != 0, &g));
+
+    bool include_pad = false, col_major = false;
+    double p = 2;
+    if (K == PoolKind::kAvg) include_pad = ctx.attr_int("count_include_pad", 0) != 0;
+    if (K == PoolKind::kLp) JIFFY_RETURN_IF_ERROR(read_p(ctx, &p));
+    if (K == PoolKind::kMax) {
+        int64_t so = ctx.attr_int("storage_order", 0);
+        if (so != 0 && so != 1) return ctx.fail("storage_order must be 0 or 1, got ", so);
+        col_major = so == 1;
+    } else if (ctx.num_outputs() > 1 && ctx.has_output(1)) {
+        return ctx.fail("has ", ctx.num_outputs(), " outputs; only MaxPool has a second output");
+    }
+
+    std::array<PoolDim, 3> dims;
+    for (size_t i = 0; i < 3; ++i) {
+        PoolDim& pd = dims[i];
+        pd.d = g.d[i];
+        for (int64_t o = 0; o < g.out[i]; ++o) {
+            int64_t start = o * g.s[i] - g.pb[i];
+            int64_t k0 = std::max<int64_t>(0, ceil_div(-start, g.d[i]));
+            int64_t k1 = std::min<int64_t>(g.k[i], floor_div(g.in[i] - 1 - start, g.d[i]) + 1);
+            if (k1 <= k0)
+                return ctx.fail("a pooling window lies entirely in the padding (spatial dim ",
+                                int(i) - (3 - g.nd), ", output index ", o,
+                                "); pads must be smaller than the kernel");
+            int64_t kp = std::min<int64_t>(g.k[i], floor_div(g.in[i] + g.pe[i] - 1 - start, g.d[i]) + 1);
+            pd.start.push_back(start);
+            pd.k0.push_back(k0);
+            pd.k1.push_back(k1);
+            pd.cnt_pad.push_back(kp);
+        }
+    }
+    Shape out = {x[0], x[1]};
+    for (size_t i = 0; i < nd; ++i) out.push_back(g.out[3 - nd + i]);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out));
+    if (K == PoolKind::kMax && ctx.has_output(1))
+        JIFFY_RETURN_IF_ERROR(ctx.set_output(1, DType::kI64, out));
+    const int64_t planes = x[0] * x[1];
+    const bool indices = K == PoolKind::kMax && ctx.has_output(1);
+
+    auto make = [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<PoolKernel<T, K>>(planes, g, std::move(dims), include_pad,
+                                                          col_major, p, indices));
+        return {};
+    };
+    if constexpr (K == PoolKind::kMax) {
+        if (t == DType::kI8) return make(TypeTag<int8_t>{});
+        if (t == DType::kU8) return make(TypeTag<uint8_t>{});
+    }
+    return visit_float(t, make);
+}
+
+template <typename T, PoolKind K>
+class GlobalPoolKernel : public Kernel {
+public:
+    GlobalPoolKernel(int64_t planes, int64_t size, double p) : planes_(planes), size_(size), p_(p) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        for (int64_t q = 0; q < planes_; ++q) {
+            const T* x = X + q * size_;
+            if constexpr (K == PoolKind::kMax) {
+                T best = -std::numeric_limits<T>::infinity();
+                for (int64_t i = 0; i < size_; ++i)
+                    if (x[i] > best) best = x[i];
+                Y[q] = best;
+            } else if constexpr (K == PoolKind::kAvg) {
+                double acc = 0;
+                for (int64_t i = 0; i < size_; ++i) acc += double(x[i]);
+                Y[q] = T(acc / double(size_));
+            } else {
+                double acc = 0;
+                for (int64_t i = 0; i < size_; ++i) acc += std::pow(std::abs(double(x[i])), p_);
+                Y[q] = T(std::pow(acc, 1.0 / p_));
+            }
+        }
+        return {};
+    }
+
+private:
+    int64_t planes_, size_;
+    double p_;
+};
+
+template <PoolKind K>
+Status prep_global_pool(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 3)
+        return ctx.fail("X must have rank >= 3 (N x C x spatial...), got shape ", shape_str(x));
+    double p = 2;
+    if (K == PoolKind::kLp) JIFFY_RETURN_IF_ERROR(read_p(ctx, &p));
+    const int64_t planes = x[0] * x[1];
+    int64_t size = 1;
+    for (size_t i = 2; i < x.size(); ++i) size *= x[i];
+    if (size == 0 && planes > 0) return ctx.fail("X has an empty spatial dim: ", shape_str(x));
+    Shape out = {x[0], x[1]};
+    out.resize(x.size(), 1);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<GlobalPoolKernel<T, K>>(planes, size, p));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- BatchNormalization
+
+template <typename T>
+class BatchNormKernel : public Kernel {
+public:
+    BatchNormKernel(int64_t N, int64_t C, int64_t S, double eps, std::array<DType, 4> pt,
+                    int num_out)
+        : N_(N), C_(C), S_(S), eps_(eps), pt_(pt), num_out_(num_out) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        for (int64_t c = 0; c < C_; ++c) {
+            const double scale = load_f(in[1], pt_[0], c), bias = load_f(in[2], pt_[1], c);
+            const double mean = load_f(in[3], pt_[2], c), var = load_f(in[4], pt_[3], c);
+            const double a = scale / std::sqrt(var + eps_);
+            const T ta = T(a), tb = T(bias - mean * a);
+            for (int64_t n = 0; n < N_; ++n) {
+                const T* x = X + (n * C_ + c) * S_;
+                T* y = Y + (n * C_ + c) * S_;
+                for (int64_t i = 0; i < S_; ++i) y[i] = x[i] * ta + tb;
+            }
+            // Optional statistics outputs (inference mode): the running statistics, unchanged.
+            for (int o = 1; o < num_out_; ++o)
+                if (out[o]) store_f(out[o], pt_[o % 2 ? 2 : 3], c, load_f(in[o % 2 ? 3 : 4], pt_[o % 2 ? 2 : 3], c));
+        }
+        return {};
+    }
+
+private:
+    int64_t N_, C_, S_;
+    double eps_;
+    std::array<DType, 4> pt_;
+    int num_out_;
+};
+
+Status prep_BatchNormalization(OpContext& ctx) {
+    if (ctx.num_inputs() < 5) return ctx.fail("needs 5 inputs (X, scale, B, mean, var), got ", ctx.num_inputs());
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    const char* names[5] = {"X", "scale", "B", "input_mean", "input_var"};
+    for (int i = 1; i < 5; ++i) JIFFY_RETURN_IF_ERROR(expect_float(ctx, i, names[i]));
+    if (ctx.opset() >= 14 && ctx.attr_int("training_mode", 0) != 0)
+        return ctx.fail_unsupported(
+            "training_mode=1 is not supported (inference only: Jiffy does not compute batch "
+            "statistics)");
+    if (ctx.num_outputs() > 5 || (ctx.opset() >= 14 && ctx.num_outputs() > 3))
+        return ctx.fail("has ", ctx.num_outputs(), " outputs; at most ",
+                        ctx.opset() >= 14 ? 3 : 5, " are allowed");
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 2) return ctx.fail("X must have rank >= 2 (N x C x ...), got ", shape_str(x));
+    int64_t N = x[0], C = x[1], S = 1;
+    for (size_t i = 2; i < x.size(); ++i) S *= x[i];
+    bool spatial = ctx.opset() >= 9 || ctx.attr_int("spatial", 1) != 0;
+    if (!spatial) {  // opset 7/8, spatial=0: one statistic per (C x D1 x ... x Dn) element
+        C *= S;
+        S = 1;
+    }
+    for (int i = 1; i < 5; ++i) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, i, names[i], C, !spatial));
+    std::array<DType, 4> pt = {ctx.in_dtype(1), ctx.in_dtype(2), ctx.in_dtype(3), ctx.in_dtype(4)};
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    for (int o = 1; o < ctx.num_outputs(); ++o)
+        if (ctx.has_output(o))
+            JIFFY_RETURN_IF_ERROR(ctx.set_output(o, ctx.in_dtype(o % 2 ? 3 : 4), ctx.in_shape(o % 2 ? 3 : 4)));
+    double eps = ctx.attr_float("epsilon", 1e-5f);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<BatchNormKernel<T>>(N, C, S, eps, pt, ctx.num_outputs()));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- Instance / Group normalization
+
+// Normalizes `groups` blocks of `csz` channels x S elements each (per batch item): per block
+// mean and variance, then y = (x - mean) * inv_std * scale[ch] + bias[ch], where the parameter
+// index is the channel (per_channel) or the group.
+template <typename T>
+class GroupNormKernel : public Kernel {
+public:
+    GroupNormKernel(int64_t N, int64_t groups, int64_t csz, int64_t S, double eps, bool per_channel)
+        : N_(N), G_(groups), csz_(csz), S_(S), eps_(eps), per_channel_(per_channel) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        const T* scale = static_cast<const T*>(in[1]);
+        const T* bias = static_cast<const T*>(in[2]);
+        T* Y = static_cast<T*>(out[0]);
+        const int64_t block = csz_ * S_;
+        for (int64_t n = 0; n < N_; ++n)
+            for (int64_t g = 0; g < G_; ++g) {
+                const T* x = X + (n * G_ + g) * block;
+                T* y = Y + (n * G_ + g) * block;
+                double sum = 0;
+                for (int64_t i = 0; i < block; ++i) sum += double(x[i]);
+                const double mean = block ? sum / double(block) : 0;
+                double sq = 0;
+                for (int64_t i = 0; i < block; ++i) {
+                    const double v = double(x[i]) - mean;
+                    sq += v * v;
+                }
+                const double inv = 1.0 / std::sqrt((block ? sq / double(block) : 0) + eps_);
+                for (int64_t c = 0; c < csz_; ++c) {
+                    const int64_t pi = per_channel_ ? g * csz_ + c : g;
+                    const double a = inv * double(scale[pi]);
+                    const double b = double(bias[pi]) - mean * a;
+                    const T ta = T(a), tb = T(b);
+                    const T* xc = x + c * S_;
+                    T* yc = y + c * S_;
+                    for (int64_t i = 0; i < S_; ++i) yc[i] = xc[i] * ta + tb;
+                }
+            }
+        return {};
+    }
+
+private:
+    int64_t N_, G_, csz_, S_;
+    double eps_;
+    bool per_channel_;
+};
+
+Status prep_InstanceNormalization(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 1, "scale"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 2, "B"));
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 3)
+        return ctx.fail("X must have rank >= 3 (N x C x spatial...), got shape ", shape_str(x));
+    const int64_t C = x[1];
+    JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 1, "scale", C));
+    JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B", C));
+    int64_t S = 1;
+    for (size_t i = 2; i < x.size(); ++i) S *= x[i];
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    double eps = ctx.attr_float("epsilon", 1e-5f);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<GroupNormKernel<T>>(x[0], C, 1, S, eps, true));
+        return {};
+    });
+}
+
+Status prep_GroupNormalization(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 1, "scale"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 2, "bias"));
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 2) return ctx.fail("X must have rank >= 2 (N x C x ...), got ", shape_str(x));
+    const Attr* ga = ctx.attr("num_groups");
+    if (!ga) return ctx.fail("attribute num_groups is required");
+    const int64_t G = ga->i, C = x[1];
+    if (G < 1 || C % G != 0)
+        return ctx.fail("num_groups (", G, ") must be >= 1 and divide the channel count ", C);
+    // Opset 18: scale/bias per group; opset 21: per channel. Accept either by size.
+    const int64_t ns = shape_numel(ctx.in_shape(1)), nb = shape_numel(ctx.in_shape(2));
+    bool per_channel = ns == C;
+    if ((ns != C && ns != G) || nb != ns || ctx.in_shape(1).size() != 1 ||
+        ctx.in_shape(2).size() != 1)
+        return ctx.fail("scale and bias must both have shape [", C, "] (channels) or [", G,
+                        "] (groups), got ", shape_str(ctx.in_shape(1)), " and ",
+                        shape_str(ctx.in_shape(2)));
+    int64_t S = 1;
+    for (size_t i = 2; i < x.size(); ++i) S *= x[i];
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    double eps = ctx.attr_float("epsilon", 1e-5f);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<GroupNormKernel<T>>(x[0], G, C / G, S, eps, per_channel));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- LayerNormalization
+
+template <typename T>
+class LayerNormKernel : public Kernel {
+public:
+    LayerNormKernel(int64_t outer, int64_t inner, double eps, std::vector<int64_t> sidx,
+                    std::vector<int64_t> bidx, DType stat_t, bool has_bias, bool mean_out,
+                    bool inv_out)
+        : outer_(outer), inner_(inner), eps_(eps), sidx_(std::move(sidx)),
+          bidx_(std::move(bidx)), stat_t_(stat_t), has_bias_(has_bias), mean_out_(mean_out),
+          inv_out_(inv_out) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        const T* scale = static_cast<const T*>(in[1]);
+        const T* bias = has_bias_ ? static_cast<const T*>(in[2]) : nullptr;
+        T* Y = static_cast<T*>(out[0]);
+        for (int64_t r = 0; r < outer_; ++r) {
+            const T* x = X + r * inner_;
+            T* y = Y + r * inner_;
+            double sum = 0;
+            for (int64_t i = 0; i < inner_; ++i) sum += double(x[i]);
+            const double mean = inner_ ? sum / double(inner_) : 0;
+            double sq = 0;
+            for (int64_t i = 0; i < inner_; ++i) {
+                const double v = double(x[i]) - mean;
+                sq += v * v;
+            }
+            const double inv = 1.0 / std::sqrt((inner_ ? sq / double(inner_) : 0) + eps_);
+            for (int64_t i = 0; i < inner_; ++i) {
+                const double s = double(scale[sidx_.empty() ? i : sidx_[size_t(i)]]);
+                const double b = bias ? double(bias[bidx_.empty() ? i : bidx_[size_t(i)]]) : 0.0;
+                y[i] = T((double(x[i]) - mean) * inv * s + b);
+            }
+            if (mean_out_) store_f(out[1], stat_t_, r, mean);
+            if (inv_out_) store_f(out[2], stat_t_, r, inv);
+        }
+        return {};
+    }
+
+private:
+    int64_t outer_, inner_;
+    double eps_;
+    std::vector<int64_t> sidx_, bidx_;
+    DType stat_t_;
+    bool has_bias_, mean_out_, inv_out_;
+};
+
+// Index table mapping each element of the normalized shape `norm` to an element of a tensor of
+// shape `p` broadcast to it; empty when p has the same element layout (no table needed). False
+// if p does not broadcast to norm.
+bool broadcast_table(const Shape& p, const Shape& norm, std::vector<int64_t>* table) {
+    Shape q = p;
+    while (!q.empty() && q.size() > norm.size() && q.front() == 1) q.erase(q.begin());
+    if (q.size() > norm.size()) return false;
+    for (size_t i = 0; i < q.size(); ++i) {
+        int64_t a = q[q.size() - 1 - i], b = norm[norm.size() - 1 - i];
+        if (a != b && a != 1) return false;
+    }
+    table->clear();
+    if (shape_numel(q) == shape_numel(norm)) return true;
+    Shape st = broadcast_strides(q, norm);
+    for_each_broadcast2(norm, st, st, [&](int64_t, int64_t ia, int64_t) { table->push_back(ia); });
+    return true;
+}
+
+Status prep_LayerNormalization(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 1, "Scale"));
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 2, "B"));
+    const Shape& x = ctx.in_shape(0);
+    const int64_t rank = int64_t(x.size());
+    int64_t axis;
+    if (!normalize_axis(ctx.attr_int("axis", -1), rank, &axis))
+        return ctx.fail("axis ", ctx.attr_int("axis", -1), " is out of range for rank ", rank);
+    int64_t stash = ctx.attr_int("stash_type", 1);
+    DType stat_t;
+    if (stash == 1) stat_t = DType::kF32;
+    else if (stash == 11) stat_t = DType::kF64;
+    else return ctx.fail_unsupported("stash_type ", stash, " is not supported (1 or 11 are)");
+    Shape norm(x.begin() + axis, x.end());
+    int64_t outer = 1, inner = shape_numel(norm);
+    for (int64_t i = 0; i < axis; ++i) outer *= x[size_t(i)];
+    std::vector<int64_t> sidx, bidx;
+    if (!broadcast_table(ctx.in_shape(1), norm, &sidx))
+        return ctx.fail("Scale shape ", shape_str(ctx.in_shape(1)),
+                        " does not broadcast to the normalized shape ", shape_str(norm));
+    if (ctx.has_input(2) && !broadcast_table(ctx.in_shape(2), norm, &bidx))
+        return ctx.fail("B shape ", shape_str(ctx.in_shape(2)),
+                        " does not broadcast to the normalized shape ", shape_str(norm));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    Shape st(x.begin(), x.begin() + axis);
+    st.resize(x.size(), 1);
+    if (ctx.has_output(1)) JIFFY_RETURN_IF_ERROR(ctx.set_output(1, stat_t, st));
+    if (ctx.has_output(2)) JIFFY_RETURN_IF_ERROR(ctx.set_output(2, stat_t, st));
+    double eps = ctx.attr_float("epsilon", 1e-5f);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<LayerNormKernel<T>>(outer, inner, eps, std::move(sidx),
+                                                            std::move(bidx), stat_t,
+                                                            ctx.has_input(2), ctx.has_output(1),
+                                                            ctx.has_output(2)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- LpNormalization
+
+template <typename T>
+class LpNormKernel : public Kernel {
+public:
+    LpNormKernel(int64_t outer, int64_t len, int64_t inner, int p)
+        : outer_(outer), len_(len), inner_(inner), p_(p) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        for (int64_t o = 0; o < outer_; ++o)
+            for (int64_t i = 0; i < inner_; ++i) {
+                const T* x = X + o * len_ * inner_ + i;
+                T* y = Y + o * len_ * inner_ + i;
+                double acc = 0;
+                for (int64_t j = 0; j < len_; ++j) {
+                    const double v = double(x[j * inner_]);
+                    acc += p_ == 1 ? std::abs(v) : v * v;
+                }
+                const double norm = p_ == 1 ? acc : std::sqrt(acc);
+                for (int64_t j = 0; j < len_; ++j)
+                    y[j * inner_] = norm == 0 ? T(0) : T(double(x[j * inner_]) / norm);
+            }
+        return {};
+    }
+
+private:
+    int64_t outer_, len_, inner_;
+    int p_;
+};
+
+Status prep_LpNormalization(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "input"));
+    const Shape& x = ctx.in_shape(0);
+    int64_t axis;
+    if (!normalize_axis(ctx.attr_int("axis", -1), int64_t(x.size()), &axis))
+        return ctx.fail("axis ", ctx.attr_int("axis", -1), " is out of range for rank ", x.size());
+    int64_t p = ctx.attr_int("p", 2);
+    if (p != 1 && p != 2) return ctx.fail("p must be 1 or 2, got ", p);
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < axis; ++i) outer *= x[size_t(i)];
+    for (size_t i = size_t(axis) + 1; i < x.size(); ++i) inner *= x[i];
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<LpNormKernel<T>>(outer, x[size_t(axis)], inner, int(p)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- MeanVarianceNormalization
+
+// Element offsets of every index over the given dims (row-major over them).
+std::vector<int64_t> offsets_over(const Shape& shape, const Shape& strides,
+                                  const std::vector<int64_t>& dims) {
+    std::vector<int64_t> offs = {0};
+    for (int64_t d : dims) {
+        std::vector<int64_t> next;
+        next.reserve(offs.size() * size_t(shape[size_t(d)]));
+        for (int64_t base : offs)
+            for (int64_t i = 0; i < shape[size_t(d)]; ++i) next.push_back(base + i * strides[size_t(d)]);
+        offs.swap(next);
+    }
+    return offs;
+}
+
+template <typename T>
+class MvnKernel : public Kernel {
+public:
+    MvnKernel(std::vector<int64_t> kept, std::vector<int64_t> red)
+        : kept_(std::move(kept)), red_(std::move(red)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        const double n = double(red_.size());
+        for (int64_t base : kept_) {
+            double sum = 0, sq = 0;
+            for (int64_t r : red_) {
+                const double v = double(X[base + r]);
+                sum += v;
+                sq += v * v;
+            }
+            const double mean = sum / n;
+            const double var = std::max(0.0, sq / n - mean * mean);
+            const double den = std::sqrt(var) + 1e-9;
+            for (int64_t r : red_) Y[base + r] = T((double(X[base + r]) - mean) / den);
+        }
+        return {};
+    }
+
+private:
+    std::vector<int64_t> kept_, red_;
+};
+
+Status prep_MeanVarianceNormalization(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    const Shape& x = ctx.in_shape(0);
+    const int64_t rank = int64_t(x.size());
+    std::vector<int64_t> axes = ctx.attr_ints("axes", {0, 2, 3});
+    std::vector<bool> reduced(size_t(rank), false);
+    for (int64_t a : axes) {
+        int64_t n;
+        if (!normalize_axis(a, rank, &n))
+            return ctx.fail("axes ", ints_str(axes), " out of range for input rank ", rank);
+        if (reduced[size_t(n)]) return ctx.fail("axes ", ints_str(axes), " has a repeated axis");
+        reduced[size_t(n)] = true;
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    std::vector<int64_t> kd, rd;
+    for (int64_t i = 0; i < rank; ++i) (reduced[size_t(i)] ? rd : kd).push_back(i);
+    Shape st = strides_of(x);
+    std::vector<int64_t> kept, red;
+    if (shape_numel(x) > 0) {
+        kept = offsets_over(x, st, kd);
+        red = offsets_over(x, st, rd);
+    }
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<MvnKernel<T>>(std::move(kept), std::move(red)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- LRN
+
+template <typename T>
+class LrnKernel : public Kernel {
+public:
+    LrnKernel(int64_t N, int64_t C, int64_t S, int64_t size, double alpha, double beta, double bias)
+        : N_(N), C_(C), S_(S), size_(size), alpha_(alpha), beta_(beta), bias_(bias) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* X = static_cast<const T*>(in[0]);
+        T* Y = static_cast<T*>(out[0]);
+        const int64_t lo_off = (size_ - 1) / 2, hi_off = size_ - 1 - lo_off;
+        const double k = alpha_ / double(size_);
+        for (int64_t n = 0; n < N_; ++n)
+            for (int64_t c = 0; c < C_; ++c) {
+                T* y = Y + (n * C_ + c) * S_;
+                const T* x = X + (n * C_ + c) * S_;
+                for (int64_t i = 0; i < S_; ++i) y[i] = T(0);  // y holds the square sum first
+                const int64_t c0 = std::max<int64_t>(0, c - lo_off);
+                const int64_t c1 = std::min<int64_t>(C_ - 1, c + hi_off);
+                for (int64_t cc = c0; cc <= c1; ++cc) {
+                    const T* xs = X + (n * C_ + cc) * S_;
+                    for (int64_t i = 0; i < S_; ++i) y[i] += xs[i] * xs[i];
+                }
+                for (int64_t i = 0; i < S_; ++i)
+                    y[i] = T(double(x[i]) / std::pow(bias_ + k * double(y[i]), beta_));
+            }
+        return {};
+    }
+
+private:
+    int64_t N_, C_, S_, size_;
+    double alpha_, beta_, bias_;
+};
+
+Status prep_LRN(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    const Shape& x = ctx.in_shape(0);
+    if (x.size() < 2) return ctx.fail("X must have rank >= 2 (N x C x ...), got ", shape_str(x));
+    const Attr* sa = ctx.attr("size");
+    if (!sa) return ctx.fail("attribute size is required");
+    if (sa->i < 1) return ctx.fail("size must be >= 1, got ", sa->i);
+    int64_t S = 1;
+    for (size_t i = 2; i < x.size(); ++i) S *= x[i];
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
+    double alpha = ctx.attr_float("alpha", 1e-4f), beta = ctx.attr_float("beta", 0.75f),
+           bias = ctx.attr_float("bias", 1.0f);
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<LrnKernel<T>>(x[0], x[1], S, sa->i, alpha, beta, bias));
+        return {};
+    });
+}
+
+}  // namespace
+
+void register_conv_ops(OpRegistry& r) {
+    r.add("Conv", prep_Conv);
+    r.add("ConvTranspose", prep_ConvTranspose);
+    r.add("MaxPool", prep_pool<PoolKind::kMax>);
+    r.add("AveragePool", prep_pool<PoolKind::kAvg>);
+    r.add("LpPool", prep_pool<PoolKind::kLp>);
+    r.add("GlobalMaxPool", prep_global_pool<PoolKind::kMax>);
+    r.add("GlobalAveragePool", prep_global_pool<PoolKind::kAvg>);
+    r.add("GlobalLpPool", prep_global_pool<PoolKind::kLp>);
+    r.add("BatchNormalization", prep_BatchNormalization);
+    r.add("InstanceNormalization", prep_InstanceNormalization);
+    r.add("LayerNormalization", prep_LayerNormalization);
+    r.add("GroupNormalization", prep_GroupNormalization);
+    r.add("LpNormalization", prep_LpNormalization);
+    r.add("MeanVarianceNormalization", prep_MeanVarianceNormalization);
+    r.add("LRN", prep_LRN);
+}
 
 }  // namespace jiffy

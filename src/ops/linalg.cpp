@@ -1,8 +1,1169 @@
-// linalg ops. See docs/adding-an-op.md.
+// linalg ops: Gemm, MatMul, MatMulInteger, Einsum, Softmax / LogSoftmax / Hardmax, Resize,
+// Upsample and Dropout (inference). Reference kernels: plain loops, with the matrix products in
+// i-k-j order so the inner loop is an axpy over contiguous rows. See docs/adding-an-op.md.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "ops/util.h"
 
 namespace jiffy {
+namespace {
 
-void register_linalg_ops(OpRegistry& r) {}
+// ================================================================ matrix products
+
+// y[M x N] = a[M x K] * b[K x N], all row-major and contiguous. Overwrites y.
+template <typename T>
+void matmul_block(const T* __restrict a, const T* __restrict b, T* __restrict y, int64_t M,
+                  int64_t K, int64_t N) {
+    if (N == 1) {  // matrix x vector: dot products over contiguous rows of a
+        for (int64_t i = 0; i < M; ++i) {
+            const T* ar = a + i * K;
+            T s = T(0);
+            for (int64_t k = 0; k < K; ++k) s += ar[k] * b[k];
+            y[i] = s;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < M; ++i) {
+        T* __restrict yr = y + i * N;
+        for (int64_t j = 0; j < N; ++j) yr[j] = T(0);
+        const T* ar = a + i * K;
+        for (int64_t k = 0; k < K; ++k) {
+            const T av = ar[k];
+            const T* __restrict br = b + k * N;
+            for (int64_t j = 0; j < N; ++j) yr[j] += av * br[j];
+        }
+    }
+}
+
+// Shapes of a numpy-style matmul: 1-D operands are promoted (and the added dim dropped from the
+// output), batch dims broadcast. Per output batch, the element offsets of the A and B matrices.
+struct MatMulGeom {
+    int64_t M = 0, K = 0, N = 0;
+    Shape a_shape, b_shape;  // promoted to rank >= 2
+    Shape batch;             // broadcast batch dims
+    Shape out;
+    std::vector<int64_t> a_off, b_off;  // per batch, in elements
+};
+
+Status matmul_geometry(const OpContext& ctx, const Shape& a, const Shape& b, MatMulGeom* g) {
+    if (a.empty() || b.empty())
+        return ctx.fail("inputs must have rank >= 1, got shapes ", shape_str(a), " and ", shape_str(b));
+    g->a_shape = a.size() == 1 ? Shape{1, a[0]} : a;
+    g->b_shape = b.size() == 1 ? Shape{b[0], 1} : b;
+    const Shape& A = g->a_shape;
+    const Shape& B = g->b_shape;
+    g->M = A[A.size() - 2];
+    g->K = A[A.size() - 1];
+    g->N = B[B.size() - 1];
+    if (B[B.size() - 2] != g->K)
+        return ctx.fail("inner dimensions do not match: A is ", shape_str(a), ", B is ", shape_str(b),
+                        " (", g->K, " vs ", B[B.size() - 2], ")");
+    Shape ab(A.begin(), A.end() - 2), bb(B.begin(), B.end() - 2);
+    if (!broadcast_shapes(ab, bb, &g->batch))
+        return ctx.fail("batch dimensions of ", shape_str(a), " and ", shape_str(b), " do not broadcast");
+    g->out = g->batch;
+    if (a.size() > 1) g->out.push_back(g->M);
+    if (b.size() > 1) g->out.push_back(g->N);
+    int64_t nb = shape_numel(g->batch);
+    if (nb < 0) return ctx.fail("batch shape ", shape_str(g->batch), " is invalid");
+    g->a_off.assign(size_t(nb), 0);
+    g->b_off.assign(size_t(nb), 0);
+    if (g->batch.size() > size_t(kMaxRank)) return ctx.fail("rank is too large");
+    Shape sa = broadcast_strides(ab, g->batch), sb = broadcast_strides(bb, g->batch);
+    const int64_t amat = g->M * g->K, bmat = g->K * g->N;
+    for_each_broadcast2(g->batch, sa, sb, [&](int64_t i, int64_t oa, int64_t ob) {
+        g->a_off[size_t(i)] = oa * amat;
+        g->b_off[size_t(i)] = ob * bmat;
+    });
+    return {};
+}
+
+template <typename T>
+class MatMulKernel : public Kernel {
+public:
+    explicit MatMulKernel(MatMulGeom g) : g_(std::move(g)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* a = static_cast<const T*>(in[0]);
+        const T* b = static_cast<const T*>(in[1]);
+        T* y = static_cast<T*>(out[0]);
+        const int64_t ymat = g_.M * g_.N;
+        for (size_t i = 0; i < g_.a_off.size(); ++i)
+            matmul_block(a + g_.a_off[i], b + g_.b_off[i], y + int64_t(i) * ymat, g_.M, g_.K, g_.N);
+        return {};
+    }
+
+private:
+    MatMulGeom g_;
+};
+
+Status prep_MatMul(OpContext& ctx) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs two inputs A and B");
+    DType t = ctx.in_dtype(0);
+    if (ctx.in_dtype(1) != t)
+        return ctx.fail("inputs have different dtypes: ", dtype_name(t), " and ", dtype_name(ctx.in_dtype(1)));
+    if (!dtype_is_int(t) && t != DType::kF32 && t != DType::kF64)
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    MatMulGeom g;
+    JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ctx.in_shape(0), ctx.in_shape(1), &g));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, g.out));
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<MatMulKernel<T>>(std::move(g)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- Gemm
+
+template <typename T>
+class GemmKernel : public Kernel {
+public:
+    GemmKernel(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, float beta, bool has_c,
+               int64_t c_rs, int64_t c_cs, std::vector<T> packed_b)
+        : M_(M), K_(K), N_(N), ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), has_c_(has_c),
+          c_rs_(c_rs), c_cs_(c_cs), packed_b_(std::move(packed_b)) {}
+
+    Status run(const void* const* in, void* const* out) const override {
+        const T* a = static_cast<const T*>(in[0]);
+        const bool packed = !packed_b_.empty();
+        const T* b = packed ? packed_b_.data() : static_cast<const T*>(in[1]);
+        const T* c = has_c_ ? static_cast<const T*>(in[2]) : nullptr;
+        T* y = static_cast<T*>(out[0]);
+        const bool b_kn = !tb_ || packed;  // b laid out K x N
+        for (int64_t i = 0; i < M_; ++i) {
+            T* __restrict yr = y + i * N_;
+            if constexpr (std::is_floating_point_v<T>) {
+                if (c) {
+                    const T* cr = c + i * c_rs_;
+                    for (int64_t j = 0; j < N_; ++j) yr[j] = T(beta_) * cr[j * c_cs_];
+                } else {
+                    for (int64_t j = 0; j < N_; ++j) yr[j] = T(0);
+                }
+            } else {
+                for (int64_t j = 0; j < N_; ++j) yr[j] = T(0);
+            }
+            const T alpha = std::is_floating_point_v<T> ? T(alpha_) : T(1);
+            if (b_kn) {
+                for (int64_t k = 0; k < K_; ++k) {
+                    const T av = alpha * (ta_ ? a[k * M_ + i] : a[i * K_ + k]);
+                    const T* __restrict br = b + k * N_;
+                    for (int64_t j = 0; j < N_; ++j) yr[j] += av * br[j];
+                }
+            } else {  // b is N x K (transB, not constant): dot products
+                for (int64_t j = 0; j < N_; ++j) {
+                    const T* br = b + j * K_;
+                    T s = T(0);
+                    if (ta_) {
+                        for (int64_t k = 0; k < K_; ++k) s += a[k * M_ + i] * br[k];
+                    } else {
+                        const T* ar = a + i * K_;
+                        for (int64_t k = 0; k < K_; ++k) s += ar[k] * br[k];
+                    }
+                    yr[j] += alpha * s;
+                }
+            }
+            if constexpr (!std::is_floating_point_v<T>) {
+                for (int64_t j = 0; j < N_; ++j) {
+                    T v = alpha_ == 1.0f ? yr[j] : T(double(alpha_) * double(yr[j]));
+                    if (c) {
+                        T cv = c[i * c_rs_ + j * c_cs_];
+                        v = T(v + (beta_ == 1.0f ? cv : T(double(beta_) * double(cv))));
+                    }
+                    yr[j] = v;
+                }
+            }
+        }
+        return {};
+    }
+
+private:
+    int64_t M_, K_, N_;
+    bool ta_, tb_;
+    float alpha_, beta_;
+    bool has_c_;
+    int64_t c_rs_, c_cs_;
+    std::vector<T> packed_b_;  // constant B transposed to K x N (when transB)
+};
+
+Status prep_Gemm(OpContext& ctx) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs inputs A and B");
+    const bool has_c = ctx.has_input(2);
+    if (!has_c && ctx.opset() < 11) return ctx.fail("input C is required before opset 11");
+    DType t = ctx.in_dtype(0);
+    if (ctx.in_dtype(1) != t || (has_c && ctx.in_dtype(2) != t))
+        return ctx.fail("inputs have different dtypes: A is ", dtype_name(t), ", B is ",
+                        dtype_name(ctx.in_dtype(1)),
+                        has_c ? str_cat(", C is ", dtype_name(ctx.in_dtype(2))) : std::string());
+    if (t != DType::kF32 && t != DType::kF64 && t != DType::kI32 && t != DType::kI64 &&
+        t != DType::kU32 && t != DType::kU64)
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    const Shape& a = ctx.in_shape(0);
+    const Shape& b = ctx.in_shape(1);
+    if (a.size() != 2 || b.size() != 2)
+        return ctx.fail("A and B must be 2-D, got ", shape_str(a), " and ", shape_str(b));
+    const bool ta = ctx.attr_int("transA", 0) != 0, tb = ctx.attr_int("transB", 0) != 0;
+    const float alpha = ctx.attr_float("alpha", 1.0f), beta = ctx.attr_float("beta", 1.0f);
+    const int64_t M = ta ? a[1] : a[0], K = ta ? a[0] : a[1];
+    const int64_t KB = tb ? b[1] : b[0], N = tb ? b[0] : b[1];
+    if (K != KB)
+        return ctx.fail("inner dimensions do not match: A", ta ? "'" : "", " is ", M, "x", K, ", B",
+                        tb ? "'" : "", " is ", KB, "x", N);
+    int64_t c_rs = 0, c_cs = 0;
+    if (has_c) {
+        const Shape& c = ctx.in_shape(2);
+        bool ok = c.size() <= 2;
+        if (ok && c.size() == 2) ok = (c[0] == 1 || c[0] == M) && (c[1] == 1 || c[1] == N);
+        if (ok && c.size() == 1) ok = c[0] == 1 || c[0] == N;
+        if (!ok)
+            return ctx.fail("C of shape ", shape_str(c), " cannot be broadcast to ", M, "x", N);
+        if (c.size() == 2 && c[0] != 1) c_rs = c[1];
+        if (!c.empty() && c.back() != 1) c_cs = 1;
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, {M, N}));
+    const Tensor* bc = ctx.in_const(1);
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        std::vector<T> packed;
+        if (tb && bc && K > 0 && N > 0) {  // pre-transpose constant weights to K x N
+            packed.resize(size_t(K * N));
+            const T* src = bc->as<T>();
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < K; ++k) packed[size_t(k * N + n)] = src[n * K + k];
+        }
+        ctx.set_kernel(std::make_unique<GemmKernel<T>>(M, K, N, ta, tb, alpha, beta, has_c, c_rs, c_cs,
+                                                       std::move(packed)));
+        return {};
+    });
+}
+
+// ---------------------------------------------------------------- MatMulInteger
+
+// Zero point layout: value for (batch b, row/col r) is zp[off[b] + r * stride]; `off` empty when
+// there is no zero point.
+struct ZeroPoint {
+    bool present = false;
+    int64_t stride = 0;
+    std::vector<int64_t> off;
+};
+
+// `which` is 0 for A (per-row zero points, shape [..., M, 1] or [M]) and 1 for B (per-column,
+// shape [..., 1, N] or [N]).
+Status zero_point_layout(const OpContext& ctx, int input, int which, const MatMulGeom& g, ZeroPoint* zp) {
+    if (!ctx.has_input(input)) return {};
+    DType want = ctx.in_dtype(which);
+    if (ctx.in_dtype(input) != want)
+        return ctx.fail("zero point input ", input, " has dtype ", dtype_name(ctx.in_dtype(input)),
+                        ", expected ", dtype_name(want), " like its matrix");
+    const Shape& z = ctx.in_shape(input);
+    const int64_t len = which == 0 ? g.M : g.N;
+    const size_t nb = g.a_off.size();
+    zp->present = true;
+    zp->off.assign(nb, 0);
+    int64_t n = shape_numel(z);
+    if (n == 1) return {};  // per tensor
+    if (z.size() == 1 && z[0] == len) {
+        zp->stride = 1;
+        return {};
+    }
+    // N-D: batch dims + [M, 1] (A) or [1, N] (B).
+    const Shape& full = which == 0 ? g.a_shape : g.b_shape;
+    bool ok = z.size() == full.size() && z.size() >= 2;
+    if (ok) {
+        int64_t r = z[z.size() - 2], c = z[z.size() - 1];
+        ok = which == 0 ? (c == 1 && (r == len || r == 1)) : (r == 1 && (c == len || c == 1));
+    }
+    Shape zb(z.begin(), z.end() - (ok ? 2 : 0)), out;
+    if (ok) ok = broadcast_shapes(zb, g.batch, &out) && out == g.batch;
+    if (!ok)
+        return ctx.fail("zero point input ", input, " has shape ", shape_str(z), ", which fits neither ",
+                        "a scalar, a ", len, "-element vector nor ", which == 0 ? "[..., M, 1]" : "[..., 1, N]",
+                        " for ", which == 0 ? "A " : "B ", shape_str(ctx.in_shape(which)));
+    const int64_t zlen = which == 0 ? z[z.size() - 2] : z[z.size() - 1];
+    zp->stride = zlen == 1 ? 0 : 1;
+    Shape s = broadcast_strides(zb, g.batch);
+    for_each_broadcast2(g.batch, s, s, [&](int64_t i, int64_t o, int64_t) { zp->off[size_t(i)] = o * zlen; });
+    return {};
+}
+
+template <typename TA, typename TB>
+class MatMulIntegerKernel : public Kernel {
+public:
+    MatMulIntegerKernel(MatMulGeom g, ZeroPoint za, ZeroPoint zb)
+        : g_(std::move(g)), za_(std::move(za)), zb_(std::move(zb)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const TA* a = static_cast<const TA*>(in[0]);
+        const TB* b = static_cast<const TB*>(in[1]);
+        const TA* za = za_.present ? static_cast<const TA*>(in[2]) : nullptr;
+        const TB* zb = zb_.present ? static_cast<const TB*>(in[3]) : nullptr;
+        int32_t* y = static_cast<int32_t*>(out[0]);
+        const int64_t M = g_.M, K = g_.K, N = g_.N;
+        for (size_t bi = 0; bi < g_.a_off.size(); ++bi) {
+            const TA* ab = a + g_.a_off[bi];
+            const TB* bb = b + g_.b_off[bi];
+            int32_t* yb = y + int64_t(bi) * M * N;
+            for (int64_t i = 0; i < M; ++i) {
+                const int32_t zai = za ? int32_t(za[za_.off[bi] + i * za_.stride]) : 0;
+                int32_t* __restrict yr = yb + i * N;
+                for (int64_t j = 0; j < N; ++j) yr[j] = 0;
+                int32_t asum = 0;
+                for (int64_t k = 0; k < K; ++k) {
+                    const int32_t av = int32_t(ab[i * K + k]) - zai;
+                    asum += av;
+                    const TB* __restrict br = bb + k * N;
+                    for (int64_t j = 0; j < N; ++j) yr[j] += av * int32_t(br[j]);
+                }
+                if (zb) {  // sum_k av * (b - zb_j) = sum_k av * b - zb_j * sum_k av
+                    const TB* zr = zb + zb_.off[bi];
+                    for (int64_t j = 0; j < N; ++j) yr[j] -= int32_t(zr[j * zb_.stride]) * asum;
+                }
+            }
+        }
+        return {};
+    }
+
+private:
+    MatMulGeom g_;
+    ZeroPoint za_, zb_;
+};
+
+template <typename F>
+Status visit_int8(DType t, F&& f) {
+    if (t == DType::kU8) return f(TypeTag<uint8_t>{});
+    if (t == DType::kI8) return f(TypeTag<int8_t>{});
+    return unsupported("dtype ", dtype_name(t), " is not supported here");
+}
+
+Status prep_MatMulInteger(OpContext& ctx) {
+    if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs two inputs A and B");
+    for (int i = 0; i < 2; ++i)
+        if (ctx.in_dtype(i) != DType::kU8 && ctx.in_dtype(i) != DType::kI8)
+            return ctx.fail_unsupported("input ", i, " has dtype ", dtype_name(ctx.in_dtype(i)),
+                                        "; MatMulInteger takes uint8 or int8");
+    MatMulGeom g;
+    JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ctx.in_shape(0), ctx.in_shape(1), &g));
+    ZeroPoint za, zb;
+    JIFFY_RETURN_IF_ERROR(zero_point_layout(ctx, 2, 0, g, &za));
+    JIFFY_RETURN_IF_ERROR(zero_point_layout(ctx, 3, 1, g, &zb));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kI32, g.out));
+    return visit_int8(ctx.in_dtype(0), [&](auto ta) -> Status {
+        using TA = typename decltype(ta)::type;
+        return visit_int8(ctx.in_dtype(1), [&](auto tb) -> Status {
+            using TB = typename decltype(tb)::type;
+            ctx.set_kernel(std::make_unique<MatMulIntegerKernel<TA, TB>>(std::move(g), std::move(za),
+                                                                         std::move(zb)));
+            return {};
+        });
+    });
+}
+
+// ================================================================ Einsum
+
+constexpr int kEinsumMaxOperands = 32;
+constexpr int kEinsumMaxLabels = 52 + kMaxRank;  // letters + ellipsis dims
+
+// A reference loop over every combination of the output labels (outer) and the summed labels
+// (inner). Strides per operand per label; repeated labels in one operand sum their strides
+// (diagonals); broadcast dims have stride 0.
+template <typename T>
+class EinsumKernel : public Kernel {
+public:
+    EinsumKernel(Shape dims, int n_out, std::vector<Shape> strides)
+        : dims_(std::move(dims)), n_out_(n_out), strides_(std::move(strides)) {
+        Shape od(dims_.begin(), dims_.begin() + n_out_), cd(dims_.begin() + n_out_, dims_.end());
+        out_n_ = shape_numel(od);
+        sum_n_ = shape_numel(cd);
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+        const int nops = int(strides_.size());
+        const int nl = int(dims_.size());
+        const T* ops[kEinsumMaxOperands];
+        for (int o = 0; o < nops; ++o) ops[o] = static_cast<const T*>(in[o]);
+        T* y = static_cast<T*>(out[0]);
+        int64_t idx[kEinsumMaxLabels] = {0};
+        int64_t off[kEinsumMaxOperands] = {0};
+        for (int64_t oi = 0; oi < out_n_; ++oi) {
+            Acc sum = Acc(0);
+            for (int64_t si = 0; si < sum_n_; ++si) {
+                Acc p = Acc(1);
+                for (int o = 0; o < nops; ++o) p *= Acc(ops[o][off[o]]);
+                sum += p;
+                // advance the summed labels (innermost last)
+                for (int l = nl - 1; l >= n_out_; --l) {
+                    if (++idx[l] < dims_[size_t(l)]) {
+                        for (int o = 0; o < nops; ++o) off[o] += strides_[size_t(o)][size_t(l)];
+                        break;
+                    }
+                    for (int o = 0; o < nops; ++o) off[o] -= strides_[size_t(o)][size_t(l)] * (dims_[size_t(l)] - 1);
+                    idx[l] = 0;
+                }
+            }
+            y[oi] = T(sum);
+            for (int l = n_out_ - 1; l >= 0; --l) {
+                if (++idx[l] < dims_[size_t(l)]) {
+                    for (int o = 0; o < nops; ++o) off[o] += strides_[size_t(o)][size_t(l)];
+                    break;
+                }
+                for (int o = 0; o < nops; ++o) off[o] -= strides_[size_t(o)][size_t(l)] * (dims_[size_t(l)] - 1);
+                idx[l] = 0;
+            }
+        }
+        return {};
+    }
+
+private:
+    Shape dims_;
+    int n_out_;
+    std::vector<Shape> strides_;  // [operand][label]
+    int64_t out_n_ = 0, sum_n_ = 0;
+};
+
+constexpr int kEllipsis = -2;
+
+int einsum_letter(char c) {
+    if (c >= 'a' && c <= 'z') return c - 'a';
+    if (c >= 'A' && c <= 'Z') return 26 + (c - 'A');
+    return -1;
+}
+
+// Parses one term ("ij", "...ii", "b...") into label codes (kEllipsis for "...").
+bool einsum_term(const std::string& s, std::vector<int>* out, std::string* why) {
+    out->clear();
+    bool ell = false;
+    for (size_t i = 0; i < s.size();) {
+        if (s[i] == '.') {
+            if (s.compare(i, 3, "...") != 0 || ell) {
+                *why = "bad ellipsis in term '" + s + "'";
+                return false;
+            }
+            ell = true;
+            out->push_back(kEllipsis);
+            i += 3;
+            continue;
+        }
+        int l = einsum_letter(s[i]);
+        if (l < 0) {
+            *why = std::string("bad character '") + s[i] + "' in term '" + s + "'";
+            return false;
+        }
+        out->push_back(l);
+        ++i;
+    }
+    return true;
+}
+
+Status prep_Einsum(OpContext& ctx) {
+    std::string eq;
+    for (char c : ctx.attr_str("equation", "")) {
+        if (c != ' ') eq += c;
+    }
+    if (eq.empty()) return ctx.fail("missing attribute 'equation'");
+    const int nops = ctx.num_inputs();
+    if (nops < 1) return ctx.fail("needs at least one input");
+    if (nops > kEinsumMaxOperands) return ctx.fail("too many inputs (", nops, ")");
+    DType t = ctx.in_dtype(0);
+    for (int i = 0; i < nops; ++i) {
+        if (!ctx.has_input(i)) return ctx.fail("input ", i, " is missing");
+        if (ctx.in_dtype(i) != t)
+            return ctx.fail("inputs have different dtypes: ", dtype_name(t), " and ", dtype_name(ctx.in_dtype(i)));
+    }
+    if (!dtype_is_int(t) && t != DType::kF32 && t != DType::kF64)
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+
+    size_t arrow = eq.find("->");
+    const bool explicit_out = arrow != std::string::npos;
+    std::string lhs = explicit_out ? eq.substr(0, arrow) : eq;
+    std::string rhs = explicit_out ? eq.substr(arrow + 2) : "";
+    if (rhs.find("->") != std::string::npos) return ctx.fail("equation '", eq, "' has more than one '->'");
+    std::vector<std::string> terms;
+    {
+        size_t p = 0;
+        while (true) {
+            size_t q = lhs.find(',', p);
+            terms.push_back(lhs.substr(p, q == std::string::npos ? std::string::npos : q - p));
+            if (q == std::string::npos) break;
+            p = q + 1;
+        }
+    }
+    if (int(terms.size()) != nops)
+        return ctx.fail("equation '", eq, "' has ", terms.size(), " input terms but the node has ", nops, " inputs");
+
+    // Parse the terms; ellipsis dims (right-aligned across operands) get labels 52 + k.
+    std::vector<std::vector<int>> labels(size_t(nops), std::vector<int>());  // per operand, per dim
+    int ell_rank = 0;
+    std::vector<int> ell_of(size_t(nops), 0);
+    std::string why;
+    for (int o = 0; o < nops; ++o) {
+        std::vector<int> raw;
+        if (!einsum_term(terms[size_t(o)], &raw, &why)) return ctx.fail("equation '", eq, "': ", why);
+        int letters = 0;
+        bool ell = false;
+        for (int l : raw) {
+            if (l == kEllipsis) ell = true;
+            else ++letters;
+        }
+        const int r = ctx.in_rank(o);
+        if (ell ? r < letters : r != letters)
+            return ctx.fail("equation term '", terms[size_t(o)], "' does not match input ", o, " of rank ", r);
+        ell_of[size_t(o)] = ell ? r - letters : 0;
+        ell_rank = std::max(ell_rank, ell_of[size_t(o)]);
+        for (int l : raw) {
+            if (l == kEllipsis) {
+                for (int k = 0; k < ell_of[size_t(o)]; ++k)
+                    labels[size_t(o)].push_back(52 + k);
+            } else {
+                labels[size_t(o)].push_back(l);
+            }
+        }
+    }
+    // Re-map ellipsis placeholders now that the full ellipsis rank is known (right-aligned).
+    for (int o = 0; o < nops; ++o)
+        for (int& l : labels[size_t(o)])
+            if (l >= 52) l = 52 + (ell_rank - ell_of[size_t(o)]) + (l - 52);
+    if (52 + ell_rank > kEinsumMaxLabels) return ctx.fail("ellipsis covers too many dims");
+
+    // Label sizes (size-1 dims broadcast).
+    std::vector<int64_t> size(size_t(kEinsumMaxLabels), -1);
+    std::vector<int> count(size_t(kEinsumMaxLabels), 0);
+    for (int o = 0; o < nops; ++o) {
+        const Shape& s = ctx.in_shape(o);
+        for (size_t d = 0; d < s.size(); ++d) {
+            int l = labels[size_t(o)][d];
+            ++count[size_t(l)];
+            int64_t& cur = size[size_t(l)];
+            if (cur < 0 || cur == 1) cur = s[d];
+            else if (s[d] != cur && s[d] != 1)
+                return ctx.fail("equation '", eq, "': dimension ", d, " of input ", o, " has size ", s[d],
+                                " but the same label has size ", cur, " elsewhere");
+        }
+        // A label repeated within one operand (a diagonal) needs equal sizes there.
+        for (size_t d = 0; d < s.size(); ++d)
+            for (size_t e = d + 1; e < s.size(); ++e)
+                if (labels[size_t(o)][d] == labels[size_t(o)][e] && s[d] != s[e])
+                    return ctx.fail("equation '", eq, "': repeated label in input ", o,
+                                    " has different sizes ", s[d], " and ", s[e]);
+    }
+
+    // Output labels.
+    std::vector<int> out_labels;
+    if (explicit_out) {
+        std::vector<int> raw;
+        if (!einsum_term(rhs, &raw, &why)) return ctx.fail("equation '", eq, "': ", why);
+        for (int l : raw) {
+            if (l == kEllipsis) {
+                for (int k = 0; k < ell_rank; ++k) out_labels.push_back(52 + k);
+                continue;
+            }
+            if (count[size_t(l)] == 0)
+                return ctx.fail("equation '", eq, "': output label '", rhs, "' does not appear in the inputs");
+            if (std::find(out_labels.begin(), out_labels.end(), l) != out_labels.end())
+                return ctx.fail("equation '", eq, "': output repeats a label");
+            out_labels.push_back(l);
+        }
+    } else {
+        for (int k = 0; k < ell_rank; ++k) out_labels.push_back(52 + k);
+        for (int l = 26; l < 52; ++l)  // 'A'..'Z' sort before 'a'..'z'
+            if (count[size_t(l)] == 1) out_labels.push_back(l);
+        for (int l = 0; l < 26; ++l)
+            if (count[size_t(l)] == 1) out_labels.push_back(l);
+    }
+    Shape out_shape;
+    for (int l : out_labels) out_shape.push_back(size[size_t(l)]);
+    if (out_shape.size() > size_t(kMaxRank)) return ctx.fail("output rank is too large");
+
+    // Loop labels: output labels, then the summed ones.
+    std::vector<int> loop = out_labels;
+    for (int l = 0; l < kEinsumMaxLabels; ++l)
+        if (count[size_t(l)] > 0 && std::find(out_labels.begin(), out_labels.end(), l) == out_labels.end())
+            loop.push_back(l);
+    Shape dims;
+    for (int l : loop) dims.push_back(size[size_t(l)]);
+    std::vector<Shape> strides(size_t(nops), Shape(loop.size(), 0));
+    for (int o = 0; o < nops; ++o) {
+        const Shape& s = ctx.in_shape(o);
+        Shape st = strides_of(s);
+        for (size_t d = 0; d < s.size(); ++d) {
+            if (s[d] == 1) continue;  // broadcast (or a single index): stride irrelevant
+            size_t pos = size_t(std::find(loop.begin(), loop.end(), labels[size_t(o)][d]) - loop.begin());
+            strides[size_t(o)][pos] += st[d];
+        }
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out_shape));
+    const int n_out = int(out_labels.size());
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<EinsumKernel<T>>(dims, n_out, std::move(strides)));
+        return {};
+    });
+}
+
+
+// ================================================================ Softmax, LogSoftmax, Hardmax
+
+enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
+
+// Normalizes along the middle dim of an [outer, n, inner] view of the input.
+template <typename T, SoftKind K>
+class SoftmaxKernel : public Kernel {
+public:
+    SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const T* x = static_cast<const T*>(in[0]);
+        T* y = static_cast<T*>(out[0]);
+        if (n_ == 0) return {};
+        const int64_t st = inner_;
+        for (int64_t o = 0; o < outer_; ++o) {
+            for (int64_t s = 0; s < inner_; ++s) {
+                const T* xp = x + o * n_ * inner_ + s;
+                T* yp = y + o * n_ * inner_ + s;
+                T mx = xp[0];
+                int64_t arg = 0;
+                for (int64_t i = 1; i < n_; ++i)
+                    if (xp[i * st] > mx) {
+                        mx = xp[i * st];
+                        arg = i;
+                    }
+                if constexpr (K == SoftKind::kHardmax) {
+                    for (int64_t i = 0; i < n_; ++i) yp[i * st] = T(0);
+                    yp[arg * st] = T(1);
+                } else if constexpr (K == SoftKind::kSoftmax) {
+                    double sum = 0;
+                    for (int64_t i = 0; i < n_; ++i) {
+                        T e = std::exp(xp[i * st] - mx);
+                        yp[i * st] = e;
+                        sum += double(e);
+                    }
+                    const T inv = T(1.0 / sum);
+                    for (int64_t i = 0; i < n_; ++i) yp[i * st] *= inv;
+                } else {
+                    double sum = 0;
+                    for (int64_t i = 0; i < n_; ++i) sum += double(std::exp(xp[i * st] - mx));
+                    const T lse = T(std::log(sum));
+                    for (int64_t i = 0; i < n_; ++i) yp[i * st] = xp[i * st] - mx - lse;
+                }
+            }
+        }
+        return {};
+    }
+
+private:
+    int64_t outer_, n_, inner_;
+};
+
+template <SoftKind K>
+Status prep_softmax(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
+    const Shape& s = ctx.in_shape(0);
+    const int64_t r = int64_t(s.size());
+    const bool coerce = ctx.opset() < 13;  // before 13: flatten to 2-D at `axis`
+    const int64_t axis_attr = ctx.attr_int("axis", coerce ? 1 : -1);
+    int64_t axis = 0;
+    if (r == 0 || !normalize_axis(axis_attr, r, &axis))
+        return ctx.fail("axis ", axis_attr, " is out of range for input of rank ", r);
+    int64_t outer = 1, n = 1, inner = 1;
+    for (int64_t d = 0; d < axis; ++d) outer *= s[size_t(d)];
+    if (coerce) {
+        for (int64_t d = axis; d < r; ++d) n *= s[size_t(d)];
+    } else {
+        n = s[size_t(axis)];
+        for (int64_t d = axis + 1; d < r; ++d) inner *= s[size_t(d)];
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), s));
+    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<SoftmaxKernel<T, K>>(outer, n, inner));
+        return {};
+    });
+}
+
+// ================================================================ Resize, Upsample
+
+enum class Coord { kHalfPixel, kHalfPixelSym, kPytorchHalfPixel, kAlignCorners, kAsymmetric, kTfCrop, kTfHalfPixelNN };
+enum class Interp { kNearest, kLinear, kCubic };
+enum class NearestMode { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil, kSimple };
+
+struct ResizeParams {
+    Interp mode = Interp::kNearest;
+    Coord coord = Coord::kHalfPixel;
+    NearestMode nearest = NearestMode::kRoundPreferFloor;
+    double cubic_a = -0.75;
+    bool exclude_outside = false;
+    bool antialias = false;
+    double extrapolation = 0;
+};
+
+// Sampling taps of one axis: for output coordinate o, taps first[o] .. first[o+1]-1 read input
+// element offset off[t] (index * stride) with weight w[t]; outside[o] marks coordinates that get
+// the extrapolation value (tf_crop_and_resize).
+struct AxisTaps {
+    std::vector<int64_t> first;
+    std::vector<int64_t> off;
+    std::vector<double> w;
+    std::vector<uint8_t> outside;
+    bool any_outside = false;
+};
+
+double cubic_coeff(double x, double A) {
+    x = std::abs(x);
+    if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0;
+}
+
+// Maps output coordinate x of an axis to the input coordinate.
+double resize_source_coord(const ResizeParams& p, double x, int64_t in_len, int64_t out_len, double scale,
+                           double roi_start, double roi_end) {
+    const double out_w = scale * double(in_len);  // as the ONNX reference: the unrounded length
+    switch (p.coord) {
+        case Coord::kHalfPixel: return (x + 0.5) / scale - 0.5;
+        case Coord::kHalfPixelSym: {
+            const double adj = double(out_len) / out_w;
+            const double center = double(in_len) / 2;
+            return center * (1 - adj) + (x + 0.5) / scale - 0.5;
+        }
+        case Coord::kPytorchHalfPixel: return out_len > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
+        case Coord::kAlignCorners: return out_len == 1 ? 0.0 : x * double(in_len - 1) / (out_w - 1);
+        case Coord::kAsymmetric: return x / scale;
+        case Coord::kTfHalfPixelNN: return (x + 0.5) / scale;
+        case Coord::kTfCrop:
+            if (out_len > 1)
+                return roi_start * double(in_len - 1) +
+                       x * (roi_end - roi_start) * double(in_len - 1) / (out_w - 1);
+            return 0.5 * (roi_start + roi_end) * double(in_len - 1);
+    }
+    return 0;
+}
+
+AxisTaps make_axis_taps(const ResizeParams& p, int64_t in_len, int64_t out_len, double scale, double roi_start,
+                        double roi_end, int64_t stride) {
+    AxisTaps t;
+    t.first.reserve(size_t(out_len) + 1);
+    t.outside.assign(size_t(out_len), 0);
+    auto clampi = [&](int64_t i) { return std::min(std::max(i, int64_t(0)), in_len - 1); };
+    std::vector<double> coeff;
+    for (int64_t o = 0; o < out_len; ++o) {
+        t.first.push_back(int64_t(t.off.size()));
+        const double x = resize_source_coord(p, double(o), in_len, out_len, scale, roi_start, roi_end);
+        if (p.coord == Coord::kTfCrop && (x < 0 || x > double(in_len - 1))) {
+            t.outside[size_t(o)] = 1;
+            t.any_outside = true;
+            continue;
+        }
+        const double fx = std::floor(x);
+        const int64_t x0 = int64_t(fx);
+        const double r = x - fx;  // in [0, 1)
+        if (p.mode == Interp::kNearest) {
+            int64_t i = x0;
+            if (r > 0) {
+                switch (p.nearest) {
+                    case NearestMode::kRoundPreferFloor: i = r <= 0.5 ? x0 : x0 + 1; break;
+                    case NearestMode::kRoundPreferCeil: i = r < 0.5 ? x0 : x0 + 1; break;
+                    case NearestMode::kFloor: i = x0; break;
+                    case NearestMode::kCeil: i = x0 + 1; break;
+                    case NearestMode::kSimple: i = scale < 1 ? x0 + 1 : x0; break;
+                }
+            }
+            t.off.push_back(clampi(i) * stride);
+            t.w.push_back(1.0);
+            continue;
+        }
+        // Linear / cubic, with the filter stretched by 1/scale when antialiasing a downscale.
+        const double s = p.antialias ? std::min(scale, 1.0) : 1.0;
+        const double support = p.mode == Interp::kLinear ? 1.0 : 2.0;
+        const int64_t start = p.antialias ? int64_t(std::floor(-support / s)) + 1 : 1 - int64_t(support);
+        const int64_t n = 2 - 2 * start;
+        coeff.assign(size_t(n), 0.0);
+        double sum = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            const double arg = (double(start + i) - r) * s;
+            double c = p.mode == Interp::kLinear ? std::max(0.0, 1 - std::abs(arg)) : cubic_coeff(arg, p.cubic_a);
+            const int64_t idx = x0 + start + i;
+            if (p.exclude_outside && (idx < 0 || idx >= in_len)) c = 0;
+            coeff[size_t(i)] = c;
+            sum += c;
+        }
+        const bool normalize = (p.antialias || p.exclude_outside) && sum != 0;
+        for (int64_t i = 0; i < n; ++i) {
+            double c = coeff[size_t(i)];
+            if (normalize) c /= sum;
+            if (c == 0) continue;
+            t.off.push_back(clampi(x0 + start + i) * stride);
+            t.w.push_back(c);
+        }
+    }
+    t.first.push_back(int64_t(t.off.size()));
+    return t;
+}
+
+template <typename T>
+T resize_cast(double v) {
+    if constexpr (std::is_floating_point_v<T>) {
+        return T(v);
+    } else {
+        if (std::isnan(v)) return T(0);
+        v = std::nearbyint(v);
+        if (v <= double(std::numeric_limits<T>::lowest())) return std::numeric_limits<T>::lowest();
+        if (v >= double(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
+        return T(v);
+    }
+}
+
+template <typename T>
+class ResizeKernel : public Kernel {
+public:
+    ResizeKernel(Shape out, std::vector<AxisTaps> ax, bool nearest, double extrap)
+        : out_(std::move(out)), ax_(std::move(ax)), nearest_(nearest), extrap_(resize_cast<T>(extrap)) {}
+
+    Status run(const void* const* in, void* const* out) const override {
+        const T* x = static_cast<const T*>(in[0]);
+        T* y = static_cast<T*>(out[0]);
+        const int r = int(out_.size());
+        const int64_t n = shape_numel(out_);
+        if (n <= 0) return {};
+        if (r == 0) {
+            y[0] = x[0];
+            return {};
+        }
+        const int64_t W = out_[size_t(r - 1)];
+        const int64_t rows = n / W;
+        const AxisTaps& last = ax_[size_t(r - 1)];
+        int64_t idx[kMaxRank] = {0};
+        for (int64_t row = 0; row < rows; ++row) {
+            T* yr = y + row * W;
+            bool outside = false;
+            int64_t base = 0;
+            for (int d = 0; d < r - 1; ++d) {
+                const AxisTaps& a = ax_[size_t(d)];
+                if (a.outside[size_t(idx[d])]) outside = true;
+                else if (nearest_) base += a.off[size_t(a.first[size_t(idx[d])])];
+            }
+            if (outside) {
+                for (int64_t j = 0; j < W; ++j) yr[j] = extrap_;
+            } else if (nearest_) {
+                for (int64_t j = 0; j < W; ++j)
+                    yr[j] = last.outside[size_t(j)] ? extrap_ : x[base + last.off[size_t(last.first[size_t(j)])]];
+            } else {
+                for (int64_t j = 0; j < W; ++j) {
+                    if (last.outside[size_t(j)]) {
+                        yr[j] = extrap_;
+                        continue;
+                    }
+                    idx[r - 1] = j;
+                    yr[j] = resize_cast<T>(accum(x, 0, idx, 0));
+                }
+                idx[r - 1] = 0;
+            }
+            for (int d = r - 2; d >= 0; --d) {
+                if (++idx[d] < out_[size_t(d)]) break;
+                idx[d] = 0;
+            }
+        }
+        return {};
+    }
+
+private:
+    // Weighted sum over the taps of axes d.. at output index idx, from input offset off.
+    double accum(const T* x, int d, const int64_t* idx, int64_t off) const {
+        if (d == int(ax_.size())) return double(x[off]);
+        const AxisTaps& a = ax_[size_t(d)];
+        const int64_t o = idx[d];
+        double s = 0;
+        for (int64_t t = a.first[size_t(o)]; t < a.first[size_t(o) + 1]; ++t)
+            s += a.w[size_t(t)] * accum(x, d + 1, idx, off + a.off[size_t(t)]);
+        return s;
+    }
+
+    Shape out_;
+    std::vector<AxisTaps> ax_;
+    bool nearest_;
+    T extrap_;
+};
+
+// Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi
+// (starts then ends, 2 x rank).
+Status make_resize(OpContext& ctx, const ResizeParams& p, const std::vector<double>& scale, const Shape& out,
+                   const std::vector<double>& roi) {
+    const Shape& in = ctx.in_shape(0);
+    const size_t r = in.size();
+    DType t = ctx.in_dtype(0);
+    if (!dtype_is_int(t) && t != DType::kF32 && t != DType::kF64)
+        return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    for (size_t d = 0; d < r; ++d) {
+        if (out[d] < 0) return ctx.fail("output dim ", d, " would be negative (", out[d], ")");
+        if (in[d] == 0 && out[d] != 0)
+            return ctx.fail("cannot resize dim ", d, " of size 0 to ", out[d]);
+    }
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out));
+    Shape st = strides_of(in);
+    std::vector<AxisTaps> ax;
+    for (size_t d = 0; d < r; ++d)
+        ax.push_back(make_axis_taps(p, in[d], out[d], scale[d], roi[d], roi[r + d], st[d]));
+    return visit_numeric(t, [&](auto tag) -> Status {
+        using T = typename decltype(tag)::type;
+        ctx.set_kernel(std::make_unique<ResizeKernel<T>>(out, std::move(ax), p.mode == Interp::kNearest,
+                                                         p.extrapolation));
+        return {};
+    });
+}
+
+Status parse_interp(const OpContext& ctx, bool allow_cubic, ResizeParams* p) {
+    std::string m = ctx.attr_str("mode", "nearest");
+    if (m == "nearest") p->mode = Interp::kNearest;
+    else if (m == "linear" || m == "bilinear") p->mode = Interp::kLinear;
+    else if (m == "cubic" && allow_cubic) p->mode = Interp::kCubic;
+    else return ctx.fail("unknown mode '", m, "' (expected nearest, linear", allow_cubic ? " or cubic)" : ")");
+    return {};
+}
+
+// Scales as doubles from a constant tensor; each must be finite and > 0.
+Status read_scales(const OpContext& ctx, int input, std::vector<double>* out) {
+    const Tensor* t = ctx.in_const(input);
+    if (!t) return ctx.need_value(input);
+    if (t->dtype() != DType::kF32 && t->dtype() != DType::kF64)
+        return ctx.fail("scales must be float, got ", dtype_name(t->dtype()));
+    out->clear();
+    for (int64_t i = 0; i < t->numel(); ++i) {
+        double v = t->get_f64(i);
+        if (!(v > 0) || !std::isfinite(v)) return ctx.fail("scale ", i, " is ", v, "; scales must be > 0");
+        out->push_back(v);
+    }
+    return {};
+}
+
+// Resize-10 and Upsample: asymmetric coordinates, "simple" nearest rounding.
+Status resize_simple(OpContext& ctx, const ResizeParams& p, const std::vector<double>& scales) {
+    const Shape& in = ctx.in_shape(0);
+    if (scales.size() != in.size())
+        return ctx.fail("scales has ", scales.size(), " values but the input has rank ", in.size());
+    Shape out(in.size());
+    for (size_t d = 0; d < in.size(); ++d) out[d] = int64_t(std::floor(scales[d] * double(in[d])));
+    std::vector<double> roi(2 * in.size(), 0.0);
+    std::fill(roi.begin() + long(in.size()), roi.end(), 1.0);
+    return make_resize(ctx, p, scales, out, roi);
+}
+
+Status prep_Upsample(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input X is missing");
+    ResizeParams p;
+    JIFFY_RETURN_IF_ERROR(parse_interp(ctx, false, &p));
+    p.coord = Coord::kAsymmetric;
+    p.nearest = NearestMode::kSimple;
+    std::vector<double> scales;
+    if (ctx.has_input(1)) {
+        JIFFY_RETURN_IF_ERROR(read_scales(ctx, 1, &scales));
+    } else {
+        if (!ctx.has_attr("scales")) return ctx.fail("needs the 'scales' attribute or input");
+        for (float f : ctx.attr_floats("scales")) {
+            if (!(f > 0) || !std::isfinite(f)) return ctx.fail("scale ", f, " must be > 0");
+            scales.push_back(double(f));
+        }
+    }
+    for (double s : scales)
+        if (s < 1) return ctx.fail("Upsample scales must be >= 1, got ", s);
+    return resize_simple(ctx, p, scales);
+}
+
+Status prep_Resize(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input X is missing");
+    const Shape& in = ctx.in_shape(0);
+    const int64_t r = int64_t(in.size());
+    ResizeParams p;
+    if (ctx.opset() < 11) {
+        JIFFY_RETURN_IF_ERROR(parse_interp(ctx, false, &p));
+        p.coord = Coord::kAsymmetric;
+        p.nearest = NearestMode::kSimple;
+        if (!ctx.has_input(1)) return ctx.fail("input scales is missing");
+        std::vector<double> scales;
+        JIFFY_RETURN_IF_ERROR(read_scales(ctx, 1, &scales));
+        return resize_simple(ctx, p, scales);
+    }
+    JIFFY_RETURN_IF_ERROR(parse_interp(ctx, true, &p));
+    const std::string cm = ctx.attr_str("coordinate_transformation_mode", "half_pixel");
+    if (cm == "half_pixel") p.coord = Coord::kHalfPixel;
+    else if (cm == "half_pixel_symmetric") p.coord = Coord::kHalfPixelSym;
+    else if (cm == "pytorch_half_pixel") p.coord = Coord::kPytorchHalfPixel;
+    else if (cm == "align_corners") p.coord = Coord::kAlignCorners;
+    else if (cm == "asymmetric") p.coord = Coord::kAsymmetric;
+    else if (cm == "tf_crop_and_resize") p.coord = Coord::kTfCrop;
+    else if (cm == "tf_half_pixel_for_nn") p.coord = Coord::kTfHalfPixelNN;
+    else return ctx.fail("unknown coordinate_transformation_mode '", cm, "'");
+    const std::string nm = ctx.attr_str("nearest_mode", "round_prefer_floor");
+    if (nm == "round_prefer_floor") p.nearest = NearestMode::kRoundPreferFloor;
+    else if (nm == "round_prefer_ceil") p.nearest = NearestMode::kRoundPreferCeil;
+    else if (nm == "floor") p.nearest = NearestMode::kFloor;
+    else if (nm == "ceil") p.nearest = NearestMode::kCeil;
+    else return ctx.fail("unknown nearest_mode '", nm, "'");
+    p.cubic_a = ctx.attr_float("cubic_coeff_a", -0.75f);
+    p.exclude_outside = ctx.attr_int("exclude_outside", 0) != 0;
+    p.extrapolation = ctx.attr_float("extrapolation_value", 0.0f);
+
+    // opset 18: axes, keep_aspect_ratio_policy, antialias.
+    std::vector<int64_t> axes;
+    std::string policy = "stretch";
+    if (ctx.opset() >= 18) {
+        p.antialias = ctx.attr_int("antialias", 0) != 0 && p.mode != Interp::kNearest;
+        policy = ctx.attr_str("keep_aspect_ratio_policy", "stretch");
+        if (policy != "stretch" && policy != "not_larger" && policy != "not_smaller")
+            return ctx.fail("unknown keep_aspect_ratio_policy '", policy, "'");
+        if (ctx.has_attr("axes")) {
+            for (int64_t a : ctx.attr_ints("axes")) {
+                int64_t n = 0;
+                if (!normalize_axis(a, r, &n)) return ctx.fail("axis ", a, " is out of range for rank ", r);
+                if (std::find(axes.begin(), axes.end(), n) != axes.end()) return ctx.fail("axis ", a, " is repeated");
+                axes.push_back(n);
+            }
+        }
+    }
+    if (axes.empty() && !ctx.has_attr("axes"))
+        for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+    const size_t na = axes.size();
+
+    auto given = [&](int i) { return ctx.has_input(i) && shape_numel(ctx.in_shape(i)) > 0; };
+    const bool has_scales = given(2), has_sizes = given(3);
+    if (has_scales == has_sizes)
+        return ctx.fail(has_scales ? "both scales and sizes are given; exactly one is allowed"
+                                   : "one of scales or sizes must be given");
+    std::vector<double> scale(size_t(r), 1.0);
+    Shape out = in;
+    if (has_scales) {
+        std::vector<double> s;
+        JIFFY_RETURN_IF_ERROR(read_scales(ctx, 2, &s));
+        if (s.size() != na) return ctx.fail("scales has ", s.size(), " values, expected ", na);
+        for (size_t i = 0; i < na; ++i) {
+            const size_t d = size_t(axes[i]);
+            scale[d] = s[i];
+            out[d] = int64_t(std::floor(s[i] * double(in[d])));
+        }
+    } else {
+        const Tensor* t = ctx.in_const(3);
+        if (!t) return ctx.need_value(3);
+        if (!dtype_is_int(t->dtype())) return ctx.fail("sizes must be int64, got ", dtype_name(t->dtype()));
+        std::vector<int64_t> sz = t->to_i64_vector();
+        if (sz.size() != na) return ctx.fail("sizes has ", sz.size(), " values, expected ", na);
+        for (size_t i = 0; i < na; ++i) {
+            const size_t d = size_t(axes[i]);
+            if (sz[i] < 0) return ctx.fail("sizes[", i, "] is negative (", sz[i], ")");
+            out[d] = sz[i];
+            scale[d] = in[d] > 0 ? double(sz[i]) / double(in[d]) : 1.0;
+        }
+        if (policy != "stretch" && na > 0) {
+            double s = scale[size_t(axes[0])];
+            for (size_t i = 1; i < na; ++i)
+                s = policy == "not_larger" ? std::min(s, scale[size_t(axes[i])]) : std::max(s, scale[size_t(axes[i])]);
+            for (size_t i = 0; i < na; ++i) {
+                const size_t d = size_t(axes[i]);
+                scale[d] = s;
+                out[d] = int64_t(s * double(in[d]) + 0.5);
+            }
+        }
+    }
+    for (size_t d = 0; d < size_t(r); ++d)
+        if (!(scale[d] > 0)) return ctx.fail("scale for dim ", d, " is ", scale[d], "; it must be > 0");
+
+    std::vector<double> roi(2 * size_t(r), 0.0);
+    std::fill(roi.begin() + r, roi.end(), 1.0);
+    if (p.coord == Coord::kTfCrop && given(1)) {
+        const Tensor* t = ctx.in_const(1);
+        if (!t) return ctx.need_value(1);
+        if (size_t(t->numel()) != 2 * na)
+            return ctx.fail("roi has ", t->numel(), " values, expected ", 2 * na, " (starts then ends)");
+        for (size_t i = 0; i < na; ++i) {
+            roi[size_t(axes[i])] = t->get_f64(int64_t(i));
+            roi[size_t(r) + size_t(axes[i])] = t->get_f64(int64_t(na + i));
+        }
+    }
+    return make_resize(ctx, p, scale, out, roi);
+}
+
+// ================================================================ Dropout (inference)
+
+class DropoutKernel : public Kernel {
+public:
+    DropoutKernel(size_t bytes, int64_t mask_n, size_t mask_elem, const uint8_t* one)
+        : bytes_(bytes), mask_n_(mask_n), mask_elem_(mask_elem) {
+        std::memcpy(one_, one, mask_elem);
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        if (bytes_) std::memmove(out[0], in[0], bytes_);
+        if (out[1]) {
+            uint8_t* m = static_cast<uint8_t*>(out[1]);
+            for (int64_t i = 0; i < mask_n_; ++i) std::memcpy(m + size_t(i) * mask_elem_, one_, mask_elem_);
+        }
+        return {};
+    }
+
+private:
+    size_t bytes_;
+    int64_t mask_n_;
+    size_t mask_elem_;
+    uint8_t one_[8] = {0};
+};
+
+Status prep_Dropout(OpContext& ctx) {
+    if (!ctx.has_input(0)) return ctx.fail("input data is missing");
+    const DType t = ctx.in_dtype(0);
+    const size_t es = dtype_size(t);
+    if (es == 0) return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    if (ctx.opset() >= 12) {
+        const Tensor* tm = ctx.in_const(2);
+        if (tm && tm->numel() > 0 && tm->get_i64(0) != 0) {
+            const Tensor* ratio = ctx.in_const(1);
+            const bool zero_ratio = ratio && ratio->numel() > 0 && ratio->get_f64(0) == 0.0;
+            if (!zero_ratio)
+                return ctx.fail_unsupported("training_mode is true: training-mode (random) dropout is not supported");
+        }
+        if (ctx.has_input(1)) {
+            const Tensor* ratio = ctx.in_const(1);
+            if (ratio && ratio->numel() > 0) {
+                double v = ratio->get_f64(0);
+                if (!(v >= 0 && v < 1)) return ctx.fail("ratio ", v, " must be in [0, 1)");
+            }
+        }
+    } else {
+        float v = ctx.attr_float("ratio", 0.5f);
+        if (!(v >= 0 && v < 1)) return ctx.fail("ratio ", v, " must be in [0, 1)");
+    }
+    const Shape& s = ctx.in_shape(0);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, s));
+    // The mask is bool from opset 10; before that it has the input's type. All kept: true / 1.
+    uint8_t one[8] = {0};
+    size_t mes = 1;
+    if (ctx.has_output(1)) {
+        if (ctx.opset() >= 10) {
+            JIFFY_RETURN_IF_ERROR(ctx.set_output(1, DType::kBool, s));
+            one[0] = 1;
+        } else {
+            JIFFY_RETURN_IF_ERROR(ctx.set_output(1, t, s));
+            mes = es;
+            Status st = visit_all(t, [&](auto tag) -> Status {
+                using T = typename decltype(tag)::type;
+                T v = T(1);
+                std::memcpy(one, &v, sizeof(T));
+                return {};
+            });
+            if (!st.ok()) return ctx.fail_unsupported("mask of dtype ", dtype_name(t), " is not supported");
+        }
+    }
+    const int64_t n = shape_numel(s);
+    ctx.set_kernel(std::make_unique<DropoutKernel>(size_t(n) * es, ctx.has_output(1) ? n : 0, mes, one));
+    return {};
+}
+
+}  // namespace
+
+void register_linalg_ops(OpRegistry& r) {
+    r.add("Gemm", prep_Gemm);
+    r.add("MatMul", prep_MatMul);
+    r.add("MatMulInteger", prep_MatMulInteger);
+    r.add("Einsum", prep_Einsum);
+    r.add("Softmax", prep_softmax<SoftKind::kSoftmax>);
+    r.add("LogSoftmax", prep_softmax<SoftKind::kLogSoftmax>);
+    r.add("Hardmax", prep_softmax<SoftKind::kHardmax>);
+    r.add("Resize", prep_Resize);
+    r.add("Upsample", prep_Upsample);
+    r.add("Dropout", prep_Dropout);
+}
 
 }  // namespace jiffy

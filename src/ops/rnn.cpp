@@ -1,8 +1,430 @@
-// rnn ops. See docs/adding-an-op.md.
+// Recurrent ops: RNN, GRU, LSTM (ai.onnx opsets 7..21; `layout` from opset 14).
+// Reference kernels: plain loops, one batch row and one time step at a time. The numerics follow
+// ONNX Runtime where the spec is loose: activation_alpha/beta are consumed in order by the
+// activations that take them; clip bounds the gate pre-activations (not the cell state); a batch
+// entry with sequence length 0 gets zero final states; outputs past a sequence's length are zero.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstring>
+
 #include "ops/util.h"
 
 namespace jiffy {
+namespace {
 
-void register_rnn_ops(OpRegistry& r) {}
+// ---------------------------------------------------------------- activations
+
+enum class Act {
+    kSigmoid,
+    kTanh,
+    kRelu,
+    kHardSigmoid,
+    kAffine,
+    kLeakyRelu,
+    kThresholdedRelu,
+    kScaledTanh,
+    kElu,
+    kSoftsign,
+    kSoftplus
+};
+
+struct ActFn {
+    Act kind = Act::kSigmoid;
+    float alpha = 0, beta = 0;
+
+    template <typename T>
+    T operator()(T x) const {
+        switch (kind) {
+            case Act::kSigmoid:
+                return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+            case Act::kTanh: return std::tanh(x);
+            case Act::kRelu: return x > T(0) ? x : T(0);
+            case Act::kHardSigmoid: return std::max(T(0), std::min(T(1), T(alpha) * x + T(beta)));
+            case Act::kAffine: return T(alpha) * x + T(beta);
+            case Act::kLeakyRelu: return x >= T(0) ? x : T(alpha) * x;
+            case Act::kThresholdedRelu: return x > T(alpha) ? x : T(0);
+            case Act::kScaledTanh: return T(alpha) * std::tanh(T(beta) * x);
+            case Act::kElu: return x >= T(0) ? x : T(alpha) * (std::exp(x) - T(1));
+            case Act::kSoftsign: return x / (T(1) + std::abs(x));
+            case Act::kSoftplus: return x > T(20) ? x : std::log1p(std::exp(x));
+        }
+        return x;
+    }
+};
+
+struct ActInfo {
+    const char* name;  // lower case
+    Act kind;
+    bool uses_alpha, uses_beta;
+    float def_alpha, def_beta;  // defaults of the corresponding ONNX ops
+};
+
+constexpr ActInfo kActs[] = {
+    {"sigmoid", Act::kSigmoid, false, false, 0, 0},
+    {"tanh", Act::kTanh, false, false, 0, 0},
+    {"relu", Act::kRelu, false, false, 0, 0},
+    {"hardsigmoid", Act::kHardSigmoid, true, true, 0.2f, 0.5f},
+    {"affine", Act::kAffine, true, true, 1.0f, 0.0f},
+    {"leakyrelu", Act::kLeakyRelu, true, false, 0.01f, 0},
+    {"thresholdedrelu", Act::kThresholdedRelu, true, false, 1.0f, 0},
+    {"scaledtanh", Act::kScaledTanh, true, true, 1.0f, 1.0f},
+    {"elu", Act::kElu, true, false, 1.0f, 0},
+    {"softsign", Act::kSoftsign, false, false, 0, 0},
+    {"softplus", Act::kSoftplus, false, false, 0, 0},
+};
+
+// Reads activations / activation_alpha / activation_beta: `per_dir` functions per direction.
+// A bidirectional node may list only one direction's functions; they then apply to both.
+Status parse_activations(const OpContext& ctx, const std::vector<std::string>& defaults, int64_t dirs,
+                         std::vector<ActFn>* out) {
+    const size_t per_dir = defaults.size();
+    std::vector<std::string> names;
+    const Attr* a = ctx.attr("activations");
+    if (a && !a->strings.empty()) {
+        names = a->strings;
+        if (dirs == 2 && names.size() == per_dir) names.insert(names.end(), a->strings.begin(), a->strings.end());
+        if (names.size() != per_dir * size_t(dirs))
+            return ctx.fail("'activations' lists ", a->strings.size(), " functions; expected ",
+                            per_dir * size_t(dirs), " (", per_dir, " per direction)");
+    } else {
+        for (int64_t d = 0; d < dirs; ++d) names.insert(names.end(), defaults.begin(), defaults.end());
+    }
+    std::vector<float> alphas = ctx.attr_floats("activation_alpha");
+    std::vector<float> betas = ctx.attr_floats("activation_beta");
+    size_t ai = 0, bi = 0;
+    out->clear();
+    for (const std::string& n : names) {
+        std::string lower = n;
+        for (char& c : lower) c = char(std::tolower(static_cast<unsigned char>(c)));
+        const ActInfo* info = nullptr;
+        for (const ActInfo& k : kActs)
+            if (lower == k.name) info = &k;
+        if (!info)
+            return ctx.fail_unsupported("activation '", n, "' is not supported (expected one of Sigmoid, Tanh, "
+                                        "Relu, HardSigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, "
+                                        "Elu, Softsign, Softplus)");
+        ActFn f;
+        f.kind = info->kind;
+        if (info->uses_alpha) f.alpha = ai < alphas.size() ? alphas[ai++] : info->def_alpha;
+        if (info->uses_beta) f.beta = bi < betas.size() ? betas[bi++] : info->def_beta;
+        out->push_back(f);
+    }
+    return {};
+}
+
+// ---------------------------------------------------------------- kernel
+
+enum class Cell { kRNN, kGRU, kLSTM };
+
+struct RnnConfig {
+    Cell cell = Cell::kRNN;
+    int64_t seq = 0, batch = 0, input = 0, hidden = 0, dirs = 1, gates = 1;
+    bool layout1 = false;
+    bool reverse[2] = {false, true};
+    std::vector<ActFn> acts;  // per direction: RNN f; GRU f, g; LSTM f, g, h
+    int acts_per_dir = 1;
+    bool has_clip = false;
+    float clip = 0;
+    bool input_forget = false;         // LSTM
+    bool linear_before_reset = false;  // GRU
+    int num_in = 0, num_out = 0;       // the node's input / output counts (trailing ones may be absent)
+};
+
+template <typename T>
+T dot(const T* a, const T* b, int64_t n) {
+    T s = T(0);
+    for (int64_t k = 0; k < n; ++k) s += a[k] * b[k];
+    return s;
+}
+
+// Inputs: X, W, R, B, sequence_lens, initial_h[, initial_c, P]; outputs Y, Y_h[, Y_c].
+//
+// NOTE: the kernel keeps its per-step scratch (states and gate buffers) in a mutable member
+// allocated at prepare, so it is NOT reentrant: one kernel object must not run on two threads at
+// once. (A later change moves this scratch into the plan's arena.)
+template <typename T>
+class RnnKernel : public Kernel {
+public:
+    RnnKernel(RnnConfig c, std::vector<T> bias) : c_(std::move(c)), bias_(std::move(bias)) {
+        const int64_t bh = c_.batch * c_.hidden, gh = c_.gates * c_.hidden;
+        scratch_.assign(size_t(2 * bh + 2 * gh + c_.hidden), T(0));
+        h_ = scratch_.data();
+        cs_ = h_ + bh;
+        gx_ = cs_ + bh;
+        gh_ = gx_ + gh;
+        tmp_ = gh_ + gh;
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const RnnConfig& c = c_;
+        auto arg = [&](int i) { return i < c.num_in ? in[i] : nullptr; };
+        auto res = [&](int i) { return i < c.num_out ? out[i] : nullptr; };
+        const T* X = static_cast<const T*>(in[0]);
+        const T* W = static_cast<const T*>(in[1]);
+        const T* R = static_cast<const T*>(in[2]);
+        // bias_ holds the constant (or zero) bias; a run-time B is read in place.
+        const T* Bias = bias_.empty() ? static_cast<const T*>(arg(3)) : bias_.data();
+        const int32_t* lens = static_cast<const int32_t*>(arg(4));
+        const T* h0 = static_cast<const T*>(arg(5));
+        const bool lstm = c.cell == Cell::kLSTM;
+        const T* c0 = lstm ? static_cast<const T*>(arg(6)) : nullptr;
+        const T* P = lstm ? static_cast<const T*>(arg(7)) : nullptr;
+        T* Y = static_cast<T*>(res(0));
+        T* Yh = static_cast<T*>(res(1));
+        T* Yc = lstm ? static_cast<T*>(res(2)) : nullptr;
+        const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden, D = c.dirs, G = c.gates;
+
+        if (lens) {
+            for (int64_t b = 0; b < B; ++b)
+                if (lens[b] < 0 || lens[b] > S)
+                    return invalid("RNN: sequence_lens[", b, "] = ", lens[b], " is outside [0, ", S, "]");
+            if (Y) std::fill(Y, Y + S * D * B * H, T(0));
+        }
+        for (int64_t d = 0; d < D; ++d) {
+            const bool rev = c.reverse[d];
+            const T* Wd = W + d * G * H * I;
+            const T* Rd = R + d * G * H * H;
+            const T* Wb = Bias + d * 2 * G * H;
+            const T* Rb = Wb + G * H;
+            const T* Pd = P ? P + d * 3 * H : nullptr;
+            const ActFn* act = c.acts.data() + d * c.acts_per_dir;
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t j = 0; j < H; ++j) {
+                    h_[b * H + j] = h0 ? h0[state_off(d, b) + j] : T(0);
+                    cs_[b * H + j] = c0 ? c0[state_off(d, b) + j] : T(0);
+                }
+            for (int64_t s = 0; s < S; ++s) {
+                for (int64_t b = 0; b < B; ++b) {
+                    const int64_t len = lens ? lens[b] : S;
+                    if (s >= len) continue;
+                    const int64_t t = rev ? len - 1 - s : s;
+                    const T* x = X + x_off(t, b);
+                    T* h = h_ + b * H;
+                    switch (c.cell) {
+                        case Cell::kRNN: step_rnn(x, h, Wd, Rd, Wb, Rb, act); break;
+                        case Cell::kGRU: step_gru(x, h, Wd, Rd, Wb, Rb, act); break;
+                        case Cell::kLSTM: step_lstm(x, h, cs_ + b * H, Wd, Rd, Wb, Rb, Pd, act); break;
+                    }
+                    if (Y) std::copy(h, h + H, Y + y_off(t, d, b));
+                }
+            }
+            for (int64_t b = 0; b < B; ++b) {
+                const bool empty = lens && lens[b] == 0;
+                if (Yh)
+                    for (int64_t j = 0; j < H; ++j) Yh[state_off(d, b) + j] = empty ? T(0) : h_[b * H + j];
+                if (Yc)
+                    for (int64_t j = 0; j < H; ++j) Yc[state_off(d, b) + j] = empty ? T(0) : cs_[b * H + j];
+            }
+        }
+        return {};
+    }
+
+private:
+    int64_t x_off(int64_t t, int64_t b) const {
+        return (c_.layout1 ? b * c_.seq + t : t * c_.batch + b) * c_.input;
+    }
+    int64_t y_off(int64_t t, int64_t d, int64_t b) const {
+        return (c_.layout1 ? (b * c_.seq + t) * c_.dirs + d : (t * c_.dirs + d) * c_.batch + b) * c_.hidden;
+    }
+    int64_t state_off(int64_t d, int64_t b) const {
+        return (c_.layout1 ? b * c_.dirs + d : d * c_.batch + b) * c_.hidden;
+    }
+    T clip(T v) const {
+        if (!c_.has_clip) return v;
+        const T lim = T(c_.clip);
+        return v > lim ? lim : (v < -lim ? -lim : v);
+    }
+
+    // Ht = f(Xt*Wi^T + Ht-1*Ri^T + Wbi + Rbi)
+    void step_rnn(const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
+        const int64_t I = c_.input, H = c_.hidden;
+        for (int64_t j = 0; j < H; ++j)
+            gx_[j] = act[0](clip(dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j]));
+        std::copy(gx_, gx_ + H, h);
+    }
+
+    // Gates z, r, h (in that order in W, R, B).
+    void step_gru(const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
+        const int64_t I = c_.input, H = c_.hidden;
+        for (int64_t j = 0; j < 3 * H; ++j) gx_[j] = dot(W + j * I, x, I) + Wb[j];
+        T* z = gh_;
+        T* r = gh_ + H;
+        T* hh = gh_ + 2 * H;
+        for (int64_t j = 0; j < 2 * H; ++j) gh_[j] = act[0](clip(gx_[j] + dot(R + j * H, h, H) + Rb[j]));
+        const T* Rh = R + 2 * H * H;
+        if (c_.linear_before_reset) {
+            for (int64_t j = 0; j < H; ++j)
+                hh[j] = act[1](clip(gx_[2 * H + j] + r[j] * (dot(Rh + j * H, h, H) + Rb[2 * H + j])));
+        } else {
+            for (int64_t j = 0; j < H; ++j) tmp_[j] = r[j] * h[j];
+            for (int64_t j = 0; j < H; ++j)
+                hh[j] = act[1](clip(gx_[2 * H + j] + dot(Rh + j * H, tmp_, H) + Rb[2 * H + j]));
+        }
+        for (int64_t j = 0; j < H; ++j) h[j] = (T(1) - z[j]) * hh[j] + z[j] * h[j];
+    }
+
+    // Gates i, o, f, c (in that order in W, R, B); peepholes P = [Pi, Po, Pf].
+    void step_lstm(const T* x, T* h, T* cell, const T* W, const T* R, const T* Wb, const T* Rb, const T* P,
+                   const ActFn* act) const {
+        const int64_t I = c_.input, H = c_.hidden;
+        for (int64_t j = 0; j < 4 * H; ++j)
+            gx_[j] = dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j];
+        const T* gi = gx_;
+        const T* go = gx_ + H;
+        const T* gf = gx_ + 2 * H;
+        const T* gc = gx_ + 3 * H;
+        for (int64_t j = 0; j < H; ++j) {
+            const T cp = cell[j];
+            const T i = act[0](clip(gi[j] + (P ? P[j] * cp : T(0))));
+            const T f = c_.input_forget ? T(1) - i : act[0](clip(gf[j] + (P ? P[2 * H + j] * cp : T(0))));
+            const T g = act[1](clip(gc[j]));
+            const T cn = f * cp + i * g;
+            const T o = act[0](clip(go[j] + (P ? P[H + j] * cn : T(0))));
+            cell[j] = cn;
+            h[j] = o * act[2](cn);  // h is no longer read in this step
+        }
+    }
+
+    RnnConfig c_;
+    std::vector<T> bias_;
+    // Non-reentrant scratch (see the class comment).
+    mutable std::vector<T> scratch_;
+    T* h_ = nullptr;    // [batch, hidden] hidden state
+    T* cs_ = nullptr;   // [batch, hidden] cell state (LSTM)
+    T* gx_ = nullptr;   // [gates * hidden]
+    T* gh_ = nullptr;   // [gates * hidden]
+    T* tmp_ = nullptr;  // [hidden]
+};
+
+// ---------------------------------------------------------------- prepare
+
+Status prep_recurrent(OpContext& ctx, Cell cell) {
+    const int64_t G = cell == Cell::kRNN ? 1 : cell == Cell::kGRU ? 3 : 4;
+    const int max_inputs = cell == Cell::kLSTM ? 8 : 6;
+    const int max_outputs = cell == Cell::kLSTM ? 3 : 2;
+    if (ctx.num_inputs() > max_inputs)
+        return ctx.fail("has ", ctx.num_inputs(), " inputs; at most ", max_inputs, " are allowed");
+    if (ctx.num_outputs() > max_outputs)
+        return ctx.fail("has ", ctx.num_outputs(), " outputs; at most ", max_outputs, " are allowed");
+    for (int i = 0; i < 3; ++i)
+        if (!ctx.has_input(i)) return ctx.fail("input ", i, " (", i == 0 ? "X" : i == 1 ? "W" : "R", ") is missing");
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
+    const DType T = ctx.in_dtype(0);
+    const char* names[] = {"X", "W", "R", "B", "sequence_lens", "initial_h", "initial_c", "P"};
+    for (int i : {1, 2, 3, 5, 6, 7})
+        if (ctx.has_input(i) && ctx.in_dtype(i) != T)
+            return ctx.fail("input ", names[i], " has dtype ", dtype_name(ctx.in_dtype(i)), " but X has ",
+                            dtype_name(T));
+
+    RnnConfig c;
+    c.cell = cell;
+    c.gates = G;
+    c.num_in = int(ctx.node().inputs.size());
+    c.num_out = ctx.num_outputs();
+    const int64_t layout = ctx.attr_int("layout", 0);
+    if (layout != 0 && layout != 1) return ctx.fail("'layout' must be 0 or 1, got ", layout);
+    if (layout == 1 && ctx.opset() < 14)
+        return ctx.fail("'layout' = 1 needs opset 14 or later (model opset ", ctx.opset(), ")");
+    c.layout1 = layout == 1;
+    const std::string dir = ctx.attr_str("direction", "forward");
+    if (dir == "forward") {
+        c.dirs = 1;
+        c.reverse[0] = false;
+    } else if (dir == "reverse") {
+        c.dirs = 1;
+        c.reverse[0] = true;
+    } else if (dir == "bidirectional") {
+        c.dirs = 2;
+        c.reverse[0] = false;
+        c.reverse[1] = true;
+    } else {
+        return ctx.fail("'direction' must be forward, reverse or bidirectional, got '", dir, "'");
+    }
+    const int64_t D = c.dirs;
+
+    const Shape& xs = ctx.in_shape(0);
+    if (xs.size() != 3) return ctx.fail("X must have rank 3, got shape ", shape_str(xs));
+    c.seq = c.layout1 ? xs[1] : xs[0];
+    c.batch = c.layout1 ? xs[0] : xs[1];
+    c.input = xs[2];
+    const Shape& ws = ctx.in_shape(1);
+    const Shape& rs = ctx.in_shape(2);
+    if (ws.size() != 3) return ctx.fail("W must have rank 3, got shape ", shape_str(ws));
+    if (rs.size() != 3) return ctx.fail("R must have rank 3, got shape ", shape_str(rs));
+    int64_t H = rs[2];
+    if (ctx.has_attr("hidden_size")) {
+        H = ctx.attr_int("hidden_size", 0);
+        if (H <= 0) return ctx.fail("'hidden_size' must be positive, got ", H);
+    }
+    if (H <= 0) return ctx.fail("hidden size (R's last dim) must be positive, got ", H);
+    c.hidden = H;
+    const Shape want_w{D, G * H, c.input}, want_r{D, G * H, H};
+    if (ws != want_w)
+        return ctx.fail("W has shape ", shape_str(ws), "; expected ", shape_str(want_w),
+                        " (num_directions x ", G, "*hidden_size x input_size)");
+    if (rs != want_r)
+        return ctx.fail("R has shape ", shape_str(rs), "; expected ", shape_str(want_r),
+                        " (num_directions x ", G, "*hidden_size x hidden_size)");
+    if (ctx.has_input(3) && ctx.in_shape(3) != Shape{D, 2 * G * H})
+        return ctx.fail("B has shape ", shape_str(ctx.in_shape(3)), "; expected ", shape_str(Shape{D, 2 * G * H}));
+    if (ctx.has_input(4)) {
+        if (ctx.in_dtype(4) != DType::kI32)
+            return ctx.fail("sequence_lens must be int32, got ", dtype_name(ctx.in_dtype(4)));
+        if (ctx.in_shape(4) != Shape{c.batch})
+            return ctx.fail("sequence_lens has shape ", shape_str(ctx.in_shape(4)), "; expected ",
+                            shape_str(Shape{c.batch}));
+    }
+    const Shape state = c.layout1 ? Shape{c.batch, D, H} : Shape{D, c.batch, H};
+    for (int i : {5, 6})
+        if (ctx.has_input(i) && ctx.in_shape(i) != state)
+            return ctx.fail(names[i], " has shape ", shape_str(ctx.in_shape(i)), "; expected ", shape_str(state));
+    if (ctx.has_input(7) && ctx.in_shape(7) != Shape{D, 3 * H})
+        return ctx.fail("P has shape ", shape_str(ctx.in_shape(7)), "; expected ", shape_str(Shape{D, 3 * H}));
+
+    if (ctx.has_attr("clip")) {
+        c.has_clip = true;
+        c.clip = ctx.attr_float("clip", 0);
+        if (!(c.clip > 0)) return ctx.fail("'clip' must be positive, got ", c.clip);
+    }
+    if (cell == Cell::kLSTM) c.input_forget = ctx.attr_int("input_forget", 0) != 0;
+    if (cell == Cell::kGRU) c.linear_before_reset = ctx.attr_int("linear_before_reset", 0) != 0;
+    std::vector<std::string> defaults;
+    if (cell == Cell::kRNN) defaults = {"Tanh"};
+    else if (cell == Cell::kGRU) defaults = {"Sigmoid", "Tanh"};
+    else defaults = {"Sigmoid", "Tanh", "Tanh"};
+    c.acts_per_dir = int(defaults.size());
+    JIFFY_RETURN_IF_ERROR(parse_activations(ctx, defaults, D, &c.acts));
+
+    const Shape y = c.layout1 ? Shape{c.batch, c.seq, D, H} : Shape{c.seq, D, c.batch, H};
+    if (ctx.has_output(0)) JIFFY_RETURN_IF_ERROR(ctx.set_output(0, T, y));
+    if (ctx.has_output(1)) JIFFY_RETURN_IF_ERROR(ctx.set_output(1, T, state));
+    if (ctx.has_output(2)) JIFFY_RETURN_IF_ERROR(ctx.set_output(2, T, state));
+
+    return visit_float(T, [&](auto tag) -> Status {
+        using E = typename decltype(tag)::type;
+        // Bias: copied here when constant, zeros when absent; a run-time B is read in place.
+        std::vector<E> bias;
+        if (!ctx.has_input(3)) {
+            bias.assign(size_t(D * 2 * G * H), E(0));
+        } else if (const Tensor* b = ctx.in_const(3)) {
+            bias.assign(b->as<E>(), b->as<E>() + b->numel());
+        }
+        ctx.set_kernel(std::make_unique<RnnKernel<E>>(std::move(c), std::move(bias)));
+        return {};
+    });
+}
+
+Status prep_RNN(OpContext& ctx) { return prep_recurrent(ctx, Cell::kRNN); }
+Status prep_GRU(OpContext& ctx) { return prep_recurrent(ctx, Cell::kGRU); }
+Status prep_LSTM(OpContext& ctx) { return prep_recurrent(ctx, Cell::kLSTM); }
+
+}  // namespace
+
+void register_rnn_ops(OpRegistry& r) {
+    r.add("RNN", prep_RNN);
+    r.add("GRU", prep_GRU);
+    r.add("LSTM", prep_LSTM);
+}
 
 }  // namespace jiffy

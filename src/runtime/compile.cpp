@@ -15,6 +15,15 @@ namespace jiffy {
 namespace {
 
 constexpr Code kRestart = Code(100);
+// Kernels may test optional trailing inputs/outputs that the file omits (in[2] of a 2-input Clip):
+// step pointer arrays are padded with nullptr to at least this many entries.
+constexpr size_t kMinArity = 8;
+
+std::vector<int> padded(const std::vector<int>& ids) {
+    std::vector<int> r = ids;
+    if (r.size() < kMinArity) r.resize(kMinArity, -1);
+    return r;
+}
 
 struct PStep {
     int node;
@@ -273,7 +282,7 @@ Status Compiler::inline_if(int ni, const Tensor& cond) {
 Status Compiler::fold(int ni, OpContext& ctx) {
     const Node& n = g_.nodes[size_t(ni)];
     std::vector<const void*> ins;
-    for (int v : n.inputs) ins.push_back(v < 0 ? nullptr : info_[size_t(v)].constant->data());
+    for (int v : padded(n.inputs)) ins.push_back(v < 0 ? nullptr : info_[size_t(v)].constant->data());
     std::vector<std::shared_ptr<Tensor>> outs;
     std::vector<void*> outp;
     for (int i = 0; i < ctx.num_outputs(); ++i) {
@@ -292,6 +301,7 @@ Status Compiler::fold(int ni, OpContext& ctx) {
         outp.push_back(t->data());
         outs.push_back(t);
     }
+    outp.resize(std::max(outp.size(), kMinArity), nullptr);
     Status st = ctx.kernel_->run(ins.data(), outp.data());
     if (!st.ok()) return st.prefix(g_.node_label(ni) + ": ");
     for (int i = 0; i < ctx.num_outputs(); ++i)
@@ -365,8 +375,10 @@ Status Compiler::prepare_node(int ni) {
     PStep s;
     s.node = ni;
     s.kernel = std::move(ctx.kernel_);
-    s.ins = n.inputs;
-    s.outs = n.outputs;
+    // Nodes with subgraph captures keep exact arity: their kernels index captures after inputs.
+    bool captures = n.inputs.size() != size_t(n.num_explicit_inputs);
+    s.ins = captures ? n.inputs : padded(n.inputs);
+    s.outs = padded(n.outputs);
     steps_.push_back(std::move(s));
     return {};
 }

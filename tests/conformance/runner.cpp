@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "runtime/model.h"
 
@@ -121,6 +123,43 @@ Result run_test(const fs::path& dir, std::string* why) {
     return kPass;
 }
 
+// Runs one test in a child process so that a crash or hang is reported, not fatal.
+Result run_isolated(const fs::path& dir, std::string* why) {
+    int fds[2];
+    if (pipe(fds) != 0) return run_test(dir, why);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        alarm(120);
+        std::string w;
+        Result r;
+        try {
+            r = run_test(dir, &w);
+        } catch (const std::exception& e) {
+            r = kError;
+            w = std::string("exception: ") + e.what();
+        }
+        char code = char('0' + r);
+        (void)!write(fds[1], &code, 1);
+        (void)!write(fds[1], w.data(), w.size());
+        _exit(0);
+    }
+    close(fds[1]);
+    std::string buf;
+    char tmp[4096];
+    ssize_t n;
+    while ((n = read(fds[0], tmp, sizeof tmp)) > 0) buf.append(tmp, size_t(n));
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    if (buf.empty()) {
+        *why = WIFSIGNALED(status) ? "crashed with signal " + std::to_string(WTERMSIG(status)) : "child died";
+        return kError;
+    }
+    *why = buf.substr(1);
+    return Result(buf[0] - '0');
+}
+
 std::set<std::string> read_list(const std::string& path) {
     std::set<std::string> r;
     std::ifstream f(path);
@@ -156,17 +195,13 @@ int main(int argc, char** argv) {
     }
     std::sort(dirs.begin(), dirs.end());
     std::set<std::string> allowed = allow.empty() ? std::set<std::string>{} : read_list(allow);
+    std::set<std::string> denied = deny.empty() ? std::set<std::string>{} : read_list(deny);
+    int new_passes = 0;
     std::map<std::string, int> pass_by_suite, total_by_suite;
     int pass = 0, fail = 0, error = 0, regressions = 0;
     for (const fs::path& d : dirs) {
         std::string why;
-        Result r;
-        try {
-            r = run_test(d, &why);
-        } catch (const std::exception& e) {
-            r = kError;
-            why = std::string("exception: ") + e.what();
-        }
+        Result r = run_isolated(d, &why);
         std::string key = d.parent_path().filename().string() + "/" + d.filename().string();
         total_by_suite[d.parent_path().filename().string()]++;
         if (r == kPass) {
@@ -176,6 +211,12 @@ int main(int argc, char** argv) {
         else ++error;
         bool regress = r != kPass && allowed.count(key);
         if (regress) ++regressions;
+        if (!allow.empty() && r == kPass && !allowed.count(key)) {
+            ++new_passes;
+            std::printf("NEW PASS %s (add it to the allow-list)\n", key.c_str());
+        }
+        if (!allow.empty() && r != kPass && !allowed.count(key) && !denied.count(key))
+            std::printf("UNLISTED %s: %s\n", key.c_str(), why.c_str());
         if (verbose || regress || (allow.empty() && r != kPass))
             std::printf("%s %s%s%s\n", r == kPass ? "PASS" : (r == kFail ? "FAIL" : "ERROR"), key.c_str(),
                         why.empty() ? "" : ": ", why.c_str());
@@ -185,7 +226,8 @@ int main(int argc, char** argv) {
         std::printf("%-20s %d / %d pass\n", suite.c_str(), pass_by_suite[suite], n);
     std::printf("total: %d pass, %d wrong answer, %d error (unsupported or rejected)\n", pass, fail, error);
     if (!allow.empty()) {
-        std::printf("ratchet: %zu tests on the allow-list, %d regressed\n", allowed.size(), regressions);
+        std::printf("ratchet: %zu tests on the allow-list, %d regressed, %d new passes\n", allowed.size(),
+                    regressions, new_passes);
         return regressions ? 1 : 0;
     }
     return fail + error ? 1 : 0;

@@ -75,7 +75,7 @@ Shape parse_shape(const std::string& s) {
 
 Args parse(int argc, char** argv) {
     Args a;
-    if (argc < 2) bad(std::string("missing command\n") + kUsage);
+    if (argc < 2) bad("missing command (see jiffy --help)");
     a.cmd = argv[1];
     for (int i = 2; i < argc; ++i) {
         std::string s = argv[i];
@@ -95,7 +95,7 @@ Args parse(int argc, char** argv) {
         else if (s == "--json") a.json = true;
         else if (s == "--max-memory") a.max_bytes = uint64_t(parse_int(next(), s));
         else if (s == "-h" || s == "--help") throw CliError{0, kUsage};
-        else if (!s.empty() && s[0] == '-') bad("unknown option '" + s + "'\n" + kUsage);
+        else if (!s.empty() && s[0] == '-') bad("unknown option '" + s + "' (see jiffy --help)");
         else if (a.model.empty()) a.model = s;
         else bad("unexpected argument '" + s + "'");
     }
@@ -163,7 +163,7 @@ void check(const Status& st) {
 }
 
 Loaded load_and_compile(const Args& a) {
-    if (a.model.empty()) bad(std::string("missing MODEL\n") + kUsage);
+    if (a.model.empty()) bad("missing MODEL (see jiffy --help)");
     Loaded L;
     ImportOptions io;
     io.max_bytes = a.max_bytes;
@@ -295,7 +295,7 @@ std::string dims_str(const Value& v) {
 }
 
 int cmd_inspect(const Args& a) {
-    if (a.model.empty()) bad(std::string("missing MODEL\n") + kUsage);
+    if (a.model.empty()) bad("missing MODEL (see jiffy --help)");
     ImportOptions io;
     io.max_bytes = a.max_bytes;
     std::shared_ptr<Model> m;
@@ -387,7 +387,7 @@ int main(int argc, char** argv) {
             std::printf("%s", kUsage);
             return 0;
         }
-        bad("unknown command '" + a.cmd + "'\n" + kUsage);
+        bad("unknown command '" + a.cmd + "' (see jiffy --help)");
     } catch (const CliError& e) {
         if (e.code == 0) {
             std::printf("%s", e.msg.c_str());

@@ -1,0 +1,273 @@
+// Compile pipeline, arena planning, plan cache, frozen inputs, I/O binding, public APIs, npy.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/npy.h"
+#include "jiffy/jiffy.h"
+#include "jiffy/jiffy.hpp"
+#include "runtime/model.h"
+
+using namespace jiffy;
+
+namespace {
+
+// A tiny in-memory graph builder for runtime tests.
+struct G {
+    Graph g;
+    G() { g.opset = 17; }
+    int input(const std::string& n, DType t, std::vector<int64_t> dims, std::vector<std::string> params = {}) {
+        int id = g.add_value(n);
+        Value& v = g.values[size_t(id)];
+        v.dtype = t;
+        v.has_shape = true;
+        for (size_t i = 0; i < dims.size(); ++i)
+            v.dims.push_back(Dim{dims[i], i < params.size() ? params[i] : ""});
+        g.inputs.push_back(id);
+        return id;
+    }
+    int constant(const std::string& n, Tensor t) {
+        int id = g.add_value(n);
+        g.values[size_t(id)].dtype = t.dtype();
+        g.values[size_t(id)].constant = std::make_shared<Tensor>(std::move(t));
+        return id;
+    }
+    int node(const std::string& op, std::vector<int> ins, const std::string& out) {
+        int o = g.add_value(out);
+        Node n;
+        n.op = op;
+        n.name = out + "_node";
+        n.inputs = std::move(ins);
+        n.num_explicit_inputs = int(n.inputs.size());
+        n.outputs = {o};
+        g.values[size_t(o)].producer = int(g.nodes.size());
+        g.nodes.push_back(std::move(n));
+        return o;
+    }
+};
+
+Tensor f32(Shape s, std::vector<float> v) {
+    Tensor t(DType::kF32, std::move(s));
+    std::memcpy(t.data(), v.data(), v.size() * 4);
+    return t;
+}
+
+TEST(Compile, FoldsConstantSubgraphAndRuns) {
+    G b;
+    int x = b.input("x", DType::kF32, {4});
+    int c1 = b.constant("c1", f32({4}, {1, 2, 3, 4}));
+    int c2 = b.constant("c2", f32({4}, {1, 1, 1, 1}));
+    int k = b.node("Add", {c1, c2}, "k");  // constant: folded
+    int y = b.node("Mul", {x, k}, "y");
+    b.g.outputs = {y};
+    std::shared_ptr<const Plan> plan;
+    ASSERT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+    EXPECT_EQ(plan->steps.size(), 1u);  // only Mul remains
+    Session s(plan);
+    float in[4] = {1, 1, 2, -1};
+    std::memcpy(s.input_data(0), in, 16);
+    ASSERT_TRUE(s.run().ok());
+    const float* out = static_cast<const float*>(s.output_data(0));
+    EXPECT_FLOAT_EQ(out[0], 2);
+    EXPECT_FLOAT_EQ(out[2], 8);
+    EXPECT_FLOAT_EQ(out[3], -5);
+}
+
+TEST(Compile, ArenaReusesDeadValues) {
+    // A chain x -> r1 -> r2 -> r3 -> r4 -> y: at most two intermediates are alive at once.
+    G b;
+    int v = b.input("x", DType::kF32, {1024});
+    for (int i = 0; i < 4; ++i) v = b.node("Relu", {v}, "r" + std::to_string(i));
+    int y = b.node("Neg", {v}, "y");
+    b.g.outputs = {y};
+    std::shared_ptr<const Plan> plan;
+    ASSERT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+    EXPECT_EQ(plan->steps.size(), 5u);
+    EXPECT_EQ(plan->arena_bytes, 2u * 4096u);  // ping-pong, not 4 buffers
+}
+
+TEST(Compile, SymbolicDimsResolvedFromOtherInputs) {
+    G b;
+    int a = b.input("a", DType::kF32, {-1, 3}, {"N", ""});
+    int c = b.input("b", DType::kF32, {-1, 3}, {"N", ""});
+    b.g.outputs = {b.node("Add", {a, c}, "y")};
+    CompileOptions opt;
+    opt.input_shapes["a"] = {5, 3};
+    std::shared_ptr<const Plan> plan;
+    Status st = compile_graph(b.g, opt, &plan);
+    ASSERT_TRUE(st.ok()) << st.message();
+    EXPECT_EQ(plan->inputs[1].shape, (Shape{5, 3}));
+    EXPECT_EQ(plan->outputs[0].shape, (Shape{5, 3}));
+    // Contradicting a fixed dim is an error naming the input.
+    opt.input_shapes["a"] = {5, 4};
+    st = compile_graph(b.g, opt, &plan);
+    EXPECT_EQ(st.code(), Code::kInvalid);
+    EXPECT_NE(st.message().find("'a'"), std::string::npos) << st.message();
+}
+
+TEST(Compile, UnknownOpInDeadCodeIsIgnored) {
+    G b;
+    int x = b.input("x", DType::kF32, {2});
+    b.node("NoSuchOp", {x}, "dead");
+    b.g.outputs = {b.node("Relu", {x}, "y")};
+    std::shared_ptr<const Plan> plan;
+    EXPECT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+}
+
+TEST(Compile, OutputThatIsAnInputOrConstantIsCopied) {
+    G b;
+    int x = b.input("x", DType::kF32, {2});
+    int c = b.constant("c", f32({2}, {7, 8}));
+    b.g.outputs = {x, c};
+    std::shared_ptr<const Plan> plan;
+    ASSERT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+    Session s(plan);
+    float in[2] = {3, 4};
+    std::memcpy(s.input_data(0), in, 8);
+    ASSERT_TRUE(s.run().ok());
+    EXPECT_FLOAT_EQ(static_cast<const float*>(s.output_data(0))[1], 4);
+    EXPECT_FLOAT_EQ(static_cast<const float*>(s.output_data(1))[0], 7);
+}
+
+TEST(Compile, MemoryLimitIsEnforced) {
+    G b;
+    int x = b.input("x", DType::kF32, {1 << 20});
+    b.g.outputs = {b.node("Relu", {x}, "y")};
+    CompileOptions opt;
+    opt.max_bytes = 1 << 20;  // the 4 MiB input alone exceeds it
+    std::shared_ptr<const Plan> plan;
+    Status st = compile_graph(b.g, opt, &plan);
+    EXPECT_EQ(st.code(), Code::kInvalid);
+    EXPECT_NE(st.message().find("memory limit"), std::string::npos) << st.message();
+}
+
+TEST(Session, BindsCallerBuffersZeroCopy) {
+    G b;
+    int x = b.input("x", DType::kF32, {3});
+    b.g.outputs = {b.node("Neg", {x}, "y")};
+    std::shared_ptr<const Plan> plan;
+    ASSERT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+    Session s(plan);
+    float in[3] = {1, 2, 3}, out[3] = {0, 0, 0};
+    s.bind_input(0, in);
+    s.bind_output(0, out);
+    ASSERT_TRUE(s.run().ok());
+    EXPECT_FLOAT_EQ(out[2], -3);
+    in[2] = 10;
+    ASSERT_TRUE(s.run().ok());
+    EXPECT_FLOAT_EQ(out[2], -10);
+    EXPECT_EQ(s.output_data(0), out);
+}
+
+TEST(Npy, RoundTripsEveryDtypeAndScalars) {
+    std::string dir = testing::TempDir();
+    for (DType t : {DType::kF32, DType::kF64, DType::kI64, DType::kI32, DType::kU8, DType::kI8, DType::kBool,
+                    DType::kF16, DType::kI16, DType::kU16}) {
+        for (Shape s : {Shape{}, Shape{3}, Shape{2, 0}, Shape{2, 3, 1}}) {
+            Tensor a(t, s);
+            for (size_t i = 0; i < a.nbytes(); ++i) static_cast<uint8_t*>(a.data())[i] = uint8_t(i * 7 + 1);
+            if (t == DType::kBool)
+                for (size_t i = 0; i < a.nbytes(); ++i) static_cast<uint8_t*>(a.data())[i] &= 1;
+            std::string p = dir + "/rt.npy";
+            ASSERT_TRUE(write_npy(p, t, s, a.data()).ok());
+            Tensor b;
+            Status st = read_npy(p, &b);
+            ASSERT_TRUE(st.ok()) << st.message();
+            EXPECT_EQ(b.dtype(), t);
+            EXPECT_EQ(b.shape(), s);
+            EXPECT_EQ(std::memcmp(a.data(), b.data(), a.nbytes()), 0);
+        }
+    }
+}
+
+TEST(DType, HalfConversions) {
+    for (float f : {0.0f, -0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.333251953125f})
+        EXPECT_EQ(f16_to_f32(f32_to_f16(f)), f) << f;
+    EXPECT_TRUE(std::isinf(f16_to_f32(f32_to_f16(1e6f))));
+    EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(NAN))));
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.5f)), 1.5f);
+    EXPECT_EQ(f32_to_f16(1.0f + 1.0f / 2048), 0x3c00);  // ties to even
+}
+
+// The public APIs on a model written to disk.
+class ApiTest : public ::testing::Test {
+protected:
+    void SetUp() override {
+        path_ = testing::TempDir() + "/api_relu.onnx";
+        // Relu(x: float[N,2]) -> y, opset 13 (written by python3-onnx, committed: 74 bytes).
+        std::string src = std::string(JIFFY_SOURCE_DIR) + "/tests/unit/data/relu_n2.onnx";
+        std::filesystem::copy_file(src, path_, std::filesystem::copy_options::overwrite_existing);
+    }
+    std::string path_;
+};
+
+TEST_F(ApiTest, CppApiLoadCompileRun) {
+    jiffy::api::Error err;
+    auto m = jiffy::api::Model::load(path_, &err);
+    ASSERT_FALSE(err) << err.message;
+    ASSERT_EQ(m.inputs().size(), 1u);
+    EXPECT_EQ(m.inputs()[0].shape, (std::vector<int64_t>{-1, 2}));
+    auto c = m.compile({{"x", {3, 2}}}, &err);
+    ASSERT_FALSE(err) << err.message;
+    EXPECT_EQ(c.outputs()[0].shape, (std::vector<int64_t>{3, 2}));
+    auto r = c.runner();
+    float in[6] = {-1, 2, -3, 4, -5, 6};
+    std::memcpy(r.input(0), in, sizeof in);
+    ASSERT_FALSE(r.run());
+    const float* y = static_cast<const float*>(r.output(0));
+    EXPECT_FLOAT_EQ(y[0], 0);
+    EXPECT_FLOAT_EQ(y[5], 6);
+    auto bad = m.compile({{"nope", {1}}}, &err);
+    EXPECT_TRUE(err);
+    EXPECT_FALSE(bad);
+    EXPECT_NE(err.message.find("nope"), std::string::npos);
+}
+
+TEST_F(ApiTest, CApiLoadCompileRun) {
+    char err[256] = "";
+    jiffy_model* m = jiffy_model_load(path_.c_str(), err, sizeof err);
+    ASSERT_NE(m, nullptr) << err;
+    const char* names[] = {"x"};
+    int ranks[] = {2};
+    int64_t dims[] = {1, 2};
+    jiffy_plan* p = jiffy_compile(m, 1, names, ranks, dims, err, sizeof err);
+    ASSERT_NE(p, nullptr) << err;
+    EXPECT_EQ(jiffy_plan_input_nbytes(p, 0), 8u);
+    jiffy_runner* r = jiffy_runner_new(p);
+    float in[2] = {-1, 5}, out[2] = {9, 9};
+    jiffy_runner_bind_input(r, 0, in);
+    jiffy_runner_bind_output(r, 0, out);
+    EXPECT_EQ(jiffy_run(r, err, sizeof err), 0) << err;
+    EXPECT_FLOAT_EQ(out[0], 0);
+    EXPECT_FLOAT_EQ(out[1], 5);
+    jiffy_runner_free(r);
+    jiffy_plan_free(p);
+    jiffy_model_free(m);
+    EXPECT_EQ(jiffy_model_load("/nonexistent.onnx", err, sizeof err), nullptr);
+    EXPECT_NE(std::string(err).find("not found"), std::string::npos) << err;
+}
+
+}  // namespace
+
+namespace {
+
+TEST(Model, PlansAreCachedByShapeSignature) {
+    std::shared_ptr<jiffy::Model> m;
+    ASSERT_TRUE(jiffy::Model::load(std::string(JIFFY_SOURCE_DIR) + "/tests/unit/data/relu_n2.onnx",
+                                   ImportOptions{}, &m)
+                    .ok());
+    CompileOptions a, b;
+    a.input_shapes["x"] = {3, 2};
+    b.input_shapes["x"] = {4, 2};
+    std::shared_ptr<const Plan> p1, p2, p3;
+    ASSERT_TRUE(m->compile(a, {}, &p1).ok());
+    ASSERT_TRUE(m->compile(b, {}, &p2).ok());
+    ASSERT_TRUE(m->compile(a, {}, &p3).ok());
+    EXPECT_EQ(p1, p3);  // same signature: the cached plan
+    EXPECT_NE(p1, p2);
+    EXPECT_EQ(p2->outputs[0].shape, (Shape{4, 2}));
+}
+
+}  // namespace
