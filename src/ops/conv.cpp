@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops/util.h"
@@ -238,86 +239,168 @@ struct ConvDims {
     bool has_bias = false;
 };
 
+// Forward convolution. Output channels are processed in blocks of up to 4 (sharing every input
+// load); each output row is computed as (1) the border positions where some kernel column falls
+// into the padding, accumulated tap by tap over their precomputed valid ranges, and (2) the
+// interior [L, H) where every kernel column is valid, in strips of 8 positions whose partial
+// sums stay in registers across all input channels and taps.
 template <typename T>
 class ConvKernel : public Kernel {
 public:
+    // A strip of 8 output positions held in 16-byte vectors (GCC/Clang vector extensions).
+    static constexpr int kStrip = 8;
+    static constexpr int kVecs = int(kStrip * sizeof(T) / 16);
+    typedef T V __attribute__((vector_size(16)));
+    static constexpr int64_t kTile = 512;  // pointwise: positions per tile
+
     ConvKernel(ConvDims d, Rows rows, std::vector<XRange> xr, bool pointwise)
-        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)), pointwise_(pointwise) {}
+        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)), pointwise_(pointwise) {
+        L_ = 0;
+        H_ = d_.row_len;
+        for (const XRange& q : xr_) {
+            L_ = std::max(L_, q.lo);
+            H_ = std::min(H_, q.hi);
+        }
+        if (H_ < L_) H_ = L_;
+    }
 
     Status run(const void* const* in, void* const* out) const override {
         const T* X = static_cast<const T*>(in[0]);
         const T* W = static_cast<const T*>(in[1]);
         const T* B = d_.has_bias ? static_cast<const T*>(in[2]) : nullptr;
         T* Y = static_cast<T*>(out[0]);
-        if (pointwise_) {
-            run_pointwise(X, W, B, Y);
-            return {};
-        }
-        const int64_t ow = d_.row_len, sx = d_.sx;
         for (int64_t n = 0; n < d_.N; ++n)
-            for (int64_t m = 0; m < d_.M; ++m) {
-                const int64_t g = m / d_.Mg;
-                T* __restrict y = Y + (n * d_.M + m) * d_.out_plane;
-                const T bias = B ? B[m] : T(0);
-                for (int64_t i = 0; i < d_.out_plane; ++i) y[i] = bias;
+            for (int64_t g = 0; g < d_.G; ++g) {
                 const T* xg = X + (n * d_.C + g * d_.Cg) * d_.in_plane;
-                const T* wm = W + m * d_.Cg * d_.ksize;
-                for (int64_t r = 0; r < d_.rows; ++r) {
-                    T* __restrict yrow = y + r * ow;
-                    const int64_t e0 = rows_.begin[size_t(r)], e1 = rows_.begin[size_t(r) + 1];
-                    for (int64_t c = 0; c < d_.Cg; ++c) {
-                        const T* xc = xg + c * d_.in_plane;
-                        const T* wc = wm + c * d_.ksize;
-                        for (int64_t e = e0; e < e1; ++e) {
-                            const T* xrow = xc + rows_.off[size_t(e)];
-                            const T* wt = wc + rows_.tap[size_t(e)] * d_.kw;
-                            for (int64_t kx = 0; kx < d_.kw; ++kx) {
-                                const XRange& q = xr_[size_t(kx)];
-                                const T w = wt[kx];
-                                if (sx == 1) {
-                                    const T* __restrict xs = xrow + q.off;
-                                    for (int64_t a = q.lo; a < q.hi; ++a) yrow[a] += w * xs[a];
-                                } else {
-                                    const T* __restrict xs = xrow + q.off;
-                                    for (int64_t a = q.lo; a < q.hi; ++a) yrow[a] += w * xs[a * sx];
-                                }
-                            }
-                        }
+                if (pointwise_) {
+                    // One "row" per tile of the plane, one tap, every position interior.
+                    const int64_t tap = 0;
+                    for (int64_t t0 = 0; t0 < d_.out_plane; t0 += kTile) {
+                        const int64_t len = std::min(kTile, d_.out_plane - t0);
+                        const XRange q{0, len, 0};
+                        blocks(xg, W, B, Y, n, g, t0, len, 0, 1, &tap, &t0, &q, 0, len);
                     }
+                } else {
+                    for (int64_t r = 0; r < d_.rows; ++r)
+                        blocks(xg, W, B, Y, n, g, r * d_.row_len, d_.row_len,
+                               rows_.begin[size_t(r)], rows_.begin[size_t(r) + 1],
+                               rows_.tap.data(), rows_.off.data(), xr_.data(), L_, H_);
                 }
             }
         return {};
     }
 
 private:
-    // 1x1, stride 1, no padding: Y[m] = B[m] + sum_c W[m,c] * X[c] over tiles of the plane.
-    void run_pointwise(const T* X, const T* W, const T* B, T* Y) const {
-        constexpr int64_t kTile = 1024;
-        const int64_t P = d_.out_plane;
-        for (int64_t n = 0; n < d_.N; ++n)
-            for (int64_t g = 0; g < d_.G; ++g)
-                for (int64_t t0 = 0; t0 < P; t0 += kTile) {
-                    const int64_t len = std::min(kTile, P - t0);
-                    const T* xg = X + (n * d_.C + g * d_.Cg) * P + t0;
-                    for (int64_t ml = 0; ml < d_.Mg; ++ml) {
-                        const int64_t m = g * d_.Mg + ml;
-                        T* __restrict y = Y + (n * d_.M + m) * P + t0;
-                        const T bias = B ? B[m] : T(0);
-                        for (int64_t i = 0; i < len; ++i) y[i] = bias;
-                        const T* wm = W + m * d_.Cg;
-                        for (int64_t c = 0; c < d_.Cg; ++c) {
-                            const T w = wm[c];
-                            const T* __restrict x = xg + c * P;
-                            for (int64_t i = 0; i < len; ++i) y[i] += w * x[i];
+    // Computes one output row (offset yoff, length len) for every output channel of group g.
+    void blocks(const T* xg, const T* W, const T* B, T* Y, int64_t n, int64_t g, int64_t yoff,
+                int64_t len, int64_t e0, int64_t e1, const int64_t* tap, const int64_t* off,
+                const XRange* xr, int64_t L, int64_t H) const {
+        int64_t ml = 0;
+        for (; ml + 4 <= d_.Mg; ml += 4)
+            block<4>(xg, W, B, Y, n, g * d_.Mg + ml, yoff, len, e0, e1, tap, off, xr, L, H);
+        for (; ml < d_.Mg; ++ml)
+            block<1>(xg, W, B, Y, n, g * d_.Mg + ml, yoff, len, e0, e1, tap, off, xr, L, H);
+    }
+
+    template <int MB>
+    void block(const T* xg, const T* W, const T* B, T* Y, int64_t n, int64_t m0, int64_t yoff,
+               int64_t len, int64_t e0, int64_t e1, const int64_t* tap, const int64_t* off,
+               const XRange* xr, int64_t L, int64_t H) const {
+        if (d_.sx == 1)
+            block_s<MB, true>(xg, W, B, Y, n, m0, yoff, len, e0, e1, tap, off, xr, L, H);
+        else
+            block_s<MB, false>(xg, W, B, Y, n, m0, yoff, len, e0, e1, tap, off, xr, L, H);
+    }
+
+    template <int MB, bool S1>
+    void block_s(const T* xg, const T* W, const T* B, T* Y, int64_t n, int64_t m0, int64_t yoff,
+                 int64_t len, int64_t e0, int64_t e1, const int64_t* tap, const int64_t* off,
+                 const XRange* xr, int64_t L, int64_t H) const {
+        const int64_t sx = S1 ? 1 : d_.sx, kw = d_.kw, ks = d_.ksize, Cg = d_.Cg;
+        T* y[MB];
+        const T* wm[MB];
+        for (int j = 0; j < MB; ++j) {
+            y[j] = Y + (n * d_.M + m0 + j) * d_.out_plane + yoff;
+            wm[j] = W + (m0 + j) * Cg * ks;
+            const T bias = B ? B[m0 + j] : T(0);
+            for (int64_t a = 0; a < len; ++a) y[j][a] = bias;
+        }
+        // (1) Border positions, tap by tap.
+        if (L > 0 || H < len) {
+            for (int64_t c = 0; c < Cg; ++c) {
+                const T* xc = xg + c * d_.in_plane;
+                for (int64_t e = e0; e < e1; ++e) {
+                    const T* xrow = xc + off[e];
+                    const int64_t wo = c * ks + tap[e] * kw;
+                    for (int64_t kx = 0; kx < kw; ++kx) {
+                        const XRange& q = xr[kx];
+                        const T* xs = xrow + q.off;
+                        const int64_t r0 = std::min(q.hi, L), r1 = std::max(q.lo, H);
+                        for (int j = 0; j < MB; ++j) {
+                            const T w = wm[j][wo + kx];
+                            T* yj = y[j];
+                            for (int64_t a = q.lo; a < r0; ++a) yj[a] += w * xs[a * sx];
+                            for (int64_t a = r1; a < q.hi; ++a) yj[a] += w * xs[a * sx];
                         }
                     }
                 }
+            }
+        }
+        // (2) Interior strips with register accumulators.
+        int64_t a0 = L;
+        for (; a0 + kStrip <= H; a0 += kStrip) {
+            V acc[MB][kVecs] = {};
+            for (int64_t c = 0; c < Cg; ++c) {
+                const T* xc = xg + c * d_.in_plane + a0 * sx;
+                for (int64_t e = e0; e < e1; ++e) {
+                    const T* xrow = xc + off[e];
+                    const int64_t wo = c * ks + tap[e] * kw;
+                    for (int64_t kx = 0; kx < kw; ++kx) {
+                        const T* xs = xrow + xr[kx].off;
+                        V xv[kVecs];
+                        if constexpr (S1) {
+                            std::memcpy(xv, xs, sizeof(xv));
+                        } else {
+                            T tmp[kStrip];
+                            for (int i = 0; i < kStrip; ++i) tmp[i] = xs[i * sx];
+                            std::memcpy(xv, tmp, sizeof(xv));
+                        }
+                        for (int j = 0; j < MB; ++j) {
+                            const V w = V{} + wm[j][wo + kx];
+                            for (int v = 0; v < kVecs; ++v) acc[j][v] += w * xv[v];
+                        }
+                    }
+                }
+            }
+            for (int j = 0; j < MB; ++j) {
+                T tmp[kStrip];
+                std::memcpy(tmp, acc[j], sizeof(tmp));
+                for (int i = 0; i < kStrip; ++i) y[j][a0 + i] += tmp[i];
+            }
+        }
+        // Interior tail (fewer than kStrip positions), one position at a time.
+        for (; a0 < H; ++a0) {
+            T acc[MB] = {};
+            for (int64_t c = 0; c < Cg; ++c) {
+                const T* xc = xg + c * d_.in_plane + a0 * sx;
+                for (int64_t e = e0; e < e1; ++e) {
+                    const T* xrow = xc + off[e];
+                    const int64_t wo = c * ks + tap[e] * kw;
+                    for (int64_t kx = 0; kx < kw; ++kx) {
+                        const T xv = xrow[xr[kx].off];
+                        for (int j = 0; j < MB; ++j) acc[j] += wm[j][wo + kx] * xv;
+                    }
+                }
+            }
+            for (int j = 0; j < MB; ++j) y[j][a0] += acc[j];
+        }
     }
 
     ConvDims d_;
     Rows rows_;
     std::vector<XRange> xr_;
     bool pointwise_;
+    int64_t L_ = 0, H_ = 0;
 };
 
 template <typename T>
@@ -783,12 +866,11 @@ public:
         for (int64_t c = 0; c < C_; ++c) {
             const double scale = load_f(in[1], pt_[0], c), bias = load_f(in[2], pt_[1], c);
             const double mean = load_f(in[3], pt_[2], c), var = load_f(in[4], pt_[3], c);
-            const double a = scale / std::sqrt(var + eps_);
-            const T ta = T(a), tb = T(bias - mean * a);
+            const T a = T(scale / std::sqrt(var + eps_)), b = T(bias), mu = T(mean);
             for (int64_t n = 0; n < N_; ++n) {
                 const T* x = X + (n * C_ + c) * S_;
                 T* y = Y + (n * C_ + c) * S_;
-                for (int64_t i = 0; i < S_; ++i) y[i] = x[i] * ta + tb;
+                for (int64_t i = 0; i < S_; ++i) y[i] = (x[i] - mu) * a + b;
             }
             // Optional statistics outputs (inference mode): the running statistics, unchanged.
             for (int o = 1; o < num_out_; ++o)
@@ -870,12 +952,10 @@ public:
                 const double inv = 1.0 / std::sqrt((block ? sq / double(block) : 0) + eps_);
                 for (int64_t c = 0; c < csz_; ++c) {
                     const int64_t pi = per_channel_ ? g * csz_ + c : g;
-                    const double a = inv * double(scale[pi]);
-                    const double b = double(bias[pi]) - mean * a;
-                    const T ta = T(a), tb = T(b);
+                    const T a = T(inv * double(scale[pi])), b = T(bias[pi]), mu = T(mean);
                     const T* xc = x + c * S_;
                     T* yc = y + c * S_;
-                    for (int64_t i = 0; i < S_; ++i) yc[i] = xc[i] * ta + tb;
+                    for (int64_t i = 0; i < S_; ++i) yc[i] = (xc[i] - mu) * a + b;
                 }
             }
         return {};

@@ -491,7 +491,7 @@ Status prep_Einsum(OpContext& ctx) {
         return ctx.fail("equation '", eq, "' has ", terms.size(), " input terms but the node has ", nops, " inputs");
 
     // Parse the terms; ellipsis dims (right-aligned across operands) get labels 52 + k.
-    std::vector<std::vector<int>> labels(size_t(nops), std::vector<int>());  // per operand, per dim
+    std::vector<std::vector<int>> labels(static_cast<size_t>(nops));  // per operand, per dim
     int ell_rank = 0;
     std::vector<int> ell_of(size_t(nops), 0);
     std::string why;
@@ -1107,9 +1107,13 @@ Status prep_Dropout(OpContext& ctx) {
     const size_t es = dtype_size(t);
     if (es == 0) return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
     if (ctx.opset() >= 12) {
+        // training_mode fed at run time could be true: ask for its value rather than guess.
         const Tensor* tm = ctx.in_const(2);
+        if (ctx.has_input(2) && !tm) return ctx.need_value(2);
         if (tm && tm->numel() > 0 && tm->get_i64(0) != 0) {
+            // Training mode with ratio 0 keeps everything; any other ratio is random.
             const Tensor* ratio = ctx.in_const(1);
+            if (ctx.has_input(1) && !ratio) return ctx.need_value(1);
             const bool zero_ratio = ratio && ratio->numel() > 0 && ratio->get_f64(0) == 0.0;
             if (!zero_ratio)
                 return ctx.fail_unsupported("training_mode is true: training-mode (random) dropout is not supported");

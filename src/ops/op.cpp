@@ -133,6 +133,7 @@ static const OpRegistry& registry() {
         register_reduce_ops(reg);
         register_rnn_ops(reg);
         register_control_ops(reg);
+        register_misc_ops(reg);
         return reg;
     }();
     return r;
