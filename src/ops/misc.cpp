@@ -366,9 +366,98 @@ Status prep_Det(OpContext& ctx) {
     });
 }
 
+// ---------------------------------------------------------------- training optimizers
+// ai.onnx.preview.training Adagrad / Momentum / Adam: one step of the update rule for n tensors.
+// Inputs: R (learning rate), T (step count), then n X, n G and (per optimizer) n V / n H.
+
+enum class Optim { kAdagrad, kMomentum, kAdam };
+
+template <Optim O>
+class OptimKernel : public Kernel {
+public:
+    OptimKernel(int n, std::vector<int64_t> sizes, const OpContext& ctx) : n_(n), sizes_(std::move(sizes)) {
+        decay_ = ctx.attr_float("decay_factor", 0);
+        eps_ = ctx.attr_float("epsilon", O == Optim::kAdam ? 1e-6f : 0.0f);
+        norm_ = ctx.attr_float("norm_coefficient", 0);
+        norm_post_ = ctx.attr_float("norm_coefficient_post", 0);
+        alpha_ = ctx.attr_float("alpha", O == Optim::kAdam ? 0.9f : 0.0f);
+        beta_ = ctx.attr_float("beta", O == Optim::kAdam ? 0.999f : 0.0f);
+        nesterov_ = ctx.attr_str("mode", "standard") == "nesterov";
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        double R = *static_cast<const float*>(in[0]);
+        double T = double(*static_cast<const int64_t*>(in[1]));
+        for (int k = 0; k < n_; ++k) {
+            const float* X = static_cast<const float*>(in[2 + k]);
+            const float* G = static_cast<const float*>(in[2 + n_ + k]);
+            const float* A = static_cast<const float*>(in[2 + 2 * n_ + k]);  // H (Adagrad) or V
+            float* Xn = static_cast<float*>(out[k]);
+            float* An = static_cast<float*>(out[n_ + k]);
+            for (int64_t i = 0; i < sizes_[size_t(k)]; ++i) {
+                double g = double(norm_) * X[i] + G[i];
+                if constexpr (O == Optim::kAdagrad) {
+                    double r = R / (1 + T * decay_);
+                    double h = double(A[i]) + g * g;
+                    An[i] = float(h);
+                    Xn[i] = float(X[i] - r * g / (std::sqrt(h) + eps_));
+                } else if constexpr (O == Optim::kMomentum) {
+                    double b = T > 0 ? double(beta_) : 1.0;
+                    double v = double(alpha_) * A[i] + b * g;
+                    An[i] = float(v);
+                    Xn[i] = float(X[i] - R * (nesterov_ ? g + alpha_ * v : v));
+                } else {
+                    const float* H = static_cast<const float*>(in[2 + 3 * n_ + k]);
+                    float* Hn = static_cast<float*>(out[2 * n_ + k]);
+                    double v = double(alpha_) * A[i] + (1 - double(alpha_)) * g;
+                    double h = double(beta_) * H[i] + (1 - double(beta_)) * g * g;
+                    double r = T > 0 ? R * std::sqrt(1 - std::pow(double(beta_), T)) / (1 - std::pow(double(alpha_), T)) : R;
+                    double x = X[i] - r * (v / (std::sqrt(h) + eps_));
+                    An[i] = float(v);
+                    Hn[i] = float(h);
+                    Xn[i] = float((1 - double(norm_post_)) * x);
+                }
+            }
+        }
+        return {};
+    }
+
+private:
+    int n_;
+    std::vector<int64_t> sizes_;
+    float decay_, eps_, norm_, norm_post_, alpha_, beta_;
+    bool nesterov_;
+};
+
+template <Optim O>
+Status prep_optim(OpContext& ctx) {
+    int groups = O == Optim::kAdam ? 4 : 3;  // X, G, V[, H]
+    int rest = ctx.num_inputs() - 2;
+    if (rest <= 0 || rest % groups != 0) return ctx.fail("expects R, T and ", groups, " groups of tensors");
+    int n = rest / groups;
+    if (ctx.num_outputs() != (groups - 1) * n) return ctx.fail("expects ", (groups - 1) * n, " outputs");
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32}));
+    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(1, {DType::kI64}));
+    std::vector<int64_t> sizes;
+    for (int k = 0; k < n; ++k) {
+        for (int gi = 0; gi < groups; ++gi) {
+            JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(2 + gi * n + k, {DType::kF32}));
+            if (ctx.in_shape(2 + gi * n + k) != ctx.in_shape(2 + k))
+                return ctx.fail("tensor group ", gi, " item ", k, " has shape ", shape_str(ctx.in_shape(2 + gi * n + k)),
+                                ", expected ", shape_str(ctx.in_shape(2 + k)));
+        }
+        sizes.push_back(shape_numel(ctx.in_shape(2 + k)));
+        for (int o = 0; o < groups - 1; ++o) JIFFY_RETURN_IF_ERROR(ctx.set_output(o * n + k, DType::kF32, ctx.in_shape(2 + k)));
+    }
+    ctx.set_kernel(std::make_unique<OptimKernel<O>>(n, sizes, ctx));
+    return {};
+}
+
 }  // namespace
 
 void register_misc_ops(OpRegistry& r) {
+    r.add("Adagrad", prep_optim<Optim::kAdagrad>, "ai.onnx.preview.training");
+    r.add("Momentum", prep_optim<Optim::kMomentum>, "ai.onnx.preview.training");
+    r.add("Adam", prep_optim<Optim::kAdam>, "ai.onnx.preview.training");
 #define REG(NAME) r.add(#NAME, prep_##NAME);
     REG(NegativeLogLikelihoodLoss) REG(SoftmaxCrossEntropyLoss) REG(QuantizeLinear) REG(DequantizeLinear)
     REG(DynamicQuantizeLinear) REG(HannWindow) REG(HammingWindow) REG(BlackmanWindow) REG(Det)
