@@ -146,15 +146,27 @@ Status prep_If(OpContext& ctx) {
             return ctx.fail(names[i], " has ", g[i]->outputs.size(), " outputs but the node has ",
                             ctx.num_outputs());
     }
-    for (int i = 0; i < 2; ++i) JIFFY_RETURN_IF_ERROR(b[i].init(ctx, *g[i], {}));
+    // When a branch does not compile for these inputs, or the branches disagree on an output's
+    // dtype/shape, the condition must be known at compile time (the compiler then inlines the
+    // chosen branch, freezing graph inputs upstream of the condition where it can).
+    auto need_cond = [&](const std::string& why) {
+        return Status(Code::kNeedValue, ctx.label() + ": " + why + "; the condition '" + ctx.input(0).name +
+                                            "' must be known at compile time to choose a branch")
+            .with_detail(ctx.input(0).name);
+    };
+    for (int i = 0; i < 2; ++i) {
+        Status st = b[i].init(ctx, *g[i], {});
+        if (st.code() == Code::kInvalid || st.code() == Code::kUnsupported)
+            return need_cond(std::string(names[i]) + " does not compile (" + st.message() + ")");
+        JIFFY_RETURN_IF_ERROR(st);
+    }
     for (int k = 0; k < ctx.num_outputs(); ++k) {
         const IoDesc& t = b[0].out(size_t(k));
         const IoDesc& e = b[1].out(size_t(k));
         if (t.dtype != e.dtype || t.shape != e.shape)
-            return ctx.fail_unsupported("output ", k, " is ", info_str(t.dtype, t.shape), " in then_branch but ",
-                                        info_str(e.dtype, e.shape),
-                                        " in else_branch; Jiffy needs both branches to give the same "
-                                        "dtype and static shape");
+            return need_cond(str_cat("output ", k, " is ", info_str(t.dtype, t.shape), " in then_branch but ",
+                                     info_str(e.dtype, e.shape),
+                                     " in else_branch (Jiffy needs static shapes)"));
         if (ctx.has_output(k)) JIFFY_RETURN_IF_ERROR(ctx.set_output(k, t.dtype, t.shape));
     }
     ctx.set_kernel(std::make_unique<IfKernel>(ctx.in_dtype(0), std::move(b[0]), std::move(b[1]),
@@ -164,9 +176,14 @@ Status prep_If(OpContext& ctx) {
 
 // ---------------------------------------------------------------- Loop
 
+// Bodies that need the iteration number at compile time (e.g. Slice(x, i, i + 1)) are compiled
+// once per iteration ("unrolled") when the trip count is a small constant.
+constexpr int64_t kMaxUnroll = 256;
+
 struct LoopConfig {
     int n_carried = 0, n_scan = 0, n_out = 0;
     bool has_m = false, has_cond = false;
+    bool unrolled = false;  // bodies[i] runs iteration i
     DType cond_t = DType::kBool;
     int64_t trips = -1;  // known trip count when there are scan outputs
     std::vector<size_t> carried_bytes, scan_bytes;
@@ -174,26 +191,39 @@ struct LoopConfig {
 
 class LoopKernel : public Kernel {
 public:
-    LoopKernel(LoopConfig c, Body body) : c_(std::move(c)), body_(std::move(body)) {}
+    LoopKernel(LoopConfig c, std::vector<Body> bodies) : c_(std::move(c)), bodies_(std::move(bodies)) {
+        // Loop-carried state lives in one kernel-owned buffer that every body reads in place.
+        size_t total = 0;
+        for (size_t nb : c_.carried_bytes) {
+            state_off_.push_back(total);
+            total += (nb + kAlign - 1) / kAlign * kAlign;
+        }
+        state_ = aligned_buffer(total);
+        for (Body& b : bodies_)
+            for (int i = 0; i < c_.n_carried; ++i) b.sess->bind_input(size_t(2 + i), state_.get() + state_off_[size_t(i)]);
+    }
     Status run(const void* const* in, void* const* out) const override {
         const LoopConfig& c = c_;
-        const int64_t max_trips =
-            c.has_m ? *static_cast<const int64_t*>(in[0]) : std::numeric_limits<int64_t>::max();
+        int64_t max_trips = c.has_m ? *static_cast<const int64_t*>(in[0]) : std::numeric_limits<int64_t>::max();
+        if (c.unrolled) max_trips = std::min<int64_t>(max_trips, int64_t(bodies_.size()));
         bool cond = c.has_cond ? read_flag(c.cond_t, in[1]) : true;
-        Session& s = *body_.sess;
-        body_.bind_captures(in);
+        uint8_t* state = state_.get();
         for (int i = 0; i < c.n_carried; ++i)
-            if (c.carried_bytes[size_t(i)]) std::memcpy(s.input_data(size_t(2 + i)), in[2 + i], c.carried_bytes[size_t(i)]);
+            if (c.carried_bytes[size_t(i)])
+                std::memcpy(state + state_off_[size_t(i)], in[2 + i], c.carried_bytes[size_t(i)]);
         int64_t it = 0;
         for (; it < max_trips && cond; ++it) {
             if (c.n_scan > 0 && it >= c.trips) break;
+            const Body& b = bodies_[c.unrolled ? size_t(it) : 0];
+            Session& s = *b.sess;
+            b.bind_captures(in);
             *static_cast<int64_t*>(s.input_data(0)) = it;
             *static_cast<bool*>(s.input_data(1)) = true;
             JIFFY_RETURN_IF_ERROR(s.run());
             cond = *static_cast<const bool*>(s.output_data(0));
             for (int i = 0; i < c.n_carried; ++i)
                 if (c.carried_bytes[size_t(i)])
-                    std::memcpy(s.input_data(size_t(2 + i)), s.output_data(size_t(1 + i)), c.carried_bytes[size_t(i)]);
+                    std::memcpy(state + state_off_[size_t(i)], s.output_data(size_t(1 + i)), c.carried_bytes[size_t(i)]);
             for (int k = 0; k < c.n_scan; ++k) {
                 const int o = c.n_carried + k;
                 const size_t nb = c.scan_bytes[size_t(k)];
@@ -207,13 +237,15 @@ public:
                            c.trips);
         for (int i = 0; i < c.n_carried && i < c.n_out; ++i)
             if (out[i] && c.carried_bytes[size_t(i)])
-                std::memcpy(out[i], s.input_data(size_t(2 + i)), c.carried_bytes[size_t(i)]);
+                std::memcpy(out[i], state + state_off_[size_t(i)], c.carried_bytes[size_t(i)]);
         return {};
     }
 
 private:
     LoopConfig c_;
-    Body body_;
+    std::vector<Body> bodies_;
+    std::shared_ptr<uint8_t> state_;  // written at run (see the file comment)
+    std::vector<size_t> state_off_;
 };
 
 Status prep_Loop(OpContext& ctx) {
@@ -261,45 +293,110 @@ Status prep_Loop(OpContext& ctx) {
         formal[2 + i].dtype = ctx.in_dtype(int(2 + i));
         formal[2 + i].shape = ctx.in_shape(int(2 + i));  // not constant: it changes per iteration
     }
-    Body body;
-    JIFFY_RETURN_IF_ERROR(body.init(ctx, *g, formal));
-    const IoDesc& co = body.out(0);
-    if (co.dtype != DType::kBool || shape_numel(co.shape) != 1)
-        return ctx.fail("body output 0 (condition) must be a one-element bool, got ", info_str(co.dtype, co.shape));
-    for (size_t i = 0; i < N; ++i) {
-        const IoDesc& o = body.out(1 + i);
-        if (o.dtype != formal[2 + i].dtype || o.shape != formal[2 + i].shape)
-            return ctx.fail_unsupported("loop-carried value ", i, " ('", g->values[size_t(g->inputs[2 + i])].name,
-                                        "') enters the body as ", info_str(formal[2 + i].dtype, formal[2 + i].shape),
-                                        " but leaves it as ", info_str(o.dtype, o.shape),
-                                        "; Jiffy needs loop-carried values to keep their dtype and shape");
-        c.carried_bytes.push_back(o.nbytes);
-    }
-    // What is known of the trip count at compile time.
-    std::vector<const void*> known_inputs(body.plan->inputs.size(), nullptr);
-    known_inputs[1] = truth->data();
-    const void* cv = plan_const_output(*body.plan, 0, known_inputs);
-    const int cond_out = cv ? (*static_cast<const bool*>(cv) ? 1 : 0) : -1;  // -1: data-dependent
-    int init_cond = 1;
+    int init_cond = 1;  // -1: known at run time only
     if (c.has_cond) init_cond = ctx.in_const(1) ? (ctx.in_const(1)->get_f64(0) != 0 ? 1 : 0) : -1;
-    if (!c.has_m && cond_out == 1 && init_cond != 0)
+
+    // Checks a compiled body; returns its condition output: 1 / 0 when constant, -1 when data-dependent.
+    auto check_body = [&](const Body& b, int* cond_out) -> Status {
+        const IoDesc& co = b.out(0);
+        if (co.dtype != DType::kBool || shape_numel(co.shape) != 1)
+            return ctx.fail("body output 0 (condition) must be a one-element bool, got ", info_str(co.dtype, co.shape));
+        for (size_t i = 0; i < N; ++i) {
+            const IoDesc& o = b.out(1 + i);
+            if (o.dtype != formal[2 + i].dtype || o.shape != formal[2 + i].shape)
+                return ctx.fail_unsupported("loop-carried value ", i, " ('", g->values[size_t(g->inputs[2 + i])].name,
+                                            "') enters the body as ", info_str(formal[2 + i].dtype, formal[2 + i].shape),
+                                            " but leaves it as ", info_str(o.dtype, o.shape),
+                                            "; Jiffy needs loop-carried values to keep their dtype and shape");
+        }
+        std::vector<const void*> known(b.plan->inputs.size(), nullptr);
+        known[1] = truth->data();
+        const void* cv = plan_const_output(*b.plan, 0, known);
+        *cond_out = cv ? (*static_cast<const bool*>(cv) ? 1 : 0) : -1;
+        return {};
+    };
+
+    std::vector<Body> bodies;
+    std::vector<int> cond_outs;
+    {
+        Body b;
+        Status st = b.init(ctx, *g, formal);
+        const std::string& iter_name = g->values[size_t(g->inputs[0])].name;
+        if (st.ok()) {
+            bodies.push_back(std::move(b));
+        } else if (st.code() == Code::kNeedValue && st.detail() == iter_name) {
+            // The body needs the iteration number at compile time: unroll a constant trip count.
+            if (!c.has_m)
+                return ctx.fail_unsupported("the body needs the iteration number at compile time and the loop has "
+                                            "no trip count M to unroll it (", st.message(), ")");
+            if (!ctx.in_const(0)) return ctx.need_value(0);
+            if (init_cond < 0) return ctx.need_value(1);
+            const int64_t m = init_cond == 0 ? 0 : std::max<int64_t>(0, ctx.in_const(0)->get_i64(0));
+            if (m > kMaxUnroll)
+                return ctx.fail_unsupported("the body needs the iteration number at compile time, so Jiffy compiles "
+                                            "it once per iteration, but the trip count ", m, " is over the limit of ",
+                                            kMaxUnroll, " (", st.message(), ")");
+            c.unrolled = true;
+            for (int64_t i = 0; i < std::max<int64_t>(m, 1); ++i) {
+                auto iv = std::make_shared<Tensor>(DType::kI64, Shape{});
+                *iv->as<int64_t>() = i;
+                formal[0].constant = iv;
+                Body bi;
+                JIFFY_RETURN_IF_ERROR(bi.init(ctx, *g, formal));
+                int co = -1;
+                JIFFY_RETURN_IF_ERROR(check_body(bi, &co));
+                bodies.push_back(std::move(bi));
+                cond_outs.push_back(co);
+                if (co == 0) break;  // the loop stops after this iteration
+            }
+            formal[0].constant.reset();
+        } else {
+            return st;
+        }
+    }
+    if (!c.unrolled) {
+        int co = -1;
+        JIFFY_RETURN_IF_ERROR(check_body(bodies[0], &co));
+        cond_outs.push_back(co);
+    }
+    for (size_t i = 0; i < N; ++i) c.carried_bytes.push_back(bodies[0].out(1 + i).nbytes);
+    if (!c.has_m && !c.unrolled && cond_outs[0] == 1 && init_cond != 0)
         return ctx.fail("the loop never terminates: it has no trip count M and its condition is always true");
+
+    // Scan outputs are stacked along a new first axis, whose length must be known now.
     if (c.n_scan > 0) {
         if (c.has_m && !ctx.in_const(0)) return ctx.need_value(0);
         if (init_cond < 0) return ctx.need_value(1);
         const int64_t m = c.has_m ? std::max<int64_t>(0, ctx.in_const(0)->get_i64(0))
                                   : std::numeric_limits<int64_t>::max();
-        if (init_cond == 0) c.trips = 0;
-        else if (cond_out == 0) c.trips = std::min<int64_t>(m, 1);
-        else if (cond_out == 1) c.trips = m;
-        else
-            return ctx.fail_unsupported("the loop has scan outputs but its condition is computed at run time, so "
-                                        "their length would be data-dependent; Jiffy needs static shapes");
+        const char* dyn = "the loop has scan outputs but its condition is computed at run time, so their length "
+                          "would be data-dependent; Jiffy needs static shapes";
+        if (init_cond == 0) {
+            c.trips = 0;
+        } else if (c.unrolled) {
+            c.trips = std::min<int64_t>(m, int64_t(bodies.size()));
+            for (int64_t i = 0; i < c.trips; ++i)
+                if (cond_outs[size_t(i)] < 0 && i + 1 < m) return ctx.fail_unsupported(dyn);
+        } else if (cond_outs[0] == 0) {
+            c.trips = std::min<int64_t>(m, 1);
+        } else if (cond_outs[0] == 1) {
+            c.trips = m;
+        } else {
+            if (m <= 1) c.trips = m;  // at most one iteration runs whatever the condition says
+            else return ctx.fail_unsupported(dyn);
+        }
     }
     for (size_t i = 0; i < N && i < size_t(ctx.num_outputs()); ++i)
         if (ctx.has_output(int(i))) JIFFY_RETURN_IF_ERROR(ctx.set_output(int(i), formal[2 + i].dtype, formal[2 + i].shape));
     for (int k = 0; k < c.n_scan; ++k) {
-        const IoDesc& o = body.out(1 + N + size_t(k));
+        const IoDesc& o = bodies[0].out(1 + N + size_t(k));
+        for (const Body& b : bodies) {
+            const IoDesc& ob = b.out(1 + N + size_t(k));
+            if (ob.dtype != o.dtype || ob.shape != o.shape)
+                return ctx.fail_unsupported("scan output ", k, " is ", info_str(o.dtype, o.shape),
+                                            " in the first iteration but ", info_str(ob.dtype, ob.shape),
+                                            " in a later one; Jiffy needs static shapes");
+        }
         c.scan_bytes.push_back(o.nbytes);
         const int oi = int(N) + k;
         if (!ctx.has_output(oi)) continue;
@@ -307,7 +404,7 @@ Status prep_Loop(OpContext& ctx) {
         s.insert(s.end(), o.shape.begin(), o.shape.end());
         JIFFY_RETURN_IF_ERROR(ctx.set_output(oi, o.dtype, s));
     }
-    ctx.set_kernel(std::make_unique<LoopKernel>(std::move(c), std::move(body)));
+    ctx.set_kernel(std::make_unique<LoopKernel>(std::move(c), std::move(bodies)));
     return {};
 }
 

@@ -265,14 +265,35 @@ private:
     bool same_;
 };
 
+// Shape of B as it broadcasts. Before opset 7, binary ops broadcast only with broadcast=1, B
+// aligned to A at `axis` (default: trailing dims, as numpy) and A's shape is the output's.
+Status legacy_b_shape(const OpContext& ctx, Shape* b) {
+    *b = ctx.in_shape(1);
+    if (ctx.opset() >= 7) return {};
+    const Shape& a = ctx.in_shape(0);
+    if (ctx.attr_int("broadcast", 0) == 0) {
+        if (a != *b) return ctx.fail("shapes ", shape_str(a), " and ", shape_str(*b), " differ and broadcast=0");
+        return {};
+    }
+    if (ctx.has_attr("axis")) {
+        int64_t axis;
+        if (!normalize_axis(ctx.attr_int("axis", 0), int64_t(a.size()), &axis) ||
+            axis + int64_t(b->size()) > int64_t(a.size()))
+            return ctx.fail("legacy broadcast axis out of range");
+        b->resize(a.size() - size_t(axis), 1);
+    }
+    return {};
+}
+
 template <typename T, typename R, typename F>
 Status make_binary(OpContext& ctx, DType out_dtype, F f) {
-    Shape out;
-    if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out))
+    Shape out, bshape;
+    JIFFY_RETURN_IF_ERROR(legacy_b_shape(ctx, &bshape));
+    if (!broadcast_shapes(ctx.in_shape(0), bshape, &out))
         return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), " and ",
                         shape_str(ctx.in_shape(1)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, out_dtype, out));
-    Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(ctx.in_shape(1), out);
+    Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(bshape, out);
     ctx.set_kernel(std::make_unique<BinaryKernel<T, R, F>>(out, sa, sb, f));
     return {};
 }

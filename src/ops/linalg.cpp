@@ -12,6 +12,12 @@ namespace {
 
 // ================================================================ matrix products
 
+// y[0..n) += a * x[0..n): the inner loop of every product here (contiguous, vectorizable).
+template <typename T>
+inline void axpy(T* __restrict y, const T* __restrict x, T a, int64_t n) {
+    for (int64_t j = 0; j < n; ++j) y[j] += a * x[j];
+}
+
 // y[M x N] = a[M x K] * b[K x N], all row-major and contiguous. Overwrites y.
 template <typename T>
 void matmul_block(const T* __restrict a, const T* __restrict b, T* __restrict y, int64_t M,
@@ -26,14 +32,10 @@ void matmul_block(const T* __restrict a, const T* __restrict b, T* __restrict y,
         return;
     }
     for (int64_t i = 0; i < M; ++i) {
-        T* __restrict yr = y + i * N;
+        T* yr = y + i * N;
         for (int64_t j = 0; j < N; ++j) yr[j] = T(0);
         const T* ar = a + i * K;
-        for (int64_t k = 0; k < K; ++k) {
-            const T av = ar[k];
-            const T* __restrict br = b + k * N;
-            for (int64_t j = 0; j < N; ++j) yr[j] += av * br[j];
-        }
+        for (int64_t k = 0; k < K; ++k) axpy(yr, b + k * N, ar[k], N);
     }
 }
 
@@ -131,49 +133,52 @@ public:
         const T* b = packed ? packed_b_.data() : static_cast<const T*>(in[1]);
         const T* c = has_c_ ? static_cast<const T*>(in[2]) : nullptr;
         T* y = static_cast<T*>(out[0]);
-        const bool b_kn = !tb_ || packed;  // b laid out K x N
-        for (int64_t i = 0; i < M_; ++i) {
-            T* __restrict yr = y + i * N_;
-            if constexpr (std::is_floating_point_v<T>) {
-                if (c) {
-                    const T* cr = c + i * c_rs_;
-                    for (int64_t j = 0; j < N_; ++j) yr[j] = T(beta_) * cr[j * c_cs_];
-                } else {
-                    for (int64_t j = 0; j < N_; ++j) yr[j] = T(0);
-                }
+        const int64_t M = M_, K = K_, N = N_;
+        constexpr bool kFloat = std::is_floating_point_v<T>;
+        // 1. y = beta * C (floats; integers add C at the end), else 0.
+        for (int64_t i = 0; i < M; ++i) {
+            T* yr = y + i * N;
+            if (kFloat && c) {
+                const T* cr = c + i * c_rs_;
+                for (int64_t j = 0; j < N; ++j) yr[j] = T(beta_) * cr[j * c_cs_];
             } else {
-                for (int64_t j = 0; j < N_; ++j) yr[j] = T(0);
+                for (int64_t j = 0; j < N; ++j) yr[j] = T(0);
             }
-            const T alpha = std::is_floating_point_v<T> ? T(alpha_) : T(1);
-            if (b_kn) {
-                for (int64_t k = 0; k < K_; ++k) {
-                    const T av = alpha * (ta_ ? a[k * M_ + i] : a[i * K_ + k]);
-                    const T* __restrict br = b + k * N_;
-                    for (int64_t j = 0; j < N_; ++j) yr[j] += av * br[j];
-                }
-            } else {  // b is N x K (transB, not constant): dot products
-                for (int64_t j = 0; j < N_; ++j) {
-                    const T* br = b + j * K_;
-                    T s = T(0);
-                    if (ta_) {
-                        for (int64_t k = 0; k < K_; ++k) s += a[k * M_ + i] * br[k];
-                    } else {
-                        const T* ar = a + i * K_;
-                        for (int64_t k = 0; k < K_; ++k) s += ar[k] * br[k];
-                    }
-                    yr[j] += alpha * s;
+        }
+        // 2. y += alpha * A' B' (alpha applied later for integers).
+        const T alpha = kFloat ? T(alpha_) : T(1);
+        if (!tb_ || packed) {  // b is K x N
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t k = 0; k < K; ++k)
+                    axpy(y + i * N, b + k * N, T(alpha * (ta_ ? a[k * M + i] : a[i * K + k])), N);
+        } else {  // b is N x K: transpose 64 x 64 tiles of it on the stack
+            constexpr int64_t kT = 64;
+            T tile[kT * kT];
+            for (int64_t n0 = 0; n0 < N; n0 += kT) {
+                const int64_t nb = std::min(kT, N - n0);
+                for (int64_t k0 = 0; k0 < K; k0 += kT) {
+                    const int64_t kb = std::min(kT, K - k0);
+                    for (int64_t jj = 0; jj < nb; ++jj)
+                        for (int64_t kk = 0; kk < kb; ++kk) tile[kk * nb + jj] = b[(n0 + jj) * K + k0 + kk];
+                    for (int64_t i = 0; i < M; ++i)
+                        for (int64_t kk = 0; kk < kb; ++kk) {
+                            const int64_t k = k0 + kk;
+                            axpy(y + i * N + n0, tile + kk * nb, T(alpha * (ta_ ? a[k * M + i] : a[i * K + k])), nb);
+                        }
                 }
             }
-            if constexpr (!std::is_floating_point_v<T>) {
-                for (int64_t j = 0; j < N_; ++j) {
-                    T v = alpha_ == 1.0f ? yr[j] : T(double(alpha_) * double(yr[j]));
+        }
+        // 3. Integers: y = alpha * y + beta * C.
+        if constexpr (!kFloat) {
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    T& v = y[i * N + j];
+                    if (alpha_ != 1.0f) v = T(double(alpha_) * double(v));
                     if (c) {
                         T cv = c[i * c_rs_ + j * c_cs_];
                         v = T(v + (beta_ == 1.0f ? cv : T(double(beta_) * double(cv))));
                     }
-                    yr[j] = v;
                 }
-            }
         }
         return {};
     }
