@@ -75,6 +75,9 @@ Status norm_axis(OpContext& ctx, int64_t axis, int64_t rank, int64_t* out) {
     return {};
 }
 
+// a * b, false on overflow.
+bool mul_ok(int64_t a, int64_t b, int64_t* out) { return !__builtin_mul_overflow(a, b, out); }
+
 int64_t prod(const Shape& s, size_t begin, size_t end) {
     int64_t p = 1;
     for (size_t i = begin; i < end && i < s.size(); ++i) p *= s[i];
@@ -174,12 +177,19 @@ private:
     bool contig_ = false;
 };
 
-// Declares output 0 as (dtype of input 0, out_shape) and sets a table-gather kernel.
+// Declares output 0 as (dtype of input 0, out). When it has no elements, sets a no-op kernel and
+// *done = true: the caller then must not build tables (a zero-element shape may have huge dims).
+Status start_table(OpContext& ctx, const Shape& out, bool* done) {
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    *done = shape_numel(out) == 0;
+    if (*done) ctx.set_kernel(std::make_unique<CopyKernel>(0));
+    return {};
+}
+
+// Sets the table-gather kernel for output 0 (declared by start_table).
 // pad_bytes: the pad value's bits (for Pad), pad_input: input holding it at run time.
-Status make_table_kernel(OpContext& ctx, const Shape& out_shape, const Tables& tb,
-                         uint64_t pad_bytes = 0, int pad_input = -1) {
+Status make_table_kernel(OpContext& ctx, const Tables& tb, uint64_t pad_bytes = 0, int pad_input = -1) {
     if (tb.shape.size() > size_t(kMaxLoop)) return ctx.fail("rank too large");
-    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out_shape));
     return visit_size(dtype_size(ctx.in_dtype(0)), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         T pv;
@@ -192,6 +202,9 @@ Status make_table_kernel(OpContext& ctx, const Shape& out_shape, const Tables& t
 // Output is input 0 permuted: out dim d is input dim perm[d] (input viewed with shape `in`).
 Status make_permute(OpContext& ctx, const Shape& in, const std::vector<int64_t>& perm,
                     const Shape& out_shape) {
+    bool done;
+    JIFFY_RETURN_IF_ERROR(start_table(ctx, out_shape, &done));
+    if (done) return {};
     Shape st = strides_of(in);
     Tables tb;
     for (size_t d = 0; d < perm.size(); ++d) {
@@ -201,7 +214,7 @@ Status make_permute(OpContext& ctx, const Shape& in, const std::vector<int64_t>&
         for (int64_t o = 0; o < n; ++o) t[size_t(o)] = o * st[size_t(perm[d])];
         tb.t.push_back(std::move(t));
     }
-    return make_table_kernel(ctx, out_shape, tb);
+    return make_table_kernel(ctx, tb);
 }
 
 // ---------------------------------------------------------------- Constant, Shape, Size
@@ -571,20 +584,23 @@ Status prep_Slice(OpContext& ctx) {
         int64_t s = starts[i], e = ends[i];
         if (s < 0) s += dim;  // no overflow: dim >= 0
         if (e < 0) e += dim;
-        int64_t len;
+        int64_t len;  // ceil(distance / |step|), written so that no step value can overflow
         if (st > 0) {
             s = std::clamp<int64_t>(s, 0, dim);
             e = std::clamp<int64_t>(e, 0, dim);
-            len = e > s ? (e - s + st - 1) / st : 0;
+            len = e > s ? int64_t(uint64_t(e - s - 1) / uint64_t(st)) + 1 : 0;
         } else {
             s = std::clamp<int64_t>(s, 0, dim - 1);
             e = std::clamp<int64_t>(e, -1, dim - 1);
-            len = s > e ? (s - e + (-st) - 1) / (-st) : 0;
+            len = s > e ? int64_t(uint64_t(s - e - 1) / (uint64_t(0) - uint64_t(st))) + 1 : 0;
         }
         out[a] = len;
         first[a] = s;
         step[a] = st;
     }
+    bool done;
+    JIFFY_RETURN_IF_ERROR(start_table(ctx, out, &done));
+    if (done) return {};
     Shape stride = strides_of(in);
     Tables tb;
     tb.shape = out;
@@ -593,7 +609,7 @@ Status prep_Slice(OpContext& ctx) {
         for (int64_t o = 0; o < out[d]; ++o) t[size_t(o)] = (first[d] + o * step[d]) * stride[d];
         tb.t.push_back(std::move(t));
     }
-    return make_table_kernel(ctx, out, tb);
+    return make_table_kernel(ctx, tb);
 }
 
 // ---------------------------------------------------------------- Expand, Tile
@@ -609,6 +625,9 @@ Status prep_Expand(OpContext& ctx) {
     Shape out;
     if (!broadcast_shapes(in, shape, &out))
         return ctx.fail("cannot broadcast input ", shape_str(in), " to shape ", shape_str(shape));
+    bool done;
+    JIFFY_RETURN_IF_ERROR(start_table(ctx, out, &done));
+    if (done) return {};
     Shape bs = broadcast_strides(in, out);
     Tables tb;
     tb.shape = out;
@@ -617,7 +636,7 @@ Status prep_Expand(OpContext& ctx) {
         for (int64_t o = 0; o < out[d]; ++o) t[size_t(o)] = o * bs[d];
         tb.t.push_back(std::move(t));
     }
-    return make_table_kernel(ctx, out, tb);
+    return make_table_kernel(ctx, tb);
 }
 
 Status prep_Tile(OpContext& ctx) {
@@ -629,11 +648,18 @@ Status prep_Tile(OpContext& ctx) {
     if (rep.size() != in.size())
         return ctx.fail("repeats has ", rep.size(), " entries but the input ", shape_str(in), " has rank ",
                         in.size());
-    Shape st = strides_of(in), out;
-    Tables tb;  // loop over (repeat, dim) pairs: output index along d is r * in[d] + j
+    Shape out(in.size());
     for (size_t d = 0; d < in.size(); ++d) {
         if (rep[d] < 0) return ctx.fail("repeats ", shape_str(rep), " has a negative entry");
-        out.push_back(rep[d] * in[d]);
+        if (!mul_ok(rep[d], in[d], &out[d]))
+            return ctx.fail("repeats ", shape_str(rep), " overflow the output shape");
+    }
+    bool done;
+    JIFFY_RETURN_IF_ERROR(start_table(ctx, out, &done));
+    if (done) return {};
+    Shape st = strides_of(in);
+    Tables tb;  // loop over (repeat, dim) pairs: output index along d is r * in[d] + j
+    for (size_t d = 0; d < in.size(); ++d) {
         if (rep[d] != 1) {
             tb.shape.push_back(rep[d]);
             tb.t.emplace_back(size_t(rep[d]), 0);
@@ -643,8 +669,7 @@ Status prep_Tile(OpContext& ctx) {
         tb.shape.push_back(in[d]);
         tb.t.push_back(std::move(t));
     }
-    if (shape_numel(out) < 0) return ctx.fail("output shape ", shape_str(out), " overflows");
-    return make_table_kernel(ctx, out, tb);
+    return make_table_kernel(ctx, tb);
 }
 
 // ---------------------------------------------------------------- Pad
@@ -689,16 +714,22 @@ Status prep_Pad(OpContext& ctx) {
         before[size_t(ax[i])] = pads[i];
         after[size_t(ax[i])] = pads[i + ax.size()];
     }
-    Shape st = strides_of(in);
     Shape out(static_cast<size_t>(r));
+    for (size_t d = 0; d < size_t(r); ++d) {
+        if (__builtin_add_overflow(in[d], before[d], &out[d]) || __builtin_add_overflow(out[d], after[d], &out[d]))
+            return ctx.fail("pads ", shape_str(pads), " overflow axis ", d);
+        if (out[d] < 0)
+            return ctx.fail("pads ", shape_str(pads), " make axis ", d, " of input ", shape_str(in), " negative");
+        if (in[d] == 0 && out[d] > 0 && mode != "constant")
+            return ctx.fail("cannot pad an empty axis ", d, " in ", mode, " mode");
+    }
+    bool done;
+    JIFFY_RETURN_IF_ERROR(start_table(ctx, out, &done));
+    if (done) return {};
+    Shape st = strides_of(in);
     Tables tb;
     for (size_t d = 0; d < size_t(r); ++d) {
         const int64_t n = in[d];
-        out[d] = n + before[d] + after[d];
-        if (out[d] < 0)
-            return ctx.fail("pads ", shape_str(pads), " make axis ", d, " of input ", shape_str(in), " negative");
-        if (n == 0 && out[d] > 0 && mode != "constant")
-            return ctx.fail("cannot pad an empty axis ", d, " in ", mode, " mode");
         std::vector<int64_t> t(size_t(out[d]));
         for (int64_t o = 0; o < out[d]; ++o) {
             int64_t i = o - before[d];
@@ -734,7 +765,7 @@ Status prep_Pad(OpContext& ctx) {
             return {};
         }));
     }
-    return make_table_kernel(ctx, out, tb, bits, pad_input);
+    return make_table_kernel(ctx, tb, bits, pad_input);
 }
 
 // ---------------------------------------------------------------- DepthToSpace, SpaceToDepth
@@ -748,9 +779,12 @@ Status prep_DepthToSpace(OpContext& ctx) {
     std::string mode = ctx.attr_str("mode", "DCR");
     if (mode != "DCR" && mode != "CRD") return ctx.fail("unknown mode '", mode, "' (expected DCR or CRD)");
     const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
-    if (C % (b * b) != 0) return ctx.fail("channels ", C, " are not divisible by blocksize^2 = ", b * b);
-    const int64_t c = C / (b * b);
-    Shape out{N, c, H * b, W * b};
+    int64_t bb, Hb, Wb;
+    if (!mul_ok(b, b, &bb) || !mul_ok(H, b, &Hb) || !mul_ok(W, b, &Wb))
+        return ctx.fail("blocksize ", b, " is too large");
+    if (C % bb != 0) return ctx.fail("channels ", C, " are not divisible by blocksize^2 = ", bb);
+    const int64_t c = C / bb;
+    Shape out{N, c, Hb, Wb};
     if (mode == "DCR") return make_permute(ctx, Shape{N, b, b, c, H, W}, {0, 3, 4, 1, 5, 2}, out);
     return make_permute(ctx, Shape{N, c, b, b, H, W}, {0, 1, 4, 2, 5, 3}, out);
 }
@@ -764,7 +798,9 @@ Status prep_SpaceToDepth(OpContext& ctx) {
     const int64_t N = in[0], C = in[1], H = in[2], W = in[3];
     if (H % b != 0 || W % b != 0)
         return ctx.fail("spatial dims ", H, "x", W, " are not divisible by blocksize ", b);
-    Shape out{N, C * b * b, H / b, W / b};
+    int64_t Cbb;
+    if (!mul_ok(b, b, &Cbb) || !mul_ok(C, Cbb, &Cbb)) return ctx.fail("blocksize ", b, " is too large");
+    Shape out{N, Cbb, H / b, W / b};
     return make_permute(ctx, Shape{N, C, H / b, b, W / b, b}, {0, 3, 5, 1, 2, 4}, out);
 }
 

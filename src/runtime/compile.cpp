@@ -332,7 +332,12 @@ Status Compiler::prepare_node(int ni) {
         size_t p = 0;
         while (all && p <= ups.size()) {
             size_t q = ups.find(',', p);
-            all = opt_.freezable_inputs.count(ups.substr(p, q == std::string::npos ? std::string::npos : q - p)) > 0;
+            // Only small integer/bool inputs (configuration such as a sample rate), never data.
+            std::string in = ups.substr(p, q == std::string::npos ? std::string::npos : q - p);
+            int v = g_.find(in);
+            all = opt_.freezable_inputs.count(in) > 0 && v >= 0 &&
+                  (dtype_is_int(info_[size_t(v)].dtype) || info_[size_t(v)].dtype == DType::kBool) &&
+                  shape_numel(info_[size_t(v)].shape) <= 64;
             if (q == std::string::npos) break;
             p = q + 1;
         }

@@ -24,7 +24,8 @@ struct CompileOptions {
     // compiler asks for these with Code::kNeedValue when a shape depends on an input's value.
     std::map<std::string, std::shared_ptr<const Tensor>> frozen_inputs;
     // Inputs whose values the caller holds and would let the compiler freeze. An `If` whose
-    // condition depends only on such inputs asks for them (kNeedValue) so that it folds away.
+    // condition depends only on such inputs, each a small integer/bool tensor (<= 64 elements,
+    // e.g. Silero's sample rate), asks for them (kNeedValue) so that its branch is inlined.
     std::set<std::string> freezable_inputs;
     int threads = 1;
     uint64_t max_bytes = uint64_t(4) << 30;  // arena + folded constants

@@ -294,6 +294,9 @@ TEST(ConvOps, ConvRejectsBadModels) {
     expect_error(run_op("Conv", {x, rnd({2, 4, 3, 3}, 2), rnd({3}, 3)}, {false, true, true}, {}),
                  "B");
     expect_error(run_op("Conv", {rnd({1, 4}, 1), rnd({2, 4}, 2)}, {false, true}, {}), "rank");
+    expect_error(run_op("Conv", {Tensor(DType::kI32, {1, 1, 3}), Tensor(DType::kI32, {1, 1, 1})},
+                        {false, true}, {}),
+                 "int32");
 }
 
 // ---------------------------------------------------------------- ConvTranspose
@@ -543,6 +546,10 @@ TEST(ConvOps, PoolsRejectBadModels) {
                  "rank");
     expect_error(run_op("GlobalAveragePool", {rnd({4}, 1)}, {false}, {}), "rank");
     expect_error(run_op("GlobalMaxPool", {rnd({1, 2, 0}, 1)}, {false}, {}), "empty");
+    expect_error(run_op("GlobalLpPool", {x}, {false}, {{"p", ai(-1)}}), "p must");
+    expect_error(run_op("AveragePool", {Tensor(DType::kI32, {1, 1, 4})}, {false},
+                        {{"kernel_shape", aints({2})}}),
+                 "int32");
 }
 
 // ---------------------------------------------------------------- normalizations

@@ -77,7 +77,9 @@ Outcome run_node(const std::string& op, const std::vector<In>& ins, const Attrs&
             n.inputs.push_back(-1);
             continue;
         }
-        int id = g.add_value("x" + std::to_string(i));
+        std::string name = "x";
+        name += std::to_string(i);
+        int id = g.add_value(name);
         Value& v = g.values[size_t(id)];
         v.dtype = ins[i].t.dtype();
         if (ins[i].constant) {
@@ -91,7 +93,9 @@ Outcome run_node(const std::string& op, const std::vector<In>& ins, const Attrs&
     }
     n.num_explicit_inputs = int(n.inputs.size());
     for (int i = 0; i < n_out; ++i) {
-        int id = g.add_value("y" + std::to_string(i));
+        std::string name = "y";
+        name += std::to_string(i);
+        int id = g.add_value(name);
         g.values[size_t(id)].producer = 0;
         n.outputs.push_back(id);
         g.outputs.push_back(id);
