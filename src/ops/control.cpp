@@ -146,27 +146,17 @@ Status prep_If(OpContext& ctx) {
             return ctx.fail(names[i], " has ", g[i]->outputs.size(), " outputs but the node has ",
                             ctx.num_outputs());
     }
-    // When a branch does not compile for these inputs, or the branches disagree on an output's
-    // dtype/shape, the condition must be known at compile time (the compiler then inlines the
-    // chosen branch, freezing graph inputs upstream of the condition where it can).
-    auto need_cond = [&](const std::string& why) {
-        return Status(Code::kNeedValue, ctx.label() + ": " + why + "; the condition '" + ctx.input(0).name +
-                                            "' must be known at compile time to choose a branch")
-            .with_detail(ctx.input(0).name);
-    };
-    for (int i = 0; i < 2; ++i) {
-        Status st = b[i].init(ctx, *g[i], {});
-        if (st.code() == Code::kInvalid || st.code() == Code::kUnsupported)
-            return need_cond(std::string(names[i]) + " does not compile (" + st.message() + ")");
-        JIFFY_RETURN_IF_ERROR(st);
-    }
+    // (A condition the caller can give, e.g. a sample-rate input, is frozen by the compiler before
+    // this runs and the chosen branch inlined; here the condition is only known at run time.)
+    for (int i = 0; i < 2; ++i) JIFFY_RETURN_IF_ERROR(b[i].init(ctx, *g[i], {}));
     for (int k = 0; k < ctx.num_outputs(); ++k) {
         const IoDesc& t = b[0].out(size_t(k));
         const IoDesc& e = b[1].out(size_t(k));
         if (t.dtype != e.dtype || t.shape != e.shape)
-            return need_cond(str_cat("output ", k, " is ", info_str(t.dtype, t.shape), " in then_branch but ",
-                                     info_str(e.dtype, e.shape),
-                                     " in else_branch (Jiffy needs static shapes)"));
+            return ctx.fail_unsupported("output ", k, " is ", info_str(t.dtype, t.shape), " in then_branch but ",
+                                        info_str(e.dtype, e.shape), " in else_branch, and the condition '",
+                                        ctx.input(0).name, "' is only known at run time; Jiffy needs static "
+                                        "shapes (both branches must give the same dtype and shape)");
         if (ctx.has_output(k)) JIFFY_RETURN_IF_ERROR(ctx.set_output(k, t.dtype, t.shape));
     }
     ctx.set_kernel(std::make_unique<IfKernel>(ctx.in_dtype(0), std::move(b[0]), std::move(b[1]),

@@ -493,7 +493,6 @@ public:
         : k_(k), out_(std::move(out)), st_(std::move(strides)) {}
     Status run(const void* const* in, void* const* out) const override {
         T* y = static_cast<T*>(out[0]);
-        const Shape zero(out_.size(), 0);
         for (size_t j = 0; j < st_.size(); ++j) {
             const T* x = static_cast<const T*>(in[j]);
             for_each_broadcast2(out_, st_[j], st_[j], [&](int64_t i, int64_t ix, int64_t) {

@@ -717,25 +717,32 @@ double cubic_coeff(double x, double A) {
     return 0;
 }
 
-// Maps output coordinate x of an axis to the input coordinate.
-double resize_source_coord(const ResizeParams& p, double x, int64_t in_len, int64_t out_len, double scale,
+// Maps output coordinate x of an axis to the input coordinate, with the same float32 / float64
+// expressions as ONNX Runtime so that nearest-neighbour rounding at exact ties agrees with it.
+// Exception: align_corners and tf_crop_and_resize divide by the unrounded output length
+// scale * in_len - 1, as the ONNX reference implementation (and so the conformance data) does;
+// ONNX Runtime uses the integer length. Both agree whenever scale * in_len is an integer.
+double resize_source_coord(const ResizeParams& p, int64_t xi, int64_t in_len, int64_t out_len, double scale_d,
                            double roi_start, double roi_end) {
-    const double out_w = scale * double(in_len);  // as the ONNX reference: the unrounded length
+    const float x = float(xi), scale = float(scale_d), lin = float(in_len), lout = float(out_len);
+    const double out_w = scale_d * double(in_len);
     switch (p.coord) {
-        case Coord::kHalfPixel: return (x + 0.5) / scale - 0.5;
+        case Coord::kHalfPixel: return (x + 0.5f) / scale - 0.5f;
         case Coord::kHalfPixelSym: {
-            const double adj = double(out_len) / out_w;
-            const double center = double(in_len) / 2;
-            return center * (1 - adj) + (x + 0.5) / scale - 0.5;
+            const float fw = scale * lin;
+            const float adj = lout / fw;
+            const float center = lin / 2;
+            const float offset = center * (1 - adj);
+            return float(offset + (double(x) + 0.5) / scale - 0.5);
         }
-        case Coord::kPytorchHalfPixel: return out_len > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
-        case Coord::kAlignCorners: return out_len == 1 ? 0.0 : x * double(in_len - 1) / (out_w - 1);
+        case Coord::kPytorchHalfPixel: return out_len > 1 ? (x + 0.5f) / scale - 0.5f : 0.0f;
+        case Coord::kAlignCorners: return out_len == 1 ? 0.0 : double(xi) * double(in_len - 1) / (out_w - 1);
         case Coord::kAsymmetric: return x / scale;
-        case Coord::kTfHalfPixelNN: return (x + 0.5) / scale;
+        case Coord::kTfHalfPixelNN: return (x + 0.5f) / scale;
         case Coord::kTfCrop:
             if (out_len > 1)
                 return roi_start * double(in_len - 1) +
-                       x * (roi_end - roi_start) * double(in_len - 1) / (out_w - 1);
+                       double(xi) * (roi_end - roi_start) * double(in_len - 1) / (out_w - 1);
             return 0.5 * (roi_start + roi_end) * double(in_len - 1);
     }
     return 0;
@@ -750,7 +757,7 @@ AxisTaps make_axis_taps(const ResizeParams& p, int64_t in_len, int64_t out_len, 
     std::vector<double> coeff;
     for (int64_t o = 0; o < out_len; ++o) {
         t.first.push_back(int64_t(t.off.size()));
-        const double x = resize_source_coord(p, double(o), in_len, out_len, scale, roi_start, roi_end);
+        const double x = resize_source_coord(p, o, in_len, out_len, scale, roi_start, roi_end);
         if (p.coord == Coord::kTfCrop && (x < 0 || x > double(in_len - 1))) {
             t.outside[size_t(o)] = 1;
             t.any_outside = true;

@@ -291,9 +291,14 @@ Status prep_Identity(OpContext& ctx) {
 
 Status prep_Reshape(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(check_data(ctx, 0));
-    if (!ctx.has_input(1)) return ctx.fail("input 1 (shape) is missing");
     std::vector<int64_t> spec;
-    JIFFY_RETURN_IF_ERROR(const_ints(ctx, 1, "shape", &spec));
+    if (ctx.opset() < 5) {  // Reshape-1: shape attribute
+        if (!ctx.has_attr("shape")) return ctx.fail("attribute 'shape' is missing");
+        spec = ctx.attr_ints("shape");
+    } else {
+        if (!ctx.has_input(1)) return ctx.fail("input 1 (shape) is missing");
+        JIFFY_RETURN_IF_ERROR(const_ints(ctx, 1, "shape", &spec));
+    }
     const Shape& in = ctx.in_shape(0);
     bool allowzero = ctx.attr_int("allowzero", 0) != 0;
     Shape out(spec.size());
@@ -434,11 +439,12 @@ private:
 
 Status prep_Concat(OpContext& ctx) {
     if (ctx.num_inputs() < 1) return ctx.fail("needs at least one input");
-    if (!ctx.has_attr("axis")) return ctx.fail("attribute 'axis' is missing");
+    // Concat-1 defaults axis to 1; from opset 4 it is required.
+    if (!ctx.has_attr("axis") && ctx.opset() >= 4) return ctx.fail("attribute 'axis' is missing");
     for (int i = 0; i < ctx.num_inputs(); ++i) JIFFY_RETURN_IF_ERROR(check_data(ctx, i));
     const Shape& s0 = ctx.in_shape(0);
     int64_t axis;
-    JIFFY_RETURN_IF_ERROR(norm_axis(ctx, ctx.attr_int("axis", 0), int64_t(s0.size()), &axis));
+    JIFFY_RETURN_IF_ERROR(norm_axis(ctx, ctx.attr_int("axis", 1), int64_t(s0.size()), &axis));
     Shape out = s0;
     out[size_t(axis)] = 0;
     const size_t es = dtype_size(ctx.in_dtype(0));
@@ -492,7 +498,7 @@ Status prep_Split(OpContext& ctx) {
     if (n_out < 1) return ctx.fail("has no outputs");
     std::vector<int64_t> split;
     bool given = false;
-    if (ctx.opset() >= 13) {
+    if (ctx.opset() >= 13 || (ctx.opset() < 2 && ctx.has_input(1))) {  // Split-1 also took an input
         if (ctx.has_input(1)) {
             JIFFY_RETURN_IF_ERROR(const_ints(ctx, 1, "split", &split));
             given = true;
@@ -645,6 +651,16 @@ Status prep_Tile(OpContext& ctx) {
     std::vector<int64_t> rep;
     JIFFY_RETURN_IF_ERROR(const_ints(ctx, 1, "repeats", &rep));
     const Shape& in = ctx.in_shape(0);
+    if (ctx.opset() < 6 && ctx.has_input(2)) {  // Tile-1: (input, tiles, axis) scalars
+        std::vector<int64_t> ax;
+        JIFFY_RETURN_IF_ERROR(const_ints(ctx, 2, "axis", &ax));
+        int64_t a;
+        if (rep.size() != 1 || ax.size() != 1) return ctx.fail("tiles and axis must be scalars");
+        JIFFY_RETURN_IF_ERROR(norm_axis(ctx, ax[0], int64_t(in.size()), &a));
+        std::vector<int64_t> full(in.size(), 1);
+        full[size_t(a)] = rep[0];
+        rep = full;
+    }
     if (rep.size() != in.size())
         return ctx.fail("repeats has ", rep.size(), " entries but the input ", shape_str(in), " has rank ",
                         in.size());
@@ -686,8 +702,9 @@ Status prep_Pad(OpContext& ctx) {
     double value = 0;
     int pad_input = -1;
     if (ctx.opset() < 11) {
-        if (!ctx.has_attr("pads")) return ctx.fail("attribute 'pads' is missing");
-        pads = ctx.attr_ints("pads");
+        const char* name = ctx.has_attr("pads") || ctx.opset() >= 2 ? "pads" : "paddings";  // Pad-1
+        if (!ctx.has_attr(name)) return ctx.fail("attribute '", name, "' is missing");
+        pads = ctx.attr_ints(name);
         value = ctx.attr_float("value", 0);
     } else {
         if (!ctx.has_input(1)) return ctx.fail("input 1 (pads) is missing");

@@ -17,6 +17,25 @@
 namespace fs = std::filesystem;
 using namespace jiffy;
 
+// Allocation counter: every test's second run must not allocate (the run path is sacred).
+extern "C" void* __libc_malloc(size_t);
+extern "C" void* __libc_calloc(size_t, size_t);
+extern "C" void* __libc_realloc(void*, size_t);
+static bool g_counting = false;
+static long g_allocs = 0;
+extern "C" void* malloc(size_t n) {
+    if (g_counting) ++g_allocs;
+    return __libc_malloc(n);
+}
+extern "C" void* calloc(size_t a, size_t b) {
+    if (g_counting) ++g_allocs;
+    return __libc_calloc(a, b);
+}
+extern "C" void* realloc(void* p, size_t n) {
+    if (g_counting) ++g_allocs;
+    return __libc_realloc(p, n);
+}
+
 namespace {
 
 // Same tolerance as the ONNX backend test runner: |a - b| <= atol + rtol * |b|.
@@ -101,6 +120,18 @@ Result run_test(const fs::path& dir, std::string* why) {
         if (!st.ok()) {
             *why = st.message();
             return kError;
+        }
+        g_allocs = 0;
+        g_counting = true;
+        st = s.run();  // again: same results, and no allocation
+        g_counting = false;
+        if (!st.ok()) {
+            *why = "second run: " + st.message();
+            return kError;
+        }
+        if (g_allocs) {
+            *why = "run() allocated " + std::to_string(g_allocs) + " time(s)";
+            return kFail;
         }
         for (size_t k = 0; k < plan->outputs.size(); ++k) {
             fs::path p = set / ("output_" + std::to_string(k) + ".pb");

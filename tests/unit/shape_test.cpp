@@ -585,4 +585,46 @@ TEST(ShapeOps, CompressNonZeroUnique) {
     expect_error(run_op("Unique", {u}, {true}, {{"axis", ai(1)}}), "axis 1 is out of range");
 }
 
+// ---------------------------------------------------------------- old opsets, huge sizes
+
+TEST(ShapeOps, OldOpsetVariants) {
+    Tensor x = iota_f32({2, 3});
+    Result r = run1("Reshape", {x}, {{"shape", aints({3, -1})}}, 4);
+    ASSERT_TRUE(r.st.ok()) << r.st.message();
+    EXPECT_EQ(r.outs[0].shape(), (Shape{3, 2}));
+    r = run_op("Concat", {x, x}, {false, false}, {}, 3);  // Concat-1: axis defaults to 1
+    ASSERT_TRUE(r.st.ok()) << r.st.message();
+    EXPECT_EQ(r.outs[0].shape(), (Shape{2, 6}));
+    expect_values(run1("Pad", {f32({2}, {1, 2})}, {{"paddings", aints({1, 0})}}, 1), 0, {3}, {0, 1, 2});
+    // Tile-1: tiles and axis as scalar inputs
+    expect_values(run1("Tile", {f32({2}, {1, 2}), i64({}, {2}), i64({}, {0})}, {}, 5), 0, {4}, {1, 2, 1, 2});
+    // Split-1: split as an input
+    r = run1("Split", {iota_f32({5}), i64({2}, {1, 4})}, {}, 1, 2);
+    expect_values(r, 0, {1}, {0});
+}
+
+TEST(ShapeOps, HugeSizesFailCleanly) {
+    Tensor x = iota_f32({2, 3});
+    const int64_t kMax = std::numeric_limits<int64_t>::max();
+    expect_error(run1("Tile", {x, i64({2}, {kMax, 3})}), "overflow");
+    expect_error(run1("Tile", {x, i64({2}, {int64_t(1) << 40, 1})}), "memory limit");
+    expect_error(run1("Expand", {x, i64({3}, {int64_t(1) << 40, 2, 3})}), "memory limit");
+    expect_error(run1("Pad", {x, i64({4}, {0, 0, kMax, 0})}, {}, 13), "overflow");
+    expect_error(run1("DepthToSpace", {iota_f32({1, 4, 1, 1})}, {{"blocksize", ai(int64_t(1) << 40)}}), "too large");
+    expect_error(run_op("ConstantOfShape", {i64({2}, {int64_t(1) << 40, 1 << 20})}, {true}, {}), "memory limit");
+    expect_error(run_op("Range", {i64({}, {0}), i64({}, {kMax}), i64({}, {1})}, {true, true, true}, {}),
+                 "overflows");
+    // Zero-element outputs with huge other dims build no tables.
+    Tensor e(DType::kF32, {0, 1});
+    Result r = run1("Tile", {e, i64({2}, {1, int64_t(1) << 50})});
+    ASSERT_TRUE(r.st.ok()) << r.st.message();
+    EXPECT_EQ(r.outs[0].shape(), (Shape{0, int64_t(1) << 50}));
+    // Extreme steps.
+    const int64_t kMin = std::numeric_limits<int64_t>::min();
+    expect_values(run1("Slice", {iota_f32({4}), i64({1}, {-1}), i64({1}, {kMin}), i64({1}, {0}), i64({1}, {kMin})}),
+                  0, {1}, {3});
+    expect_values(run1("Slice", {iota_f32({4}), i64({1}, {1}), i64({1}, {kMax}), i64({1}, {0}), i64({1}, {kMax})}),
+                  0, {1}, {1});
+}
+
 }  // namespace

@@ -1,0 +1,46 @@
+#include "kernels/cpu.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace jiffy::kernels {
+
+Isa cpu_isa() {
+#if defined(__x86_64__)
+    static const Isa isa = [] {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+            return Isa::kAvx512;
+        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+        return Isa::kScalar;
+    }();
+    return isa;
+#else
+    return Isa::kScalar;
+#endif
+}
+
+Isa active_isa() {
+    static const Isa isa = [] {
+        Isa best = cpu_isa();
+        const char* e = std::getenv("JIFFY_ISA");
+        if (!e) return best;
+        Isa want = best;
+        if (!std::strcmp(e, "scalar")) want = Isa::kScalar;
+        else if (!std::strcmp(e, "avx2")) want = Isa::kAvx2;
+        else if (!std::strcmp(e, "avx512")) want = Isa::kAvx512;
+        return int(want) < int(best) ? want : best;
+    }();
+    return isa;
+}
+
+const char* isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::kAvx512: return "avx512";
+        case Isa::kAvx2: return "avx2";
+        default: return "scalar";
+    }
+}
+
+}  // namespace jiffy::kernels

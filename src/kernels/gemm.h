@@ -1,0 +1,35 @@
+// Single-precision GEMM with B packed once (weights, at compile time):
+//   C[M, N] = act(A[M, K] . B[K, N] + bias[N] (+ C when accumulate))
+// B is packed into panels of NR columns (K x NR floats each, zero-padded past N) so the
+// microkernel streams one contiguous panel per MR-row block. Per-ISA microkernels:
+//   f32_gemm_8x32__avx512, f32_gemm_4x16__avx2 (MR x NR), and a scalar reference.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "kernels/cpu.h"
+
+namespace jiffy::kernels {
+
+enum class Act : int { kNone = 0, kRelu = 1 };
+
+struct PackedB {
+    int64_t K = 0, N = 0;
+    int NR = 16;
+    std::shared_ptr<float> data;  // ceil(N / NR) panels of K x NR
+    const float* panel(int64_t p) const { return data.get() + p * K * NR; }
+};
+
+// B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major.
+PackedB pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, Isa isa);
+
+using SgemmFn = void (*)(int64_t M, const float* A, int64_t lda, const PackedB& B, const float* bias,
+                         float* C, int64_t ldc, Act act);
+// The microkernel driver for an ISA (no allocation; safe to call from Plan::run).
+SgemmFn sgemm_for(Isa isa);
+
+// Plain triple loop over unpacked B (the oracle in tests).
+void sgemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
+                     bool trans_b, const float* bias, float* C, int64_t ldc, Act act);
+
+}  // namespace jiffy::kernels

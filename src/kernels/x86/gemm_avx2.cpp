@@ -1,0 +1,72 @@
+// f32_gemm_4x16__avx2: MR=4 rows x NR=16 columns (two ymm) per microkernel call.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/gemm.h"
+
+namespace jiffy::kernels {
+
+namespace {
+
+template <int MR>
+inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, const float* bias, float* C,
+                    int64_t ldc, int64_t nvalid, Act act) {
+    __m256 acc0[MR], acc1[MR];
+    alignas(32) float bias_buf[16] = {0};
+    if (bias)
+        for (int64_t j = 0; j < nvalid; ++j) bias_buf[j] = bias[j];
+    for (int m = 0; m < MR; ++m) {
+        acc0[m] = _mm256_load_ps(bias_buf);
+        acc1[m] = _mm256_load_ps(bias_buf + 8);
+    }
+    for (int64_t k = 0; k < K; ++k) {
+        __m256 b0 = _mm256_load_ps(bp + k * 16);
+        __m256 b1 = _mm256_load_ps(bp + k * 16 + 8);
+        for (int m = 0; m < MR; ++m) {
+            __m256 a = _mm256_broadcast_ss(A + m * lda + k);
+            acc0[m] = _mm256_fmadd_ps(a, b0, acc0[m]);
+            acc1[m] = _mm256_fmadd_ps(a, b1, acc1[m]);
+        }
+    }
+    if (act == Act::kRelu) {
+        __m256 z = _mm256_setzero_ps();
+        for (int m = 0; m < MR; ++m) {
+            acc0[m] = _mm256_max_ps(acc0[m], z);
+            acc1[m] = _mm256_max_ps(acc1[m], z);
+        }
+    }
+    for (int m = 0; m < MR; ++m) {
+        if (nvalid == 16) {
+            _mm256_storeu_ps(C + m * ldc, acc0[m]);
+            _mm256_storeu_ps(C + m * ldc + 8, acc1[m]);
+        } else {
+            alignas(32) float tmp[16];
+            _mm256_store_ps(tmp, acc0[m]);
+            _mm256_store_ps(tmp + 8, acc1[m]);
+            for (int64_t j = 0; j < nvalid; ++j) C[m * ldc + j] = tmp[j];
+        }
+    }
+}
+
+}  // namespace
+
+void sgemm_avx2(int64_t M, const float* A, int64_t lda, const PackedB& B, const float* bias, float* C,
+                int64_t ldc, Act act) {
+    const int64_t K = B.K, N = B.N;
+    for (int64_t n0 = 0; n0 < N; n0 += 16) {
+        const float* bp = B.panel(n0 / 16);
+        const float* bb = bias ? bias + n0 : nullptr;
+        int64_t nv = std::min<int64_t>(16, N - n0);
+        int64_t m = 0;
+        for (; m + 4 <= M; m += 4) ukernel<4>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act);
+        switch (M - m) {
+            case 3: ukernel<3>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
+            case 2: ukernel<2>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
+            case 1: ukernel<1>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
+            default: break;
+        }
+    }
+}
+
+}  // namespace jiffy::kernels
