@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <set>
 
+#include "graph/passes/passes.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
 
@@ -44,6 +45,7 @@ private:
     Status inline_if(int ni, const Tensor& cond);
     Status fold(int ni, OpContext& ctx);
     Status build_plan(std::shared_ptr<const Plan>* out);
+    bool materialize_and_optimize();
     std::string inputs_upstream_of(int value) const;
 
     Graph g_;
@@ -52,7 +54,50 @@ private:
     std::vector<PStep> steps_;
     uint64_t folded_bytes_ = 0;
     std::vector<std::string> frozen_;
+    bool optimized_ = false;
 };
+
+// After the first folding sweep: write what compile learned back into the graph (concrete shapes,
+// folded values as constants, their producers dropped), then run the graph passes on it.
+// Returns true when the graph changed, so compile restarts on it.
+bool Compiler::materialize_and_optimize() {
+    bool changed = false;
+    std::vector<char> drop(g_.nodes.size(), 0);
+    for (size_t v = 0; v < g_.values.size(); ++v) {
+        const TensorInfo& t = info_[v];
+        if (!t.present) continue;
+        Value& val = g_.values[v];
+        val.dtype = t.dtype;
+        val.has_shape = true;
+        val.dims.clear();
+        for (int64_t d : t.shape) val.dims.push_back(Dim{d, {}});
+        if (t.constant && !val.constant && val.producer >= 0) {
+            const Node& n = g_.nodes[size_t(val.producer)];
+            bool all = true;
+            for (int o : n.outputs)
+                if (o >= 0 && !info_[size_t(o)].constant) all = false;
+            if (all) {
+                val.constant = t.constant;
+                drop[size_t(val.producer)] = 1;
+            }
+        }
+    }
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+        if (drop[i]) {
+            changed = true;
+            continue;
+        }
+        kept.push_back(std::move(g_.nodes[i]));
+    }
+    g_.nodes = std::move(kept);
+    for (auto& v : g_.values) v.producer = -1;
+    for (size_t i = 0; i < g_.nodes.size(); ++i)
+        for (int o : g_.nodes[i].outputs)
+            if (o >= 0) g_.values[size_t(o)].producer = int(i);
+    if (run_graph_passes(g_)) changed = true;
+    return changed;
+}
 
 Status Compiler::bind_inputs(const std::vector<TensorInfo>* formal) {
     info_.assign(g_.values.size(), TensorInfo{});
@@ -592,6 +637,10 @@ Status Compiler::run(const std::vector<TensorInfo>* formal, std::shared_ptr<cons
         }
         if (st.code() == kRestart) continue;
         JIFFY_RETURN_IF_ERROR(st);
+        if (!optimized_) {
+            optimized_ = true;
+            if (materialize_and_optimize()) continue;
+        }
         for (int v : g_.outputs)
             if (!info_[size_t(v)].present)
                 return invalid("graph output '", g_.values[size_t(v)].name, "' is never computed");
