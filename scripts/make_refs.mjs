@@ -41,7 +41,8 @@ const sha256 = (buf) => crypto.createHash('sha256').update(buf).digest('hex');
 const sanitize = (name) => name.replace(/[^A-Za-z0-9._-]/g, '_');
 
 // ---- model table -------------------------------------------------------------------
-const table = fs.readFileSync(path.join(here, 'models.tsv'), 'utf8').split('\n')
+const table = ['models.tsv', 'generated_models.tsv']
+  .flatMap((f) => fs.readFileSync(path.join(here, f), 'utf8').split('\n'))
   .filter((l) => l.trim() && !l.startsWith('#'))
   .map((l) => { const [name, pkg, file, sha, spec] = l.split('\t'); return { name, pkg, file, sha, spec }; });
 for (const n of only) {
@@ -113,9 +114,9 @@ async function makeRefs(m) {
   const modelPath = path.join(cache, 'models', `${m.name}.onnx`);
   if (!fs.existsSync(modelPath)) throw new Error(`make_refs: ${modelPath} missing: run scripts/fetch_models.sh`);
   const bytes = fs.readFileSync(modelPath);
-  if (sha256(bytes) !== m.sha) throw new Error(`make_refs: ${modelPath} has the wrong sha256: run scripts/fetch_models.sh`);
+  if (m.pkg !== 'generated' && sha256(bytes) !== m.sha) throw new Error(`make_refs: ${modelPath} has the wrong sha256: run scripts/fetch_models.sh`);
   const outDir = path.join(cache, 'refs', m.name);
-  const stamp = sha256([m.sha, m.spec, ort.env.versions.node, scriptHash].join('\n'));
+  const stamp = sha256([m.pkg === 'generated' ? sha256(bytes) : m.sha, m.spec, ort.env.versions.node, scriptHash].join('\n'));
   if (!force && fs.existsSync(path.join(outDir, 'stamp')) &&
       fs.readFileSync(path.join(outDir, 'stamp'), 'utf8').trim() === stamp) return false;
 

@@ -12,14 +12,16 @@ namespace jiffy::testing {
 
 inline std::string source_dir() { return JIFFY_SOURCE_DIR; }
 
-// Model names from scripts/models.tsv (the one table of public models).
+// Model names from scripts/models.tsv (the public models) and scripts/generated_models.tsv.
 inline std::vector<std::string> model_names() {
     std::vector<std::string> r;
-    std::ifstream f(source_dir() + "/scripts/models.tsv");
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        r.push_back(line.substr(0, line.find('\t')));
+    for (const char* table : {"/scripts/models.tsv", "/scripts/generated_models.tsv"}) {
+        std::ifstream f(source_dir() + table);
+        std::string line;
+        while (std::getline(f, line)) {
+            if (line.empty() || line[0] == '#') continue;
+            r.push_back(line.substr(0, line.find('\t')));
+        }
     }
     return r;
 }

@@ -1,0 +1,158 @@
+#!/usr/bin/python3
+"""Writes the generated benchmark models (random weights, fixed seed) into .cache/models/:
+MLPs, MobileNetV2, ResNet-50, a transformer encoder layer and a 1-node model (per-run overhead).
+Rows for them are in scripts/generated_models.tsv. Idempotent: skips files that exist."""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".cache", "models")
+os.makedirs(out_dir, exist_ok=True)
+
+
+class B:
+    """Tiny ONNX graph builder."""
+
+    def __init__(self, seed):
+        self.nodes, self.inits, self.n = [], [], 0
+        self.rng = np.random.default_rng(seed)
+
+    def name(self, p):
+        self.n += 1
+        return f"{p}{self.n}"
+
+    def const(self, arr, p="w"):
+        nm = self.name(p)
+        self.inits.append(numpy_helper.from_array(np.asarray(arr), nm))
+        return nm
+
+    def weight(self, shape, fan_in):
+        return self.const((self.rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32))
+
+    def op(self, op, ins, **attrs):
+        o = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, ins, [o], **attrs))
+        return o
+
+    def conv(self, x, cin, cout, k, s=1, g=1, act="Relu"):
+        w = self.weight((cout, cin // g, k, k), cin // g * k * k)
+        b = self.const((self.rng.standard_normal(cout) * 0.01).astype(np.float32), "b")
+        y = self.op("Conv", [x, w, b], kernel_shape=[k, k], strides=[s, s], pads=[k // 2] * 4, group=g)
+        if act == "Relu":
+            y = self.op("Relu", [y])
+        elif act == "Relu6":
+            y = self.op("Clip", [y, self.const(np.float32(0)), self.const(np.float32(6))])
+        return y
+
+    def save(self, name, inputs, outputs, opset=17):
+        g = helper.make_graph(self.nodes, name, inputs, outputs, self.inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        path = os.path.join(out_dir, name + ".onnx")
+        onnx.save(m, path + ".tmp")
+        os.replace(path + ".tmp", path)
+
+
+def f32(name, shape):
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def mlp(name, dims):
+    b = B(1)
+    x = "x"
+    for i in range(len(dims) - 1):
+        w = b.weight((dims[i], dims[i + 1]), dims[i])
+        c = b.const(np.zeros(dims[i + 1], np.float32), "b")
+        x = b.op("Gemm", [x, w, c])
+        if i + 2 < len(dims):
+            x = b.op("Relu", [x])
+    b.nodes.append(helper.make_node("Identity", [x], ["y"]))
+    b.save(name, [f32("x", [1, dims[0]])], [f32("y", [1, dims[-1]])])
+
+
+def relu_1node():
+    b = B(2)
+    b.nodes.append(helper.make_node("Relu", ["x"], ["y"]))
+    b.save("one_node_relu", [f32("x", [1, 16])], [f32("y", [1, 16])])
+
+
+def mobilenetv2():
+    b = B(3)
+    x = b.conv("x", 3, 32, 3, 2, act="Relu6")
+    cin = 32
+    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+    for t, c, n, s in cfg:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hid = cin * t
+            y = x if t == 1 else b.conv(x, cin, hid, 1, act="Relu6")
+            y = b.conv(y, hid, hid, 3, stride, g=hid, act="Relu6")
+            y = b.conv(y, hid, c, 1, act=None)
+            x = b.op("Add", [x, y]) if stride == 1 and cin == c else y
+            cin = c
+    x = b.conv(x, cin, 1280, 1, act="Relu6")
+    x = b.op("GlobalAveragePool", [x])
+    x = b.op("Flatten", [x])
+    w = b.weight((1280, 1000), 1280)
+    b.nodes.append(helper.make_node("Gemm", [x, w, b.const(np.zeros(1000, np.float32))], ["y"]))
+    b.save("mobilenetv2", [f32("x", [1, 3, 224, 224])], [f32("y", [1, 1000])])
+
+
+def resnet50():
+    b = B(4)
+    x = b.conv("x", 3, 64, 7, 2)
+    x = b.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for mid, n, s in [(64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)]:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            y = b.conv(x, cin, mid, 1)
+            y = b.conv(y, mid, mid, 3, stride)
+            y = b.conv(y, mid, mid * 4, 1, act=None)
+            sc = b.conv(x, cin, mid * 4, 1, stride, act=None) if (stride != 1 or cin != mid * 4) else x
+            x = b.op("Relu", [b.op("Add", [y, sc])])
+            cin = mid * 4
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    w = b.weight((2048, 1000), 2048)
+    b.nodes.append(helper.make_node("Gemm", [x, w, b.const(np.zeros(1000, np.float32))], ["y"]))
+    b.save("resnet50", [f32("x", [1, 3, 224, 224])], [f32("y", [1, 1000])])
+
+
+def transformer(seq=32, d=128, heads=4, ff=512):
+    b = B(5)
+    hd = d // heads
+
+    def linear(x, i, o):
+        return b.op("Add", [b.op("MatMul", [x, b.weight((i, o), i)]), b.const(np.zeros(o, np.float32))])
+
+    def split_heads(t):  # [1, seq, d] -> [1, heads, seq, hd]
+        r = b.op("Reshape", [t, b.const(np.array([1, seq, heads, hd], np.int64), "s")])
+        return b.op("Transpose", [r], perm=[0, 2, 1, 3])
+
+    q, k, v = (split_heads(linear("x", d, d)) for _ in range(3))
+    kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
+    att = b.op("Softmax", [b.op("Mul", [b.op("MatMul", [q, kt]), b.const(np.float32(1 / np.sqrt(hd)))])], axis=-1)
+    ctx = b.op("Transpose", [b.op("MatMul", [att, v])], perm=[0, 2, 1, 3])
+    ctx = b.op("Reshape", [ctx, b.const(np.array([1, seq, d], np.int64), "s")])
+    ln_w, ln_b = b.const(np.ones(d, np.float32)), b.const(np.zeros(d, np.float32))
+    x1 = b.op("LayerNormalization", [b.op("Add", ["x", linear(ctx, d, d)]), ln_w, ln_b], axis=-1, epsilon=1e-5)
+    h = linear(b.op("Relu", [linear(x1, d, ff)]), ff, d)
+    b.nodes.append(helper.make_node("LayerNormalization", [b.op("Add", [x1, h]), ln_w, ln_b], ["y"], axis=-1, epsilon=1e-5))
+    b.save("transformer_encoder", [f32("x", [1, seq, d])], [f32("y", [1, seq, d])])
+
+
+makers = {
+    "mlp_64_128_128_10": lambda: mlp("mlp_64_128_128_10", [64, 128, 128, 10]),
+    "mlp_256_1024_1024_256": lambda: mlp("mlp_256_1024_1024_256", [256, 1024, 1024, 256]),
+    "one_node_relu": relu_1node,
+    "mobilenetv2": mobilenetv2,
+    "resnet50": resnet50,
+    "transformer_encoder": transformer,
+}
+for name, make in makers.items():
+    if not os.path.exists(os.path.join(out_dir, name + ".onnx")):
+        make()
+        print(f"make_models: wrote {name}.onnx", file=sys.stderr)
