@@ -1,6 +1,6 @@
 // Losses (NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss), quantization
 // (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear), window functions
-// (Hann/Hamming/BlackmanWindow) and Det. Reference kernels.
+// (Hann/Hamming/BlackmanWindow) and training optimizers. Reference kernels.
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -311,61 +311,6 @@ Status prep_HannWindow(OpContext& ctx) { return prep_window(ctx, 0); }
 Status prep_HammingWindow(OpContext& ctx) { return prep_window(ctx, 1); }
 Status prep_BlackmanWindow(OpContext& ctx) { return prep_window(ctx, 2); }
 
-// ---------------------------------------------------------------- Det
-
-template <typename T>
-class DetKernel : public Kernel {
-public:
-    DetKernel(int64_t batch, int64_t m) : batch_(batch), m_(m), lu_(size_t(m * m)) {}
-    Status run(const void* const* in, void* const* out) const override {
-        const T* x = static_cast<const T*>(in[0]);
-        T* y = static_cast<T*>(out[0]);
-        double* a = lu_.data();
-        for (int64_t b = 0; b < batch_; ++b) {
-            for (int64_t i = 0; i < m_ * m_; ++i) a[i] = double(x[b * m_ * m_ + i]);
-            double det = 1;
-            for (int64_t c = 0; c < m_; ++c) {  // LU with partial pivoting
-                int64_t p = c;
-                for (int64_t r = c + 1; r < m_; ++r)
-                    if (std::abs(a[r * m_ + c]) > std::abs(a[p * m_ + c])) p = r;
-                if (a[p * m_ + c] == 0) {
-                    det = 0;
-                    break;
-                }
-                if (p != c) {
-                    for (int64_t k = 0; k < m_; ++k) std::swap(a[p * m_ + k], a[c * m_ + k]);
-                    det = -det;
-                }
-                det *= a[c * m_ + c];
-                for (int64_t r = c + 1; r < m_; ++r) {
-                    double f = a[r * m_ + c] / a[c * m_ + c];
-                    for (int64_t k = c; k < m_; ++k) a[r * m_ + k] -= f * a[c * m_ + k];
-                }
-            }
-            y[b] = T(det);
-        }
-        return {};
-    }
-
-private:
-    int64_t batch_, m_;
-    mutable std::vector<double> lu_;  // scratch sized at prepare; not reentrant
-};
-
-Status prep_Det(OpContext& ctx) {
-    JIFFY_RETURN_IF_ERROR(ctx.expect_dtype(0, {DType::kF32, DType::kF64}));
-    const Shape& s = ctx.in_shape(0);
-    if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
-        return ctx.fail("input must be [*, M, M], got ", shape_str(s));
-    Shape out(s.begin(), s.end() - 2);
-    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
-    return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
-        using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<DetKernel<T>>(shape_numel(out), s.back()));
-        return {};
-    });
-}
-
 // ---------------------------------------------------------------- training optimizers
 // ai.onnx.preview.training Adagrad / Momentum / Adam: one step of the update rule for n tensors.
 // Inputs: R (learning rate), T (step count), then n X, n G and (per optimizer) n V / n H.
@@ -460,7 +405,7 @@ void register_misc_ops(OpRegistry& r) {
     r.add("Adam", prep_optim<Optim::kAdam>, "ai.onnx.preview.training");
 #define REG(NAME) r.add(#NAME, prep_##NAME);
     REG(NegativeLogLikelihoodLoss) REG(SoftmaxCrossEntropyLoss) REG(QuantizeLinear) REG(DequantizeLinear)
-    REG(DynamicQuantizeLinear) REG(HannWindow) REG(HammingWindow) REG(BlackmanWindow) REG(Det)
+    REG(DynamicQuantizeLinear) REG(HannWindow) REG(HammingWindow) REG(BlackmanWindow)
 #undef REG
 }
 

@@ -138,6 +138,6 @@ void register_shape_ops(OpRegistry& r);
 void register_reduce_ops(OpRegistry& r);
 void register_rnn_ops(OpRegistry& r);
 void register_control_ops(OpRegistry& r);
-void register_misc_ops(OpRegistry& r);  // misc.cpp: losses, quantization, windows, Det
+void register_misc_ops(OpRegistry& r);  // misc.cpp: losses, quantization, windows, optimizers
 
 }  // namespace jiffy
