@@ -11,24 +11,93 @@ void sgemm_avx2(int64_t, const float*, int64_t, const PackedB&, const float*, fl
 
 static int nr_for(Isa isa) { return isa == Isa::kAvx512 ? 32 : 16; }
 
-PackedB pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, Isa isa) {
+int64_t packed_floats(int64_t K, int64_t N, Isa isa) {
+    const int64_t nr = nr_for(isa);
+    int64_t n = std::max<int64_t>(1, (N + nr - 1) / nr * K * nr);
+    return (n + 15) / 16 * 16;
+}
+
+PackedB packed_view(int64_t K, int64_t N, Isa isa, float* dst) {
     PackedB p;
     p.K = K;
     p.N = N;
     p.NR = nr_for(isa);
-    int64_t panels = (N + p.NR - 1) / p.NR;
-    size_t bytes = size_t(std::max<int64_t>(1, panels * K * p.NR)) * sizeof(float);
-    bytes = (bytes + 63) / 64 * 64;
+    p.data = std::shared_ptr<float>(std::shared_ptr<float>(), dst);  // aliasing, owns nothing
+    return p;
+}
+
+void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into) {
+    const int64_t K = into.K, N = into.N, NR = into.NR;
+    float* d = into.data.get();
+    const int64_t panels = (N + NR - 1) / NR;
+    for (int64_t pn = 0; pn < panels; ++pn) {
+        const int64_t n0 = pn * NR, nv = std::min(NR, N - n0);
+        float* dp = d + pn * K * NR;
+        if (!trans_b) {
+            for (int64_t k = 0; k < K; ++k) {
+                const float* src = B + k * ldb + n0;
+                float* row = dp + k * NR;
+                for (int64_t j = 0; j < nv; ++j) row[j] = src[j];
+                for (int64_t j = nv; j < NR; ++j) row[j] = 0.0f;
+            }
+        } else {
+            for (int64_t k = 0; k < K; ++k)
+                for (int64_t j = nv; j < NR; ++j) dp[k * NR + j] = 0.0f;
+            for (int64_t j = 0; j < nv; ++j) {
+                const float* src = B + (n0 + j) * ldb;
+                for (int64_t k = 0; k < K; ++k) dp[k * NR + j] = src[k];
+            }
+        }
+    }
+}
+
+PackedB pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, Isa isa) {
+    size_t bytes = size_t(packed_floats(K, N, isa)) * sizeof(float);
+    float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
+    std::memset(d, 0, bytes);
+    PackedB p = packed_view(K, N, isa, d);
+    p.data = std::shared_ptr<float>(d, [](float* q) { std::free(q); });
+    pack_b_into(B, ldb, trans_b, p);
+    return p;
+}
+
+PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale) {
+    PackedGemv p;
+    p.K = K;
+    p.N = N;
+    p.ldb = std::max<int64_t>(16, (N + 15) / 16 * 16);
+    size_t bytes = size_t(std::max<int64_t>(1, K) * p.ldb) * sizeof(float);
     float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
     std::memset(d, 0, bytes);
     p.data = std::shared_ptr<float>(d, [](float* q) { std::free(q); });
-    for (int64_t pn = 0; pn < panels; ++pn)
-        for (int64_t k = 0; k < K; ++k)
-            for (int64_t j = 0; j < p.NR; ++j) {
-                int64_t n = pn * p.NR + j;
-                if (n < N) d[(pn * K + k) * p.NR + j] = trans_b ? B[n * ldb + k] : B[k * ldb + n];
-            }
+    for (int64_t k = 0; k < K; ++k)
+        for (int64_t n = 0; n < N; ++n) d[k * p.ldb + n] = scale * (trans_b ? B[n * ldb + k] : B[k * ldb + n]);
     return p;
+}
+
+// Columns in chunks of 64 accumulated on the stack, k outer so B is read row by row.
+void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
+    const int64_t K = B.K, N = B.N, ldb = B.ldb;
+    const float* b = B.data.get();
+    float acc[64];
+    for (int64_t n0 = 0; n0 < N; n0 += 64) {
+        const int64_t nb = std::min<int64_t>(64, N - n0);
+        for (int64_t j = 0; j < nb; ++j) acc[j] = bias ? bias[n0 + j] : 0.0f;
+        for (int64_t k = 0; k < K; ++k) {
+            const float av = a[k];
+            const float* br = b + k * ldb + n0;
+            for (int64_t j = 0; j < nb; ++j) acc[j] += av * br[j];
+        }
+        for (int64_t j = 0; j < nb; ++j) y[n0 + j] = act_scalar(act, acc[j]);
+    }
+}
+
+SgemvFn sgemv_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return sgemv_avx512;
+    if (isa == Isa::kAvx2) return sgemv_avx2;
+#endif
+    return sgemv_scalar;
 }
 
 static void sgemm_scalar(int64_t M, const float* A, int64_t lda, const PackedB& B, const float* bias, float* C,

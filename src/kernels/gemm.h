@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "kernels/activation.h"
 #include "kernels/cpu.h"
 
 namespace jiffy::kernels {
@@ -31,5 +32,27 @@ SgemmFn sgemm_for(Isa isa);
 // Plain triple loop over unpacked B (the oracle in tests).
 void sgemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb,
                      bool trans_b, const float* bias, float* C, int64_t ldc, Act act);
+
+// Packs B into `dst` (pack_b's layout: packed_floats(K, N, isa) floats, 64-byte aligned) without
+// allocating, e.g. a non-constant B into a kernel's scratch at run time. `into` must have been
+// made by packed_view(K, N, isa, dst).
+int64_t packed_floats(int64_t K, int64_t N, Isa isa);
+PackedB packed_view(int64_t K, int64_t N, Isa isa, float* dst);  // non-owning
+void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into);
+
+// ---- M = 1 (GEMV): y[N] = act(a[K] . B + bias). B is kept row-major K x ldb (ldb = N rounded
+// up to 16, zero-filled) so the kernel streams it once, front to back, with several independent
+// accumulators per column block; the full Activation is applied on the registers.
+struct PackedGemv {
+    int64_t K = 0, N = 0, ldb = 0;
+    std::shared_ptr<float> data;
+};
+// B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major; scaled by `scale`.
+PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale = 1.0f);
+using SgemvFn = void (*)(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act);
+SgemvFn sgemv_for(Isa isa);
+void sgemv_scalar(const float*, const PackedGemv&, const float*, float*, const Activation&);
+void sgemv_avx2(const float*, const PackedGemv&, const float*, float*, const Activation&);
+void sgemv_avx512(const float*, const PackedGemv&, const float*, float*, const Activation&);
 
 }  // namespace jiffy::kernels

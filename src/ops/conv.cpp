@@ -7,12 +7,22 @@
 // channels and kernel taps; every index range (valid rows per tap, valid x positions per kernel
 // column) is precomputed at prepare, so the innermost loop is a plain multiply-add over a
 // contiguous stretch of output x positions. 1x1 stride-1 unpadded convs are a GEMM-shaped loop.
+// That reference path serves float64, 3-D convs and odd grouped convs; float32 1-D/2-D convs
+// with group 1 (or >= 8 channels per group) run im2col + packed GEMM and depthwise convs a direct
+// vectorized kernel (src/kernels/conv.h).
+//
+// Fused epilogue (set by a graph pass): the internal attribute _fused_act (Relu, LeakyRelu, Clip,
+// HardSigmoid, HardSwish, Sigmoid, Tanh) with _fused_alpha / _fused_beta, and with
+// _fused_residual = 1 an input 3 of the output's shape added after the bias, before the
+// activation. Every Conv path applies it to each output tile while it is in cache.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
 #include "ops/util.h"
 
 namespace jiffy {
@@ -230,6 +240,52 @@ std::vector<XRange> build_xr(const Geom& g, bool transpose) {
 
 // ---------------------------------------------------------------- Conv
 
+// Reads the fused-epilogue attributes; *has_res reports the residual input 3.
+Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
+    using kernels::ConvAct;
+    const std::string act = ctx.attr_str("_fused_act", "");
+    float da = 0, db = 0;
+    if (act.empty()) e->act = ConvAct::kNone;
+    else if (act == "Relu") e->act = ConvAct::kRelu;
+    else if (act == "LeakyRelu") e->act = ConvAct::kLeakyRelu, da = 0.01f;
+    else if (act == "Clip")
+        e->act = ConvAct::kClip, da = -std::numeric_limits<float>::infinity(),
+        db = std::numeric_limits<float>::infinity();
+    else if (act == "HardSigmoid") e->act = ConvAct::kHardSigmoid, da = 0.2f, db = 0.5f;
+    else if (act == "HardSwish") e->act = ConvAct::kHardSwish;
+    else if (act == "Sigmoid") e->act = ConvAct::kSigmoid;
+    else if (act == "Tanh") e->act = ConvAct::kTanh;
+    else
+        return ctx.fail("_fused_act must be Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, ",
+                        "Sigmoid or Tanh, got '", act, "'");
+    e->alpha = ctx.attr_float("_fused_alpha", da);
+    e->beta = ctx.attr_float("_fused_beta", db);
+    *has_res = ctx.attr_int("_fused_residual", 0) != 0;
+    if (!*has_res && ctx.num_inputs() > 3)
+        return ctx.fail("has ", ctx.num_inputs(), " inputs; at most 3 without _fused_residual");
+    if (*has_res && ctx.num_inputs() != 4)
+        return ctx.fail("_fused_residual needs exactly 4 inputs, got ", ctx.num_inputs());
+    if (*has_res) JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 3, "_fused_add"));
+    return {};
+}
+
+template <typename T>
+inline T fused_act(T v, const kernels::ConvEpi& e) {
+    using kernels::ConvAct;
+    switch (e.act) {
+        case ConvAct::kNone: return v;
+        case ConvAct::kRelu: return v > T(0) ? v : T(0);
+        case ConvAct::kLeakyRelu: return v < T(0) ? v * T(e.alpha) : v;
+        case ConvAct::kClip: return std::min(std::max(v, T(e.alpha)), T(e.beta));
+        case ConvAct::kHardSigmoid:
+            return std::min(std::max(T(e.alpha) * v + T(e.beta), T(0)), T(1));
+        case ConvAct::kHardSwish: return v * std::min(std::max(v / T(6) + T(0.5), T(0)), T(1));
+        case ConvAct::kSigmoid: return T(1) / (T(1) + std::exp(-v));
+        case ConvAct::kTanh: return std::tanh(v);
+    }
+    return v;
+}
+
 struct ConvDims {
     int64_t N = 0, C = 0, M = 0, G = 1, Cg = 0, Mg = 0;
     int64_t in_plane = 0, out_plane = 0, ksize = 0, kw = 0;
@@ -253,8 +309,10 @@ public:
     typedef T V __attribute__((vector_size(16)));
     static constexpr int64_t kTile = 512;  // pointwise: positions per tile
 
-    ConvKernel(ConvDims d, Rows rows, std::vector<XRange> xr, bool pointwise)
-        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)), pointwise_(pointwise) {
+    ConvKernel(ConvDims d, Rows rows, std::vector<XRange> xr, bool pointwise,
+               kernels::ConvEpi epi = {}, bool has_res = false)
+        : d_(d), rows_(std::move(rows)), xr_(std::move(xr)), pointwise_(pointwise), epi_(epi),
+          has_res_(has_res) {
         L_ = 0;
         H_ = d_.row_len;
         for (const XRange& q : xr_) {
@@ -269,6 +327,19 @@ public:
         const T* W = static_cast<const T*>(in[1]);
         const T* B = d_.has_bias ? static_cast<const T*>(in[2]) : nullptr;
         T* Y = static_cast<T*>(out[0]);
+        const T* R = has_res_ ? static_cast<const T*>(in[3]) : nullptr;
+        const bool epi = has_res_ || epi_.act != kernels::ConvAct::kNone;
+        // Applies the fused epilogue to positions [yoff, yoff + len) of group g's channels.
+        auto finish = [&](int64_t n, int64_t g, int64_t yoff, int64_t len) {
+            for (int64_t m = g * d_.Mg; m < (g + 1) * d_.Mg; ++m) {
+                const int64_t o = (n * d_.M + m) * d_.out_plane + yoff;
+                T* y = Y + o;
+                if (R)
+                    for (int64_t i = 0; i < len; ++i) y[i] = fused_act<T>(y[i] + R[o + i], epi_);
+                else
+                    for (int64_t i = 0; i < len; ++i) y[i] = fused_act<T>(y[i], epi_);
+            }
+        };
         for (int64_t n = 0; n < d_.N; ++n)
             for (int64_t g = 0; g < d_.G; ++g) {
                 const T* xg = X + (n * d_.C + g * d_.Cg) * d_.in_plane;
@@ -279,12 +350,15 @@ public:
                         const int64_t len = std::min(kTile, d_.out_plane - t0);
                         const XRange q{0, len, 0};
                         blocks(xg, W, B, Y, n, g, t0, len, 0, 1, &tap, &t0, &q, 0, len);
+                        if (epi) finish(n, g, t0, len);
                     }
                 } else {
-                    for (int64_t r = 0; r < d_.rows; ++r)
+                    for (int64_t r = 0; r < d_.rows; ++r) {
                         blocks(xg, W, B, Y, n, g, r * d_.row_len, d_.row_len,
                                rows_.begin[size_t(r)], rows_.begin[size_t(r) + 1],
                                rows_.tap.data(), rows_.off.data(), xr_.data(), L_, H_);
+                        if (epi) finish(n, g, r * d_.row_len, d_.row_len);
+                    }
                 }
             }
         return {};
@@ -400,7 +474,58 @@ private:
     Rows rows_;
     std::vector<XRange> xr_;
     bool pointwise_;
+    kernels::ConvEpi epi_;
+    bool has_res_ = false;
     int64_t L_ = 0, H_ = 0;
+};
+
+// Float32 1-D/2-D Conv on the fast kernels: im2col + packed GEMM (ConvGemm) or, for depthwise
+// convs, the direct vectorized kernel. The ISA is chosen at prepare. NOT REENTRANT: the im2col
+// tile (and the packed weights when W is not constant) live in mutable scratch owned by the
+// kernel; a later change moves that scratch into the arena.
+class ConvFastKernel : public Kernel {
+public:
+    ConvFastKernel(const ConvDims& d, kernels::Isa isa, const kernels::Conv2DGeom& geo,
+                   bool depthwise, const float* w_const, kernels::ConvEpi epi, bool has_res)
+        : d_(d), isa_(isa), geo_(geo), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
+        if (depthwise_) return;
+        gemm_ = kernels::ConvGemm(isa, geo, d.G);
+        scratch_.resize(gemm_.scratch_floats());
+        wpacked_.resize(gemm_.packed_w_floats());
+        w_const_ = w_const != nullptr;
+        if (w_const_) gemm_.pack_w(w_const, wpacked_.data());
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        const float* W = static_cast<const float*>(in[1]);
+        const float* B = d_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
+        const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        float* Y = static_cast<float*>(out[0]);
+        const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
+        if (!depthwise_ && !w_const_) gemm_.pack_w(W, wpacked_.data());
+        for (int64_t n = 0; n < d_.N; ++n) {
+            const float* r = R ? R + n * out_img : nullptr;
+            if (depthwise_)
+                kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_);
+            else
+                gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
+                          epi_);
+        }
+        return {};
+    }
+
+private:
+    ConvDims d_;
+    kernels::Isa isa_;
+    kernels::Conv2DGeom geo_;
+    bool depthwise_;
+    kernels::ConvEpi epi_;
+    bool has_res_;
+    bool w_const_ = false;
+    kernels::ConvGemm gemm_;
+    mutable std::vector<float> scratch_;
+    mutable std::vector<float> wpacked_;
 };
 
 template <typename T>
@@ -451,6 +576,77 @@ private:
     ConvDims d_;
     Rows rows_;
     std::vector<XRange> xr_;
+};
+
+// Float32 1-D/2-D ConvTranspose with group 1 and constant W: a pointwise GEMM
+// col[(m, ky, kx), p] = sum_c W[c, m, ky, kx] . X[c, p] on the fast conv kernels, then col2im
+// (Y = bias, plus each col row scattered onto its output taps). NOT REENTRANT: the col buffer
+// and the GEMM's scratch are mutable members; a later change moves them into the arena.
+class ConvTransposeFastKernel : public Kernel {
+public:
+    ConvTransposeFastKernel(const ConvDims& d, const Geom& g, kernels::Isa isa, const float* W)
+        : d_(d), g_(g) {
+        kernels::Conv2DGeom pg;
+        pg.C = d.C;
+        pg.H = g.in[1];
+        pg.W = g.in[2];
+        pg.OH = g.in[1];
+        pg.OW = g.in[2];
+        pg.M = d.M * g.k[1] * g.k[2];
+        gemm_ = kernels::ConvGemm(isa, pg, 1);
+        const int64_t taps = g.k[1] * g.k[2], rows = pg.M;
+        std::vector<float> a(size_t(rows * d.C));  // A[(m, tap), c] = W[c, m, tap]
+        for (int64_t c = 0; c < d.C; ++c)
+            for (int64_t m = 0; m < d.M; ++m)
+                for (int64_t t = 0; t < taps; ++t)
+                    a[size_t((m * taps + t) * d.C + c)] = W[(c * d.M + m) * taps + t];
+        wpacked_.resize(gemm_.packed_w_floats());
+        gemm_.pack_w(a.data(), wpacked_.data());
+        scratch_.resize(gemm_.scratch_floats());
+        col_.resize(size_t(rows * d.in_plane));
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        const float* B = d_.has_bias ? static_cast<const float*>(in[2]) : nullptr;
+        float* Y = static_cast<float*>(out[0]);
+        const int64_t IH = g_.in[1], IW = g_.in[2], OH = g_.out[1], OW = g_.out[2];
+        const int64_t kh = g_.k[1], kw = g_.k[2], sh = g_.s[1], sw = g_.s[2];
+        const int64_t dh = g_.d[1], dw = g_.d[2], ph = g_.pb[1], pw = g_.pb[2];
+        const kernels::ConvEpi none{};
+        for (int64_t n = 0; n < d_.N; ++n) {
+            gemm_.run(X + n * d_.C * d_.in_plane, wpacked_.data(), nullptr, nullptr, col_.data(),
+                      scratch_.data(), none);
+            float* y = Y + n * d_.M * d_.out_plane;
+            for (int64_t m = 0; m < d_.M; ++m) {
+                float* ym = y + m * d_.out_plane;
+                const float b = B ? B[m] : 0.0f;
+                for (int64_t i = 0; i < d_.out_plane; ++i) ym[i] = b;
+                for (int64_t ky = 0; ky < kh; ++ky)
+                    for (int64_t kx = 0; kx < kw; ++kx) {
+                        const float* c = col_.data() + ((m * kh + ky) * kw + kx) * d_.in_plane;
+                        const int64_t off = kx * dw - pw;  // ox = ix * sw + off
+                        const int64_t lo = std::max<int64_t>(0, ceil_div(-off, sw));
+                        const int64_t hi = std::min<int64_t>(IW, floor_div(OW - 1 - off, sw) + 1);
+                        for (int64_t iy = 0; iy < IH; ++iy) {
+                            const int64_t oy = iy * sh - ph + ky * dh;
+                            if (oy < 0 || oy >= OH) continue;
+                            float* yr = ym + oy * OW + off;
+                            const float* cr = c + iy * IW;
+                            for (int64_t ix = lo; ix < hi; ++ix) yr[ix * sw] += cr[ix];
+                        }
+                    }
+            }
+        }
+        return {};
+    }
+
+private:
+    ConvDims d_;
+    Geom g_;
+    kernels::ConvGemm gemm_;
+    std::vector<float> wpacked_;
+    mutable std::vector<float> scratch_, col_;
 };
 
 // Common input checks for Conv / ConvTranspose: dtypes, ranks, kernel_shape.
@@ -505,6 +701,12 @@ Status prep_Conv(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, in_sp, kernel, false, &g));
     Shape out = {d.N, d.M};
     for (int i = 0; i < g.nd; ++i) out.push_back(g.out[size_t(3 - g.nd + i)]);
+    kernels::ConvEpi epi;
+    bool has_res = false;
+    JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
+    if (has_res && ctx.in_shape(3) != out)
+        return ctx.fail("_fused_add (input 3) must have the output's shape ", shape_str(out),
+                        ", got ", shape_str(ctx.in_shape(3)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
 
     d.in_plane = g.in_plane();
@@ -519,11 +721,37 @@ Status prep_Conv(OpContext& ctx) {
         if (g.k[size_t(i)] != 1 || g.s[size_t(i)] != 1 || g.pb[size_t(i)] != 0 ||
             g.pe[size_t(i)] != 0)
             pointwise = false;
+    if (ctx.in_dtype(0) == DType::kF32 && g.nd <= 2 && d.out_plane > 0 && d.N > 0) {
+        kernels::Conv2DGeom geo;
+        geo.H = g.in[1];
+        geo.W = g.in[2];
+        geo.OH = g.out[1];
+        geo.OW = g.out[2];
+        geo.kh = g.k[1];
+        geo.kw = g.k[2];
+        geo.sh = g.s[1];
+        geo.sw = g.s[2];
+        geo.dh = g.d[1];
+        geo.dw = g.d[2];
+        geo.ph = g.pb[1];
+        geo.pw = g.pb[2];
+        const bool depthwise = d.G > 1 && d.Cg == 1 && d.Mg == 1;
+        if (depthwise || d.G == 1 || d.Cg >= 8) {
+            geo.C = depthwise ? d.C : d.Cg;
+            geo.M = depthwise ? d.M : d.Mg;
+            const Tensor* wc = ctx.in_const(1);
+            ctx.set_kernel(std::make_unique<ConvFastKernel>(
+                d, kernels::active_isa(), geo, depthwise, wc ? wc->as<float>() : nullptr, epi,
+                has_res));
+            return {};
+        }
+    }
     Rows rows = pointwise ? Rows{} : build_rows(g, false);
     std::vector<XRange> xr = pointwise ? std::vector<XRange>{} : build_xr(g, false);
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<ConvKernel<T>>(d, std::move(rows), std::move(xr), pointwise));
+        ctx.set_kernel(std::make_unique<ConvKernel<T>>(d, std::move(rows), std::move(xr),
+                                                       pointwise, epi, has_res));
         return {};
     });
 }
@@ -605,6 +833,12 @@ Status prep_ConvTranspose(OpContext& ctx) {
     d.rows = g.in[0] * g.in[1];
     d.row_len = g.in[2];
     d.sx = g.s[2];
+    if (ctx.in_dtype(0) == DType::kF32 && g.nd <= 2 && d.G == 1 && ctx.in_const(1) &&
+        d.N > 0 && d.in_plane > 0) {
+        ctx.set_kernel(std::make_unique<ConvTransposeFastKernel>(d, g, kernels::active_isa(),
+                                                                 ctx.in_const(1)->as<float>()));
+        return {};
+    }
     Rows rows = build_rows(g, true);
     std::vector<XRange> xr = build_xr(g, true);
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
@@ -631,7 +865,17 @@ public:
     PoolKernel(int64_t planes, Geom g, std::array<PoolDim, 3> dims, bool count_include_pad,
                bool col_major, double p, bool indices)
         : planes_(planes), g_(g), dims_(std::move(dims)), include_pad_(count_include_pad),
-          col_major_(col_major), indices_(indices), p_(p) {}
+          col_major_(col_major), indices_(indices), p_(p) {
+        // Every window entirely inside the input (no padding reached, no dilation): the max
+        // pool needs no per-tap range or index bookkeeping.
+        full_ = !indices_;
+        for (int j = 0; j < 3; ++j) {
+            const PoolDim& D = dims_[size_t(j)];
+            if (D.d != 1) full_ = false;
+            for (size_t o = 0; o < D.k0.size(); ++o)
+                if (D.k0[o] != 0 || D.k1[o] != g_.k[size_t(j)]) full_ = false;
+        }
+    }
 
     Status run(const void* const* in, void* const* out) const override {
         const T* X = static_cast<const T*>(in[0]);
@@ -640,6 +884,33 @@ public:
         const int64_t inP = g_.in_plane(), outP = g_.out_plane();
         const int64_t in1 = g_.in[1], in2 = g_.in[2];
         const PoolDim &D0 = dims_[0], &D1 = dims_[1], &D2 = dims_[2];
+        if constexpr (K == PoolKind::kMax) {
+            if (full_) {
+                T lowest = std::numeric_limits<T>::lowest();
+                if constexpr (std::is_floating_point_v<T>) lowest = -std::numeric_limits<T>::infinity();
+                const int64_t k0n = g_.k[0], k1n = g_.k[1], k2n = g_.k[2];
+                for (int64_t p = 0; p < planes_; ++p) {
+                    const T* x = X + p * inP;
+                    T* y = Y + p * outP;
+                    for (int64_t o0 = 0; o0 < g_.out[0]; ++o0)
+                        for (int64_t o1 = 0; o1 < g_.out[1]; ++o1) {
+                            const int64_t s0 = D0.start[size_t(o0)], s1 = D1.start[size_t(o1)];
+                            for (int64_t o2 = 0; o2 < g_.out[2]; ++o2) {
+                                const int64_t s2 = D2.start[size_t(o2)];
+                                T best = lowest;
+                                for (int64_t k0 = 0; k0 < k0n; ++k0)
+                                    for (int64_t k1 = 0; k1 < k1n; ++k1) {
+                                        const T* row = x + ((s0 + k0) * in1 + s1 + k1) * in2 + s2;
+                                        for (int64_t k2 = 0; k2 < k2n; ++k2)
+                                            best = row[k2] > best ? row[k2] : best;
+                                    }
+                                *y++ = best;
+                            }
+                        }
+                }
+                return {};
+            }
+        }
         for (int64_t p = 0; p < planes_; ++p) {
             const T* x = X + p * inP;
             T* y = Y + p * outP;
@@ -711,6 +982,7 @@ private:
     Geom g_;
     std::array<PoolDim, 3> dims_;
     bool include_pad_, col_major_, indices_;
+    bool full_ = false;
     double p_;
 };
 

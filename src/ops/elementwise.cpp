@@ -3,6 +3,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/activation.h"
+#include "kernels/binary.h"
 #include "ops/util.h"
 
 namespace jiffy {
@@ -31,6 +33,30 @@ void make_unary(OpContext& ctx, F f) {
     ctx.set_kernel(std::make_unique<UnaryKernel<T, F>>(shape_numel(ctx.in_shape(0)), f));
 }
 
+// float32 activations (and Exp): the vectorized array function for the active ISA, chosen here.
+class ActKernel : public Kernel {
+public:
+    ActKernel(int64_t n, kernels::Activation a)
+        : n_(n), a_(a), fn_(kernels::act_apply_for(kernels::active_isa())) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(a_, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n_);
+        return {};
+    }
+
+private:
+    int64_t n_;
+    kernels::Activation a_;
+    kernels::ActApplyFn fn_;
+};
+
+// If input 0 is float32, declares the output and sets an ActKernel; returns true when it did.
+bool try_act_kernel(OpContext& ctx, kernels::ActKind kind, float alpha = 0, float beta = 0) {
+    if (!ctx.has_input(0) || ctx.in_dtype(0) != DType::kF32) return false;
+    if (!ctx.set_output(0, DType::kF32, ctx.in_shape(0)).ok()) return false;  // the generic path reports it
+    ctx.set_kernel(std::make_unique<ActKernel>(shape_numel(ctx.in_shape(0)), kernels::Activation{kind, alpha, beta}));
+    return true;
+}
+
 // Float-only unary op given as a generic lambda over the element type.
 template <typename MakeF>
 Status float_unary(OpContext& ctx, MakeF make) {
@@ -51,12 +77,12 @@ Status float_unary(OpContext& ctx, MakeF make) {
         });                                                                               \
     }
 
-FLOAT_UNARY(Exp, std::exp(x))
+FLOAT_UNARY(ExpRef, std::exp(x))
 FLOAT_UNARY(Log, std::log(x))
 FLOAT_UNARY(Sqrt, std::sqrt(x))
 FLOAT_UNARY(Reciprocal, T(1) / x)
-FLOAT_UNARY(Sigmoid, x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
-FLOAT_UNARY(Tanh, std::tanh(x))
+FLOAT_UNARY(SigmoidRef, x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
+FLOAT_UNARY(TanhRef, std::tanh(x))
 FLOAT_UNARY(Erf, std::erf(x))
 FLOAT_UNARY(Floor, std::floor(x))
 FLOAT_UNARY(Ceil, std::ceil(x))
@@ -74,9 +100,22 @@ FLOAT_UNARY(Cosh, std::cosh(x))
 FLOAT_UNARY(Asinh, std::asinh(x))
 FLOAT_UNARY(Acosh, std::acosh(x))
 FLOAT_UNARY(Atanh, std::atanh(x))
-FLOAT_UNARY(HardSwish, x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5))))
+FLOAT_UNARY(HardSwishRef, x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5))))
 FLOAT_UNARY(Mish, x * std::tanh(x > T(20) ? x : std::log1p(std::exp(x))))
 #undef FLOAT_UNARY
+
+Status prep_Exp(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kExp) ? Status{} : prep_ExpRef(ctx);
+}
+Status prep_Sigmoid(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kSigmoid) ? Status{} : prep_SigmoidRef(ctx);
+}
+Status prep_Tanh(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kTanh) ? Status{} : prep_TanhRef(ctx);
+}
+Status prep_HardSwish(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kHardSwish) ? Status{} : prep_HardSwishRef(ctx);
+}
 
 // Unary ops over every signed numeric type.
 template <typename MakeF>
@@ -94,6 +133,7 @@ Status numeric_unary(OpContext& ctx, MakeF make, bool allow_unsigned = true) {
 }
 
 Status prep_Relu(OpContext& ctx) {
+    if (try_act_kernel(ctx, kernels::ActKind::kRelu)) return {};
     return numeric_unary(ctx, [](auto z) {
         using T = decltype(z);
         return [](T x) -> T { return x > T(0) ? x : T(0); };
@@ -124,6 +164,7 @@ Status prep_Sign(OpContext& ctx) {
 // Activations with float attributes.
 Status prep_LeakyRelu(OpContext& ctx) {
     float a = ctx.attr_float("alpha", 0.01f);
+    if (try_act_kernel(ctx, kernels::ActKind::kLeakyRelu, a)) return {};
     return float_unary(ctx, [a](auto z) {
         using T = decltype(z);
         return [a](T x) -> T { return x >= T(0) ? x : T(a) * x; };
@@ -162,6 +203,7 @@ Status prep_ThresholdedRelu(OpContext& ctx) {
 }
 Status prep_HardSigmoid(OpContext& ctx) {
     float a = ctx.attr_float("alpha", 0.2f), b = ctx.attr_float("beta", 0.5f);
+    if (try_act_kernel(ctx, kernels::ActKind::kHardSigmoid, a, b)) return {};
     return float_unary(ctx, [a, b](auto z) {
         using T = decltype(z);
         return [a, b](T x) -> T { return std::max(T(0), std::min(T(1), T(a) * x + T(b))); };
@@ -285,6 +327,70 @@ Status legacy_b_shape(const OpContext& ctx, Shape* b) {
     return {};
 }
 
+// float32 Add/Sub/Mul/Div/Max/Min. At prepare the broadcast is collapsed (size-1 dims dropped,
+// neighbours merged where both operands stay contiguous) into outer dims x one inner row, whose
+// loop is vector-vector, vector-scalar or scalar-vector (a same-shape op is one row; a scalar
+// operand or a per-channel [C,1,1] one gives vector-scalar rows).
+class BinaryF32Kernel : public Kernel {
+public:
+    BinaryF32Kernel(kernels::BinOp op, const Shape& out, const Shape& sa, const Shape& sb)
+        : rows_(kernels::binary_rows_for(kernels::active_isa(), op)) {
+        for (size_t d = 0; d < out.size(); ++d) {
+            if (out[d] == 1) continue;
+            if (!dims_.empty() && sa_.back() == sa[d] * out[d] && sb_.back() == sb[d] * out[d]) {
+                dims_.back() *= out[d];
+                sa_.back() = sa[d];
+                sb_.back() = sb[d];
+            } else {
+                dims_.push_back(out[d]);
+                sa_.push_back(sa[d]);
+                sb_.push_back(sb[d]);
+            }
+        }
+        if (dims_.empty()) {  // one element
+            inner_ = 1;
+            mode_ = kVV;
+        } else {
+            inner_ = dims_.back();
+            mode_ = sa_.back() && sb_.back() ? kVV : (sa_.back() ? kVS : kSV);
+            dims_.pop_back();
+            sa_.pop_back();
+            sb_.pop_back();
+        }
+        outer_ = shape_numel(dims_);
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        const float* a = static_cast<const float*>(in[0]);
+        const float* b = static_cast<const float*>(in[1]);
+        float* y = static_cast<float*>(out[0]);
+        if (dims_.empty()) {
+            row(a, b, y);
+        } else if (dims_.size() == 1) {
+            const int64_t ra = sa_[0], rb = sb_[0];
+            for (int64_t r = 0; r < outer_; ++r) row(a + r * ra, b + r * rb, y + r * inner_);
+        } else {
+            for_each_broadcast2(dims_, sa_, sb_, [&](int64_t i, int64_t ia, int64_t ib) {
+                row(a + ia, b + ib, y + i * inner_);
+            });
+        }
+        return {};
+    }
+
+private:
+    enum Mode { kVV, kVS, kSV };
+    void row(const float* a, const float* b, float* y) const {
+        switch (mode_) {
+            case kVV: rows_.vv(a, b, y, inner_); break;
+            case kVS: rows_.vs(a, *b, y, inner_); break;
+            case kSV: rows_.sv(*a, b, y, inner_); break;
+        }
+    }
+    kernels::BinaryRows rows_;
+    Shape dims_, sa_, sb_;  // collapsed outer dims and the operands' strides on them
+    int64_t inner_ = 1, outer_ = 1;
+    Mode mode_ = kVV;
+};
+
 template <typename T, typename R, typename F>
 Status make_binary(OpContext& ctx, DType out_dtype, F f) {
     Shape out, bshape;
@@ -295,6 +401,20 @@ Status make_binary(OpContext& ctx, DType out_dtype, F f) {
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, out_dtype, out));
     Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(bshape, out);
     ctx.set_kernel(std::make_unique<BinaryKernel<T, R, F>>(out, sa, sb, f));
+    return {};
+}
+
+// The float32 fast path of Add/Sub/Mul/Div (and 2-input Max/Min): same validation as make_binary.
+Status make_binary_f32(OpContext& ctx, kernels::BinOp op) {
+    Shape out, bshape;
+    JIFFY_RETURN_IF_ERROR(legacy_b_shape(ctx, &bshape));
+    if (!broadcast_shapes(ctx.in_shape(0), bshape, &out))
+        return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), " and ",
+                        shape_str(ctx.in_shape(1)));
+    if (out.size() > size_t(kMaxRank)) return ctx.fail("rank ", out.size(), " is too large");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
+    Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(bshape, out);
+    ctx.set_kernel(std::make_unique<BinaryF32Kernel>(op, out, sa, sb));
     return {};
 }
 
@@ -327,6 +447,12 @@ Status prep_arith(OpContext& ctx) {
     DType t = ctx.in_dtype(0);
     if (!dtype_is_float(t) && !dtype_is_int(t))
         return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
+    if (t == DType::kF32) {
+        if constexpr (A == Arith::kAdd) return make_binary_f32(ctx, kernels::BinOp::kAdd);
+        if constexpr (A == Arith::kSub) return make_binary_f32(ctx, kernels::BinOp::kSub);
+        if constexpr (A == Arith::kMul) return make_binary_f32(ctx, kernels::BinOp::kMul);
+        if constexpr (A == Arith::kDiv) return make_binary_f32(ctx, kernels::BinOp::kDiv);
+    }
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         if constexpr (A == Arith::kAdd) return make_binary<T, T>(ctx, t, [](T a, T b) { return T(a + b); });
@@ -390,6 +516,20 @@ private:
     Shape out_, sa_, sb_;
 };
 
+class SquareF32Kernel : public Kernel {
+public:
+    explicit SquareF32Kernel(int64_t n) : n_(n) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const float* __restrict x = static_cast<const float*>(in[0]);
+        float* __restrict y = static_cast<float*>(out[0]);
+        for (int64_t i = 0; i < n_; ++i) y[i] = x[i] * x[i];
+        return {};
+    }
+
+private:
+    int64_t n_;
+};
+
 Status prep_Pow(OpContext& ctx) {
     if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs two inputs");
     Shape out;
@@ -397,6 +537,13 @@ Status prep_Pow(OpContext& ctx) {
         return ctx.fail("cannot broadcast shapes ", shape_str(ctx.in_shape(0)), " and ",
                         shape_str(ctx.in_shape(1)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    // float32 base, constant scalar exponent 2 (squares in spectrograms and norms): x * x, which
+    // is exactly what pow rounds to.
+    if (ctx.in_dtype(0) == DType::kF32 && out == ctx.in_shape(0) && ctx.in_const(1) &&
+        ctx.in_const(1)->numel() == 1 && ctx.in_const(1)->get_f64(0) == 2.0) {
+        ctx.set_kernel(std::make_unique<SquareF32Kernel>(shape_numel(out)));
+        return {};
+    }
     Shape sa = broadcast_strides(ctx.in_shape(0), out), sb = broadcast_strides(ctx.in_shape(1), out);
     return visit_numeric(ctx.in_dtype(0), [&](auto tb) -> Status {
         using TB = typename decltype(tb)::type;
@@ -521,6 +668,18 @@ private:
 template <int K>
 Status prep_variadic(OpContext& ctx) {
     if (ctx.num_inputs() < 1) return ctx.fail("needs at least one input");
+    // Two float32 inputs (Max(x, c), Sum(a, b), ...): the binary fast path.
+    if (K != 1 && ctx.num_inputs() == 2 && ctx.has_input(0) && ctx.has_input(1) &&
+        ctx.in_dtype(0) == DType::kF32 && ctx.in_dtype(1) == DType::kF32) {
+        const kernels::BinOp op = K == 0 ? kernels::BinOp::kAdd : (K == 2 ? kernels::BinOp::kMax : kernels::BinOp::kMin);
+        Shape out;
+        if (!broadcast_shapes(ctx.in_shape(0), ctx.in_shape(1), &out))
+            return ctx.fail("cannot broadcast input 1 of shape ", shape_str(ctx.in_shape(1)));
+        JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
+        ctx.set_kernel(std::make_unique<BinaryF32Kernel>(op, out, broadcast_strides(ctx.in_shape(0), out),
+                                                         broadcast_strides(ctx.in_shape(1), out)));
+        return {};
+    }
     Shape out = ctx.in_shape(0);
     for (int i = 0; i < ctx.num_inputs(); ++i) {
         if (!ctx.has_input(i)) return ctx.fail("input ", i, " is missing");
@@ -586,15 +745,16 @@ Status prep_Where(OpContext& ctx) {
 template <typename T>
 class ClipKernel : public Kernel {
 public:
-    ClipKernel(int64_t n, bool has_lo, bool has_hi, T lo, T hi)
-        : n_(n), has_lo_(has_lo), has_hi_(has_hi), lo_(lo), hi_(hi) {}
+    ClipKernel(int64_t n, bool has_lo, bool has_hi, T lo, T hi, int num_in)
+        : n_(n), has_lo_(has_lo), has_hi_(has_hi), lo_(lo), hi_(hi), num_in_(num_in) {}
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
         T* y = static_cast<T*>(out[0]);
         T lo = lo_, hi = hi_;
         bool has_lo = has_lo_, has_hi = has_hi_;
-        if (in[1]) { lo = *static_cast<const T*>(in[1]); has_lo = true; }
-        if (in[2]) { hi = *static_cast<const T*>(in[2]); has_hi = true; }
+        // in[] has exactly num_in_ entries (an opset < 11 Clip has one).
+        if (num_in_ > 1 && in[1]) { lo = *static_cast<const T*>(in[1]); has_lo = true; }
+        if (num_in_ > 2 && in[2]) { hi = *static_cast<const T*>(in[2]); has_hi = true; }
         for (int64_t i = 0; i < n_; ++i) {
             T v = x[i];
             if (has_lo && v < lo) v = lo;
@@ -608,6 +768,29 @@ private:
     int64_t n_;
     bool has_lo_, has_hi_;
     T lo_, hi_;
+    int num_in_;
+};
+
+// float32 Clip: the vectorized activation; bounds from the inputs when present (read at run), else
+// the attributes, else -inf / +inf (which clamp nothing, as "absent").
+class ClipF32Kernel : public Kernel {
+public:
+    // num_in: the node's input count (in[] has exactly that many entries).
+    ClipF32Kernel(int64_t n, float lo, float hi, int num_in)
+        : n_(n), lo_(lo), hi_(hi), num_in_(num_in), fn_(kernels::act_apply_for(kernels::active_isa())) {}
+    Status run(const void* const* in, void* const* out) const override {
+        kernels::Activation a{kernels::ActKind::kClip, lo_, hi_};
+        if (num_in_ > 1 && in[1]) a.alpha = *static_cast<const float*>(in[1]);
+        if (num_in_ > 2 && in[2]) a.beta = *static_cast<const float*>(in[2]);
+        fn_(a, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n_);
+        return {};
+    }
+
+private:
+    int64_t n_;
+    float lo_, hi_;
+    int num_in_;
+    kernels::ActApplyFn fn_;
 };
 
 Status prep_Clip(OpContext& ctx) {
@@ -619,10 +802,15 @@ Status prep_Clip(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, ctx.in_shape(0)));
     bool has_lo = ctx.has_attr("min"), has_hi = ctx.has_attr("max");
     double lo = ctx.attr_float("min", 0), hi = ctx.attr_float("max", 0);
+    if (t == DType::kF32) {
+        ctx.set_kernel(std::make_unique<ClipF32Kernel>(shape_numel(ctx.in_shape(0)), has_lo ? float(lo) : -INFINITY,
+                                                       has_hi ? float(hi) : INFINITY, ctx.num_inputs()));
+        return {};
+    }
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<ClipKernel<T>>(shape_numel(ctx.in_shape(0)), has_lo, has_hi,
-                                                       T(lo), T(hi)));
+                                                       T(lo), T(hi), ctx.num_inputs()));
         return {};
     });
 }

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/activation.h"
+#include "kernels/gemm.h"
 #include "ops/util.h"
 
 namespace jiffy {
@@ -82,22 +84,151 @@ Status matmul_geometry(const OpContext& ctx, const Shape& a, const Shape& b, Mat
     return {};
 }
 
+// ---------------------------------------------------------------- fused epilogue
+// A graph pass may fuse a following activation into Gemm / MatMul: `_fused_act` (ONNX op name),
+// `_fused_alpha`, `_fused_beta`; and a following Add of a constant [N] vector into MatMul as a 3rd
+// input with `_fused_bias` = 1. Absent attributes: plain Gemm / MatMul.
+Status fused_activation(const OpContext& ctx, kernels::Activation* act) {
+    *act = kernels::Activation{};
+    const Attr* at = ctx.attr("_fused_act");
+    if (!at) return {};
+    const std::string name = ctx.attr_str("_fused_act", "");
+    const float alpha = ctx.has_attr("_fused_alpha") ? ctx.attr_float("_fused_alpha", 0.0f) : NAN;
+    const float beta = ctx.has_attr("_fused_beta") ? ctx.attr_float("_fused_beta", 0.0f) : NAN;
+    if (!kernels::parse_activation(name, alpha, beta, act))
+        return ctx.fail("unknown fused activation _fused_act='", name, "'");
+    return {};
+}
+
+// y[rows x N] = act(y + bias[N]) in place (reference paths; bias may be null).
+template <typename T>
+void bias_act_rows(T* y, int64_t rows, int64_t N, const T* bias, const kernels::Activation& act) {
+    if (!bias && act.kind == kernels::ActKind::kNone) return;
+    for (int64_t i = 0; i < rows; ++i) {
+        T* yr = y + i * N;
+        if (bias)
+            for (int64_t j = 0; j < N; ++j) yr[j] = T(yr[j] + bias[j]);
+        if (act.kind != kernels::ActKind::kNone)
+            for (int64_t j = 0; j < N; ++j) yr[j] = kernels::act_scalar_t<T>(act, yr[j]);
+    }
+}
+
 template <typename T>
 class MatMulKernel : public Kernel {
 public:
-    explicit MatMulKernel(MatMulGeom g) : g_(std::move(g)) {}
+    MatMulKernel(MatMulGeom g, bool has_bias, kernels::Activation act)
+        : g_(std::move(g)), has_bias_(has_bias), act_(act) {}
     Status run(const void* const* in, void* const* out) const override {
         const T* a = static_cast<const T*>(in[0]);
         const T* b = static_cast<const T*>(in[1]);
+        const T* bias = has_bias_ ? static_cast<const T*>(in[2]) : nullptr;
         T* y = static_cast<T*>(out[0]);
         const int64_t ymat = g_.M * g_.N;
         for (size_t i = 0; i < g_.a_off.size(); ++i)
             matmul_block(a + g_.a_off[i], b + g_.b_off[i], y + int64_t(i) * ymat, g_.M, g_.K, g_.N);
+        bias_act_rows(y, int64_t(g_.a_off.size()) * g_.M, g_.N, bias, act_);
         return {};
     }
 
 private:
     MatMulGeom g_;
+    bool has_bias_;
+    kernels::Activation act_;
+};
+
+// float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
+// matrix; batches that share B and have contiguous A rows run as one tall GEMM, M = 1 as a GEMV).
+// B not constant: packed per run into a scratch buffer sized here (mutable state: this kernel is
+// not reentrant; a later change moves scratch into the arena).
+class MatMulF32Kernel : public Kernel {
+public:
+    MatMulF32Kernel(const MatMulGeom& g, const float* bconst, bool has_bias, kernels::Activation act)
+        : g_(g), has_bias_(has_bias), act_(act) {
+        const kernels::Isa isa = kernels::active_isa();
+        const int64_t M = g.M, K = g.K, N = g.N, nb = int64_t(g.a_off.size());
+        gemm_ = kernels::sgemm_for(isa);
+        // The microkernel fuses ReLU itself; other activations run over the finished rows.
+        gemm_act_ = act.kind == kernels::ActKind::kRelu ? kernels::Act::kRelu : kernels::Act::kNone;
+        post_act_ = act.kind != kernels::ActKind::kNone && act.kind != kernels::ActKind::kRelu;
+        act_fn_ = kernels::act_apply_for(isa);
+        bool shared_b = true, contiguous_a = true;
+        for (int64_t i = 0; i < nb; ++i) {
+            shared_b = shared_b && g.b_off[size_t(i)] == g.b_off[0];
+            contiguous_a = contiguous_a && g.a_off[size_t(i)] == i * M * K;
+        }
+        tall_ = shared_b && contiguous_a;
+        if (bconst) {
+            if (tall_ && nb * M == 1) {
+                gemv_ = kernels::pack_b_gemv(bconst + g.b_off[0], K, N, N, false);
+                gemv_fn_ = kernels::sgemv_for(isa);
+            } else {
+                // One packed matrix per distinct B batch offset.
+                for (int64_t i = 0; i < nb; ++i) {
+                    int64_t idx = -1;
+                    for (size_t j = 0; j < b_keys_.size(); ++j)
+                        if (b_keys_[j] == g.b_off[size_t(i)]) idx = int64_t(j);
+                    if (idx < 0) {
+                        idx = int64_t(b_keys_.size());
+                        b_keys_.push_back(g.b_off[size_t(i)]);
+                        packed_.push_back(kernels::pack_b(bconst + g.b_off[size_t(i)], K, N, N, false, isa));
+                    }
+                    b_index_.push_back(idx);
+                }
+            }
+        } else {
+            scratch_.assign(size_t(kernels::packed_floats(K, N, isa)) + 16, 0.0f);
+            float* p = scratch_.data();
+            p += (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16;  // 64-byte align
+            view_ = kernels::packed_view(K, N, isa, p);
+        }
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* a = static_cast<const float*>(in[0]);
+        const float* b = static_cast<const float*>(in[1]);
+        const float* bias = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
+        float* y = static_cast<float*>(out[0]);
+        const int64_t M = g_.M, K = g_.K, N = g_.N, nb = int64_t(g_.a_off.size());
+        if (gemv_.data) {
+            gemv_fn_(a, gemv_, bias, y, act_);
+            return {};
+        }
+        if (!packed_.empty()) {
+            if (tall_) {
+                gemm_(nb * M, a, K, packed_[0], bias, y, N, gemm_act_);
+            } else {
+                for (int64_t i = 0; i < nb; ++i)
+                    gemm_(M, a + g_.a_off[size_t(i)], K, packed_[size_t(b_index_[size_t(i)])], bias, y + i * M * N, N,
+                          gemm_act_);
+            }
+        } else {
+            int64_t last = -1;
+            for (int64_t i = 0; i < nb; ++i) {
+                if (g_.b_off[size_t(i)] != last) {
+                    last = g_.b_off[size_t(i)];
+                    kernels::pack_b_into(b + last, N, false, view_);
+                }
+                gemm_(M, a + g_.a_off[size_t(i)], K, view_, bias, y + i * M * N, N, gemm_act_);
+            }
+        }
+        if (post_act_) act_fn_(act_, y, y, nb * M * N);
+        return {};
+    }
+
+private:
+    MatMulGeom g_;
+    bool has_bias_;
+    kernels::Activation act_;
+    kernels::SgemmFn gemm_ = nullptr;
+    kernels::Act gemm_act_ = kernels::Act::kNone;
+    bool post_act_ = false, tall_ = false;
+    kernels::ActApplyFn act_fn_ = nullptr;
+    kernels::PackedGemv gemv_;
+    kernels::SgemvFn gemv_fn_ = nullptr;
+    std::vector<kernels::PackedB> packed_;
+    std::vector<int64_t> b_keys_, b_index_;
+    mutable std::vector<float> scratch_;  // non-constant B, packed per run (not reentrant)
+    kernels::PackedB view_;
 };
 
 Status prep_MatMul(OpContext& ctx) {
@@ -109,10 +240,27 @@ Status prep_MatMul(OpContext& ctx) {
         return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
     MatMulGeom g;
     JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ctx.in_shape(0), ctx.in_shape(1), &g));
+    kernels::Activation act;
+    JIFFY_RETURN_IF_ERROR(fused_activation(ctx, &act));
+    const bool has_bias = ctx.attr_int("_fused_bias", 0) != 0;
+    if (ctx.num_inputs() > (has_bias ? 3 : 2))
+        return ctx.fail("takes 2 inputs (3 with _fused_bias=1), got ", ctx.num_inputs());
+    if (has_bias) {
+        if (!ctx.has_input(2) || ctx.in_dtype(2) != t || shape_numel(ctx.in_shape(2)) != g.N)
+            return ctx.fail("_fused_bias=1 needs a 3rd input of ", g.N, " ", dtype_name(t), " values, got ",
+                            ctx.has_input(2) ? shape_str(ctx.in_shape(2)) : std::string("none"));
+    }
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, g.out));
+    const Tensor* bc = ctx.in_const(1);
+    // float32: the packed SGEMM when B is constant or the product is tall enough to repay
+    // packing B per run.
+    if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4)) {
+        ctx.set_kernel(std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act));
+        return {};
+    }
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<MatMulKernel<T>>(std::move(g)));
+        ctx.set_kernel(std::make_unique<MatMulKernel<T>>(std::move(g), has_bias, act));
         return {};
     });
 }
@@ -123,9 +271,9 @@ template <typename T>
 class GemmKernel : public Kernel {
 public:
     GemmKernel(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, float beta, bool has_c,
-               int64_t c_rs, int64_t c_cs, std::vector<T> packed_b)
+               int64_t c_rs, int64_t c_cs, std::vector<T> packed_b, kernels::Activation act)
         : M_(M), K_(K), N_(N), ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), has_c_(has_c),
-          c_rs_(c_rs), c_cs_(c_cs), packed_b_(std::move(packed_b)) {}
+          c_rs_(c_rs), c_cs_(c_cs), packed_b_(std::move(packed_b)), act_(act) {}
 
     Status run(const void* const* in, void* const* out) const override {
         const T* a = static_cast<const T*>(in[0]);
@@ -180,6 +328,7 @@ public:
                     }
                 }
         }
+        bias_act_rows<T>(y, M, N, nullptr, act_);
         return {};
     }
 
@@ -190,6 +339,91 @@ private:
     bool has_c_;
     int64_t c_rs_, c_cs_;
     std::vector<T> packed_b_;  // constant B transposed to K x N (when transB)
+    kernels::Activation act_;
+};
+
+// float32 Gemm with a constant B: alpha folded into B, packed once (GEMV layout when M = 1).
+// C: a per-column vector ([N], [1, N]) or a scalar goes into the bias argument (pre-scaled by
+// beta when constant; a non-constant per-column C with beta = 1 is passed through); any other C
+// is added as beta * C after the product. transA copies A into a scratch buffer at run (mutable:
+// this kernel is not reentrant; a later change moves scratch into the arena).
+class GemmF32Kernel : public Kernel {
+public:
+    enum CMode { kNoC, kConstBias, kInputBias, kGeneralC };
+    GemmF32Kernel(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, float beta, const float* bconst,
+                  CMode cmode, std::vector<float> bias, int64_t c_rs, int64_t c_cs, kernels::Activation act)
+        : M_(M), K_(K), N_(N), ta_(ta && M > 1), beta_(beta), cmode_(cmode), bias_(std::move(bias)), c_rs_(c_rs),
+          c_cs_(c_cs), act_(act) {
+        const kernels::Isa isa = kernels::active_isa();
+        if (M == 1) {
+            gemv_ = kernels::pack_b_gemv(bconst, K, N, tb ? K : N, tb, alpha);
+            gemv_fn_ = kernels::sgemv_for(isa);
+            if (cmode_ == kGeneralC) gemv_act_ = kernels::Activation{};
+        } else {
+            if (alpha != 1.0f) {
+                std::vector<float> scaled(bconst, bconst + K * N);
+                for (float& v : scaled) v *= alpha;
+                packed_ = kernels::pack_b(scaled.data(), K, N, tb ? K : N, tb, isa);
+            } else {
+                packed_ = kernels::pack_b(bconst, K, N, tb ? K : N, tb, isa);
+            }
+            gemm_ = kernels::sgemm_for(isa);
+            if (ta_) a_scratch_.assign(size_t(M * K), 0.0f);
+        }
+        const bool plain = cmode_ != kGeneralC;
+        gemm_act_ = plain && act.kind == kernels::ActKind::kRelu ? kernels::Act::kRelu : kernels::Act::kNone;
+        post_act_ = act.kind != kernels::ActKind::kNone && (!plain || act.kind != kernels::ActKind::kRelu);
+        if (M == 1 && plain) post_act_ = false, gemv_act_ = act;  // the GEMV applies it on registers
+        act_fn_ = kernels::act_apply_for(isa);
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* a = static_cast<const float*>(in[0]);
+        const float* c = cmode_ == kInputBias || cmode_ == kGeneralC ? static_cast<const float*>(in[2]) : nullptr;
+        float* y = static_cast<float*>(out[0]);
+        const int64_t M = M_, K = K_, N = N_;
+        const float* bias = cmode_ == kConstBias ? bias_.data() : (cmode_ == kInputBias ? c : nullptr);
+        if (gemv_.data) {
+            gemv_fn_(a, gemv_, bias, y, gemv_act_);
+        } else {
+            if (ta_) {  // A is K x M
+                float* at = a_scratch_.data();
+                for (int64_t k = 0; k < K; ++k)
+                    for (int64_t i = 0; i < M; ++i) at[i * K + k] = a[k * M + i];
+                a = at;
+            }
+            gemm_(M, a, K, packed_, bias, y, N, gemm_act_);
+        }
+        if (cmode_ == kGeneralC) {
+            for (int64_t i = 0; i < M; ++i) {
+                float* yr = y + i * N;
+                const float* cr = c + i * c_rs_;
+                if (c_cs_)
+                    for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[j];
+                else
+                    for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[0];
+            }
+        }
+        if (post_act_) act_fn_(act_, y, y, M * N);
+        return {};
+    }
+
+private:
+    int64_t M_, K_, N_;
+    bool ta_;
+    float beta_;
+    CMode cmode_;
+    std::vector<float> bias_;
+    int64_t c_rs_, c_cs_;
+    kernels::Activation act_, gemv_act_;
+    kernels::PackedGemv gemv_;
+    kernels::SgemvFn gemv_fn_ = nullptr;
+    kernels::PackedB packed_;
+    kernels::SgemmFn gemm_ = nullptr;
+    kernels::Act gemm_act_ = kernels::Act::kNone;
+    bool post_act_ = false;
+    kernels::ActApplyFn act_fn_ = nullptr;
+    mutable std::vector<float> a_scratch_;  // transA: A transposed at run (not reentrant)
 };
 
 Status prep_Gemm(OpContext& ctx) {
@@ -226,8 +460,31 @@ Status prep_Gemm(OpContext& ctx) {
         if (c.size() == 2 && c[0] != 1) c_rs = c[1];
         if (!c.empty() && c.back() != 1) c_cs = 1;
     }
+    kernels::Activation act;
+    JIFFY_RETURN_IF_ERROR(fused_activation(ctx, &act));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, {M, N}));
     const Tensor* bc = ctx.in_const(1);
+    if (t == DType::kF32 && bc && M > 0 && N > 0 && K > 0) {
+        GemmF32Kernel::CMode mode = GemmF32Kernel::kNoC;
+        std::vector<float> bias;
+        const Tensor* cc = has_c ? ctx.in_const(2) : nullptr;
+        if (has_c && beta != 0.0f) {
+            mode = GemmF32Kernel::kGeneralC;
+            if (c_rs == 0) {  // one row of C broadcast over M: a bias vector
+                if (cc) {
+                    mode = GemmF32Kernel::kConstBias;
+                    const float* cv = cc->as<float>();
+                    bias.resize(size_t(N));
+                    for (int64_t j = 0; j < N; ++j) bias[size_t(j)] = beta * cv[c_cs ? j : 0];
+                } else if (c_cs == 1 && beta == 1.0f) {
+                    mode = GemmF32Kernel::kInputBias;
+                }
+            }
+        }
+        ctx.set_kernel(std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
+                                                       std::move(bias), c_rs, c_cs, act));
+        return {};
+    }
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         std::vector<T> packed;
@@ -238,7 +495,7 @@ Status prep_Gemm(OpContext& ctx) {
                 for (int64_t k = 0; k < K; ++k) packed[size_t(k * N + n)] = src[n * K + k];
         }
         ctx.set_kernel(std::make_unique<GemmKernel<T>>(M, K, N, ta, tb, alpha, beta, has_c, c_rs, c_cs,
-                                                       std::move(packed)));
+                                                       std::move(packed), act));
         return {};
     });
 }

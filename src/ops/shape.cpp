@@ -591,7 +591,10 @@ Status prep_Slice(OpContext& ctx) {
         if (s < 0) s += dim;  // no overflow: dim >= 0
         if (e < 0) e += dim;
         int64_t len;  // ceil(distance / |step|), written so that no step value can overflow
-        if (st > 0) {
+        if (dim == 0) {
+            s = 0;
+            len = 0;
+        } else if (st > 0) {
             s = std::clamp<int64_t>(s, 0, dim);
             e = std::clamp<int64_t>(e, 0, dim);
             len = e > s ? int64_t(uint64_t(e - s - 1) / uint64_t(st)) + 1 : 0;
@@ -733,6 +736,8 @@ Status prep_Pad(OpContext& ctx) {
     }
     Shape out(static_cast<size_t>(r));
     for (size_t d = 0; d < size_t(r); ++d) {
+        if (before[d] < -in[d] || after[d] < -in[d])
+            return ctx.fail("pads ", shape_str(pads), " remove more than the ", in[d], " elements of axis ", d);
         if (__builtin_add_overflow(in[d], before[d], &out[d]) || __builtin_add_overflow(out[d], after[d], &out[d]))
             return ctx.fail("pads ", shape_str(pads), " overflow axis ", d);
         if (out[d] < 0)

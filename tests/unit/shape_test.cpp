@@ -605,7 +605,7 @@ TEST(ShapeOps, OldOpsetVariants) {
 
 TEST(ShapeOps, HugeSizesFailCleanly) {
     Tensor x = iota_f32({2, 3});
-    const int64_t kMax = std::numeric_limits<int64_t>::max();
+    const int64_t kMax = std::numeric_limits<int64_t>::max(), kMin = std::numeric_limits<int64_t>::min();
     expect_error(run1("Tile", {x, i64({2}, {kMax, 3})}), "overflow");
     expect_error(run1("Tile", {x, i64({2}, {int64_t(1) << 40, 1})}), "memory limit");
     expect_error(run1("Expand", {x, i64({3}, {int64_t(1) << 40, 2, 3})}), "memory limit");
@@ -619,8 +619,11 @@ TEST(ShapeOps, HugeSizesFailCleanly) {
     Result r = run1("Tile", {e, i64({2}, {1, int64_t(1) << 50})});
     ASSERT_TRUE(r.st.ok()) << r.st.message();
     EXPECT_EQ(r.outs[0].shape(), (Shape{0, int64_t(1) << 50}));
+    expect_values(run1("Slice", {Tensor(DType::kF32, {0}), i64({1}, {-1}), i64({1}, {kMin}), i64({1}, {0}),
+                                 i64({1}, {-1})}),
+                  0, {0}, {});
+    expect_error(run1("Pad", {x, i64({4}, {-3, 0, 5, 0})}, {}, 13), "remove more than");
     // Extreme steps.
-    const int64_t kMin = std::numeric_limits<int64_t>::min();
     expect_values(run1("Slice", {iota_f32({4}), i64({1}, {-1}), i64({1}, {kMin}), i64({1}, {0}), i64({1}, {kMin})}),
                   0, {1}, {3});
     expect_values(run1("Slice", {iota_f32({4}), i64({1}, {1}), i64({1}, {kMax}), i64({1}, {0}), i64({1}, {kMax})}),

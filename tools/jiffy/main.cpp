@@ -12,6 +12,9 @@
 
 #include "core/npy.h"
 #include "runtime/model.h"
+#ifdef JIFFY_WITH_SERVE
+#include "serve/serve.h"
+#endif
 
 using namespace jiffy;
 
@@ -23,6 +26,7 @@ const char* kUsage =
     "  jiffy bench MODEL [--input ...] [--shape ...] [--threads N] [--warmup N] [--iters N | --seconds S] [--json]\n"
     "  jiffy inspect MODEL [--shape ...] [--json]\n"
     "  jiffy ops                      list supported ops\n"
+    "  jiffy serve --model-repository DIR [--host H] [--http-port N] ...  KServe v2 REST server (serve --help)\n"
     "common: --max-memory BYTES (default 4 GiB)\n";
 
 struct Args {
@@ -374,6 +378,14 @@ int cmd_inspect(const Args& a) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    if (argc >= 2 && std::strcmp(argv[1], "serve") == 0) {
+#ifdef JIFFY_WITH_SERVE
+        return jiffy::serve::serve_main(argc - 1, argv + 1);
+#else
+        std::fprintf(stderr, "jiffy: error: this build has no server (configure with -DJIFFY_SERVE=ON)\n");
+        return 2;
+#endif
+    }
     try {
         Args a = parse(argc, argv);
         if (a.cmd == "run") return cmd_run(a);

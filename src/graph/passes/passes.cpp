@@ -1,10 +1,50 @@
 #include "graph/passes/passes.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "graph/passes/pass_util.h"
+
 namespace jiffy {
 
 bool run_graph_passes(Graph& g) {
+    if (passes::probing()) return false;  // a kernel probe's one-node graph
+    const char* env = std::getenv("JIFFY_PASSES");
+    if (env && (std::strcmp(env, "0") == 0 || std::strcmp(env, "off") == 0)) return false;
+    const bool stats = env && std::strcmp(env, "stats") == 0;
+    struct Pass {
+        const char* name;
+        int (*fn)(Graph&);
+        int removed;
+    };
+    // Order matters: cleanups first, then BN and bias folds, which expose the patterns the
+    // epilogue fusions need (Conv -> [BN] -> [+bias] -> [+residual] -> activation).
+    Pass list[] = {{"remove_identity", passes::remove_identity, 0},
+                   {"merge_transposes", passes::merge_transposes, 0},
+                   {"merge_reshapes", passes::merge_reshapes, 0},
+                   {"fold_batchnorm", passes::fold_batchnorm, 0},
+                   {"fold_scale_mul", passes::fold_scale_mul, 0},
+                   {"fold_bias_add", passes::fold_bias_add, 0},
+                   {"fuse_hardswish", passes::fuse_hardswish, 0},
+                   {"fuse_residual", passes::fuse_residual, 0},
+                   {"fuse_activation", passes::fuse_activation, 0}};
     bool changed = false;
-    (void)g;
+    for (int round = 0; round < 8; ++round) {
+        bool any = false;
+        for (Pass& p : list) {
+            int n = p.fn(g);
+            p.removed += n;
+            if (n > 0) any = true;
+        }
+        if (!any) break;
+        changed = true;
+    }
+    if (stats) {
+        std::fprintf(stderr, "graph passes (%s, %zu nodes left):", g.name.c_str(), g.nodes.size());
+        for (const Pass& p : list) std::fprintf(stderr, " %s=%d", p.name, p.removed);
+        std::fprintf(stderr, "\n");
+    }
     return changed;
 }
 

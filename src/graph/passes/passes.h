@@ -2,12 +2,30 @@
 // shape is concrete in Value::dims and every value known at compile time carries Value::constant
 // (its producer node removed). A pass returns true when it changed the graph; compile then
 // starts again on the rewritten graph. Each pass has its own test (tests/unit/passes_test.cpp).
+//
+// Rules every pass keeps: graph outputs keep their value ids and names; a value that is a graph
+// output, is read by more than one input slot, or is captured by a subgraph (an implicit input)
+// is never fused away. Env JIFFY_PASSES=0 turns the passes off (A/B timing); JIFFY_PASSES=stats
+// prints how many nodes each pass removed to stderr.
 #pragma once
 #include "graph/graph.h"
 
 namespace jiffy {
 
-// Runs all optimization passes in order; true if any changed the graph.
+// Runs all optimization passes in order, until none applies; true if any changed the graph.
 bool run_graph_passes(Graph& g);
+
+namespace passes {
+// Each returns the number of nodes it removed (0: graph unchanged).
+int remove_identity(Graph& g);      // Identity / inference Dropout
+int fold_batchnorm(Graph& g);       // BatchNormalization into Conv / ConvTranspose weights
+int fold_scale_mul(Graph& g);       // Mul by a constant per-channel vector into Conv weights
+int fold_bias_add(Graph& g);        // Add of a constant per-channel vector into Conv/Gemm/MatMul bias
+int fuse_hardswish(Graph& g);       // x*HardSigmoid(x), x*Clip(x+3,0,6)/6 -> HardSwish
+int fuse_residual(Graph& g);        // Conv + Add(other) -> Conv with _fused_residual
+int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_act
+int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
+int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
+}  // namespace passes
 
 }  // namespace jiffy

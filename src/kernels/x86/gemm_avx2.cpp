@@ -70,3 +70,78 @@ void sgemm_avx2(int64_t M, const float* A, int64_t lda, const PackedB& B, const 
 }
 
 }  // namespace jiffy::kernels
+
+// ---------------------------------------------------------------- GEMV (M = 1)
+// As the AVX-512 one with 8-float vectors: blocks of up to 8 ymm columns (64 floats), U
+// independent accumulator sets along K for narrow blocks.
+namespace jiffy::kernels {
+namespace {
+
+template <int V, int U>
+inline void gemv_block(int64_t K, const float* a, const float* b, int64_t ldb, const float* bias, float* y,
+                       int64_t nvalid, const Activation& act) {
+    __m256 acc[U][V];
+    for (int u = 0; u < U; ++u)
+        for (int v = 0; v < V; ++v) acc[u][v] = _mm256_setzero_ps();
+    int64_t k = 0;
+    for (; k + U <= K; k += U)
+        for (int u = 0; u < U; ++u) {
+            const __m256 av = _mm256_broadcast_ss(a + k + u);
+            const float* br = b + (k + u) * ldb;
+            for (int v = 0; v < V; ++v) acc[u][v] = _mm256_fmadd_ps(av, _mm256_load_ps(br + 8 * v), acc[u][v]);
+        }
+    for (; k < K; ++k) {
+        const __m256 av = _mm256_broadcast_ss(a + k);
+        const float* br = b + k * ldb;
+        for (int v = 0; v < V; ++v) acc[0][v] = _mm256_fmadd_ps(av, _mm256_load_ps(br + 8 * v), acc[0][v]);
+    }
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    for (int v = 0; v < V; ++v) {
+        __m256 s = acc[0][v];
+        for (int u = 1; u < U; ++u) s = _mm256_add_ps(s, acc[u][v]);
+        const int64_t left = nvalid - 8 * v;
+        if (left >= 8) {
+            if (bias) s = _mm256_add_ps(s, _mm256_loadu_ps(bias + 8 * v));
+            _mm256_storeu_ps(y + 8 * v, act_v256(act, s));
+        } else {
+            const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left)), lane);
+            if (bias) s = _mm256_add_ps(s, _mm256_maskload_ps(bias + 8 * v, m));
+            _mm256_maskstore_ps(y + 8 * v, m, act_v256(act, s));
+        }
+    }
+}
+
+template <int KIND>
+void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act0) {
+    Activation act = act0;
+    if constexpr (KIND >= 0) act.kind = ActKind(KIND);
+    const int64_t K = B.K, N = B.N, ldb = B.ldb;
+    const float* b = B.data.get();
+    int64_t n0 = 0;
+    for (; n0 + 64 <= N; n0 += 64)
+        gemv_block<8, 1>(K, a, b + n0, ldb, bias ? bias + n0 : nullptr, y + n0, 64, act);
+    if (n0 >= N) return;
+    const float* bb = bias ? bias + n0 : nullptr;
+    const int64_t nv = N - n0;
+    switch ((nv + 7) / 8) {
+        case 1: gemv_block<1, 8>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 2: gemv_block<2, 4>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 3: gemv_block<3, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 4: gemv_block<4, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 5: gemv_block<5, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 6: gemv_block<6, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        default: gemv_block<7, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+    }
+}
+
+}  // namespace
+
+void sgemv_avx2(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
+    switch (act.kind) {
+        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, bias, y, act);
+        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, bias, y, act);
+        default: return sgemv_k<-1>(a, B, bias, y, act);
+    }
+}
+
+}  // namespace jiffy::kernels

@@ -69,3 +69,73 @@ void sgemm_avx512(int64_t M, const float* A, int64_t lda, const PackedB& B, cons
 }
 
 }  // namespace jiffy::kernels
+
+// ---------------------------------------------------------------- GEMV (M = 1)
+// y[n0 .. n0 + 16V) for one column block: U independent accumulator sets along K hide the FMA
+// latency when the block is narrow (V * U >= 8 chains); B rows are ldb apart (64-byte aligned).
+namespace jiffy::kernels {
+namespace {
+
+template <int V, int U>
+inline void gemv_block(int64_t K, const float* a, const float* b, int64_t ldb, const float* bias, float* y,
+                       int64_t nvalid, const Activation& act) {
+    __m512 acc[U][V];
+    for (int u = 0; u < U; ++u)
+        for (int v = 0; v < V; ++v) acc[u][v] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + U <= K; k += U)
+        for (int u = 0; u < U; ++u) {
+            const __m512 av = _mm512_set1_ps(a[k + u]);
+            const float* br = b + (k + u) * ldb;
+            for (int v = 0; v < V; ++v) acc[u][v] = _mm512_fmadd_ps(av, _mm512_load_ps(br + 16 * v), acc[u][v]);
+        }
+    for (; k < K; ++k) {
+        const __m512 av = _mm512_set1_ps(a[k]);
+        const float* br = b + k * ldb;
+        for (int v = 0; v < V; ++v) acc[0][v] = _mm512_fmadd_ps(av, _mm512_load_ps(br + 16 * v), acc[0][v]);
+    }
+    for (int v = 0; v < V; ++v) {
+        __m512 s = acc[0][v];
+        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][v]);
+        const int64_t left = nvalid - 16 * v;
+        const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+        if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias + 16 * v));
+        _mm512_mask_storeu_ps(y + 16 * v, m, act_v512(act, s));
+    }
+}
+
+// KIND >= 0: the activation kind is a compile-time constant (folds the epilogue's switch).
+template <int KIND>
+void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act0) {
+    Activation act = act0;
+    if constexpr (KIND >= 0) act.kind = ActKind(KIND);
+    const int64_t K = B.K, N = B.N, ldb = B.ldb;
+    const float* b = B.data.get();
+    int64_t n0 = 0;
+    for (; n0 + 128 <= N; n0 += 128)
+        gemv_block<8, 1>(K, a, b + n0, ldb, bias ? bias + n0 : nullptr, y + n0, 128, act);
+    if (n0 >= N) return;
+    const float* bb = bias ? bias + n0 : nullptr;
+    const int64_t nv = N - n0;
+    switch ((nv + 15) / 16) {
+        case 1: gemv_block<1, 8>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 2: gemv_block<2, 4>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 3: gemv_block<3, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 4: gemv_block<4, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 5: gemv_block<5, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 6: gemv_block<6, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        default: gemv_block<7, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+    }
+}
+
+}  // namespace
+
+void sgemv_avx512(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
+    switch (act.kind) {
+        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, bias, y, act);
+        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, bias, y, act);
+        default: return sgemv_k<-1>(a, B, bias, y, act);
+    }
+}
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,40 @@
+// Activation array functions: the scalar (portable) form and the per-ISA dispatch.
+#include "kernels/activation.h"
+
+namespace jiffy::kernels {
+
+namespace {
+template <ActKind K>
+void apply_scalar_k(const Activation& a, const float* x, float* y, int64_t n) {
+    Activation c = a;
+    c.kind = K;  // a constant kind lets the compiler fold act_scalar's switch
+    for (int64_t i = 0; i < n; ++i) y[i] = act_scalar(c, x[i]);
+}
+}  // namespace
+
+void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n) {
+    switch (a.kind) {
+        case ActKind::kNone:
+            if (x != y)
+                for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+            return;
+        case ActKind::kRelu: return apply_scalar_k<ActKind::kRelu>(a, x, y, n);
+        case ActKind::kLeakyRelu: return apply_scalar_k<ActKind::kLeakyRelu>(a, x, y, n);
+        case ActKind::kClip: return apply_scalar_k<ActKind::kClip>(a, x, y, n);
+        case ActKind::kHardSigmoid: return apply_scalar_k<ActKind::kHardSigmoid>(a, x, y, n);
+        case ActKind::kHardSwish: return apply_scalar_k<ActKind::kHardSwish>(a, x, y, n);
+        case ActKind::kSigmoid: return apply_scalar_k<ActKind::kSigmoid>(a, x, y, n);
+        case ActKind::kTanh: return apply_scalar_k<ActKind::kTanh>(a, x, y, n);
+        case ActKind::kExp: return apply_scalar_k<ActKind::kExp>(a, x, y, n);
+    }
+}
+
+ActApplyFn act_apply_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return act_apply_avx512;
+    if (isa == Isa::kAvx2) return act_apply_avx2;
+#endif
+    return act_apply_scalar;
+}
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,290 @@
+// Activations shared by the fused epilogues (Gemm / MatMul / Conv) and the elementwise ops.
+//
+//   ActKind + Activation{kind, alpha, beta}   what to apply (alpha/beta: LeakyRelu alpha; Clip
+//                                             min=alpha, max=beta; HardSigmoid alpha, beta)
+//   parse_activation("Relu", a, b, &act)      from the graph's `_fused_act` / `_fused_alpha` /
+//                                             `_fused_beta` attributes (false if unknown)
+//   act_scalar(act, x)                        scalar reference (the oracle in tests)
+//   act_apply_for(isa)(act, x, y, n)          y[i] = act(x[i]) over an array (x may equal y),
+//                                             AVX-512 / AVX2 / scalar; choose the function at
+//                                             prepare time and store it in the kernel
+//   act_v512(act, v) / act_v256(act, v)       inline vector forms for per-ISA translation units
+//                                             (defined only when compiled with -mavx512f /
+//                                             -mavx2 -mfma): use them in a microkernel epilogue
+//                                             on registers still holding the accumulators.
+//   exp_v512 / sigmoid_v512 / tanh_v512 (and _v256)
+//                                             fast float exp / sigmoid / tanh, ~1e-7..1e-6
+//                                             relative error, correct for +-inf, NaN, overflow
+//                                             and underflow (denormal results included for exp).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string_view>
+#include <type_traits>
+
+#include "kernels/cpu.h"
+
+#if defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+namespace jiffy::kernels {
+
+enum class ActKind : int {
+    kNone = 0,
+    kRelu,
+    kLeakyRelu,
+    kClip,
+    kHardSigmoid,
+    kHardSwish,
+    kSigmoid,
+    kTanh,
+    kExp,  // not a fused activation; the elementwise Exp op uses the same machinery
+};
+
+struct Activation {
+    ActKind kind = ActKind::kNone;
+    float alpha = 0.0f, beta = 0.0f;
+};
+
+// Name as the graph pass writes it in `_fused_act` (ONNX op names). Fills defaults for alpha and
+// beta when the caller passes NaN (LeakyRelu 0.01; HardSigmoid 0.2, 0.5; Clip -inf, +inf).
+inline bool parse_activation(std::string_view name, float alpha, float beta, Activation* out) {
+    Activation a;
+    if (name == "Relu") a.kind = ActKind::kRelu;
+    else if (name == "LeakyRelu") a.kind = ActKind::kLeakyRelu, a.alpha = std::isnan(alpha) ? 0.01f : alpha;
+    else if (name == "Clip")
+        a.kind = ActKind::kClip, a.alpha = std::isnan(alpha) ? -INFINITY : alpha,
+        a.beta = std::isnan(beta) ? INFINITY : beta;
+    else if (name == "HardSigmoid")
+        a.kind = ActKind::kHardSigmoid, a.alpha = std::isnan(alpha) ? 0.2f : alpha,
+        a.beta = std::isnan(beta) ? 0.5f : beta;
+    else if (name == "HardSwish") a.kind = ActKind::kHardSwish;
+    else if (name == "Sigmoid") a.kind = ActKind::kSigmoid;
+    else if (name == "Tanh") a.kind = ActKind::kTanh;
+    else return false;
+    *out = a;
+    return true;
+}
+
+// Scalar reference, the same formulas as the elementwise ops, in T (float, double; integer types
+// go through double).
+template <typename T>
+inline T act_scalar_t(const Activation& a, T x) {
+    if constexpr (!std::is_floating_point_v<T>) {
+        return a.kind == ActKind::kNone ? x : T(act_scalar_t<double>(a, double(x)));
+    } else {
+        const T al = T(a.alpha), be = T(a.beta);
+        switch (a.kind) {
+            case ActKind::kNone: return x;
+            case ActKind::kRelu: return x > T(0) ? x : T(0);
+            case ActKind::kLeakyRelu: return x >= T(0) ? x : al * x;
+            case ActKind::kClip: return x < al ? al : (x > be ? be : x);
+            case ActKind::kHardSigmoid: return std::fmax(T(0), std::fmin(T(1), al * x + be));
+            case ActKind::kHardSwish: return x * std::fmax(T(0), std::fmin(T(1), x / T(6) + T(0.5)));
+            case ActKind::kSigmoid:
+                return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
+            case ActKind::kTanh: return std::tanh(x);
+            case ActKind::kExp: return std::exp(x);
+        }
+        return x;
+    }
+}
+inline float act_scalar(const Activation& a, float x) { return act_scalar_t<float>(a, x); }
+
+// y[i] = act(x[i]) for i < n; x == y allowed.
+using ActApplyFn = void (*)(const Activation& a, const float* x, float* y, int64_t n);
+ActApplyFn act_apply_for(Isa isa);
+
+// Per-ISA array forms (defined in src/kernels/x86/activation_*.cpp; x86 only).
+void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n);
+void act_apply_avx2(const Activation& a, const float* x, float* y, int64_t n);
+void act_apply_avx512(const Activation& a, const float* x, float* y, int64_t n);
+
+// ------------------------------------------------------------------ vector forms
+// Cephes-style: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2), degree-6 polynomial; the
+// 2^n scale is applied in two halves so results down to the denormal range stay exact.
+#define JIFFY_EXP_CONSTS                                                \
+    constexpr float kExpHi = 88.7228394f, kExpLo = -103.972084f;        \
+    constexpr float kLog2e = 1.44269504088896341f;                      \
+    constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;    \
+    constexpr float kP0 = 1.9875691500E-4f, kP1 = 1.3981999507E-3f;     \
+    constexpr float kP2 = 8.3334519073E-3f, kP3 = 4.1665795894E-2f;     \
+    constexpr float kP4 = 1.6666665459E-1f, kP5 = 5.0000001201E-1f;
+// tanh for |x| < 0.625: x + x^3 P(x^2) (Cephes tanhf); else 1 - 2 / (exp(2|x|) + 1).
+#define JIFFY_TANH_CONSTS                                               \
+    constexpr float kT0 = -5.70498872745E-3f, kT1 = 2.06390887954E-2f;  \
+    constexpr float kT2 = -5.37397155531E-2f, kT3 = 1.33314422036E-1f;  \
+    constexpr float kT4 = -3.33332819422E-1f;
+
+// GCC 12 warns (falsely) that the intrinsics' internal _mm512_undefined_ps() values may be used
+// uninitialized once these are inlined.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#if defined(__AVX512F__)
+inline __m512 exp_v512(__m512 x) {
+    JIFFY_EXP_CONSTS
+    // max/min keep NaN (the second operand is returned when either is NaN).
+    x = _mm512_min_ps(_mm512_set1_ps(kExpHi + 1.0f), x);
+    x = _mm512_max_ps(_mm512_set1_ps(kExpLo - 1.0f), x);
+    __m512 fx = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT);
+    __m512 r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Hi), x);
+    r = _mm512_fnmadd_ps(fx, _mm512_set1_ps(kLn2Lo), r);
+    __m512 p = _mm512_set1_ps(kP0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+    __m512 r2 = _mm512_mul_ps(r, r);
+    p = _mm512_fmadd_ps(p, r2, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    // 2^n as 2^n1 * 2^n2 with n1 = n >> 1, both halves normal floats for n in [-151, 129].
+    __m512i n = _mm512_cvtps_epi32(fx);
+    __m512i n1 = _mm512_srai_epi32(n, 1);
+    __m512i n2 = _mm512_sub_epi32(n, n1);
+    __m512i bias = _mm512_set1_epi32(127);
+    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+    return _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
+}
+inline __m512 sigmoid_v512(__m512 x) {
+    // 1 / (1 + exp(-x)): exp(-x) overflows to inf for x << 0, giving 0 (exact limit).
+    __m512 e = exp_v512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+inline __m512 tanh_v512(__m512 x) {
+    JIFFY_TANH_CONSTS
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    __m512 ax = _mm512_andnot_ps(sign, x);
+    __m512 z = _mm512_mul_ps(x, x);
+    __m512 p = _mm512_set1_ps(kT0);
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(kT1));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(kT2));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(kT3));
+    p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(kT4));
+    __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, z), x, x);
+    __m512 e = exp_v512(_mm512_add_ps(ax, ax));
+    __m512 big = _mm512_sub_ps(_mm512_set1_ps(1.0f),
+                               _mm512_div_ps(_mm512_set1_ps(2.0f), _mm512_add_ps(e, _mm512_set1_ps(1.0f))));
+    big = _mm512_or_ps(big, _mm512_and_ps(sign, x));
+    __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm512_mask_blend_ps(is_small, big, small);
+}
+inline __m512 act_v512(const Activation& a, __m512 x) {
+    switch (a.kind) {
+        case ActKind::kNone: return x;
+        case ActKind::kRelu: return _mm512_max_ps(x, _mm512_setzero_ps());
+        case ActKind::kLeakyRelu: {
+            __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+            return _mm512_mask_mul_ps(x, neg, x, _mm512_set1_ps(a.alpha));
+        }
+        case ActKind::kClip:  // x < lo ? lo : (x > hi ? hi : x); NaN passes through
+            x = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(a.alpha), _CMP_LT_OQ), x,
+                                     _mm512_set1_ps(a.alpha));
+            return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_set1_ps(a.beta), _CMP_GT_OQ), x,
+                                        _mm512_set1_ps(a.beta));
+        case ActKind::kHardSigmoid: {
+            // mul + add, not fma: the same rounding as the scalar form (exact agreement near 0)
+            __m512 v = _mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(a.alpha)), _mm512_set1_ps(a.beta));
+            return _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(1.0f)), _mm512_setzero_ps());
+        }
+        case ActKind::kHardSwish: {
+            __m512 v = _mm512_add_ps(_mm512_div_ps(x, _mm512_set1_ps(6.0f)), _mm512_set1_ps(0.5f));
+            v = _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(1.0f)), _mm512_setzero_ps());
+            return _mm512_mul_ps(x, v);
+        }
+        case ActKind::kSigmoid: return sigmoid_v512(x);
+        case ActKind::kTanh: return tanh_v512(x);
+        case ActKind::kExp: return exp_v512(x);
+    }
+    return x;
+}
+#endif  // __AVX512F__
+
+#if defined(__AVX2__) && defined(__FMA__)
+inline __m256 exp_v256(__m256 x) {
+    JIFFY_EXP_CONSTS
+    x = _mm256_min_ps(_mm256_set1_ps(kExpHi + 1.0f), x);
+    x = _mm256_max_ps(_mm256_set1_ps(kExpLo - 1.0f), x);
+    __m256 fx = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Hi), x);
+    r = _mm256_fnmadd_ps(fx, _mm256_set1_ps(kLn2Lo), r);
+    __m256 p = _mm256_set1_ps(kP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+    __m256 r2 = _mm256_mul_ps(r, r);
+    p = _mm256_fmadd_ps(p, r2, _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i n = _mm256_cvtps_epi32(fx);
+    __m256i n1 = _mm256_srai_epi32(n, 1);
+    __m256i n2 = _mm256_sub_epi32(n, n1);
+    __m256i bias = _mm256_set1_epi32(127);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(p, s1), s2);
+}
+inline __m256 sigmoid_v256(__m256 x) {
+    __m256 e = exp_v256(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+inline __m256 tanh_v256(__m256 x) {
+    JIFFY_TANH_CONSTS
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 ax = _mm256_andnot_ps(sign, x);
+    __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_set1_ps(kT0);
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT1));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT2));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT3));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(kT4));
+    __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), x, x);
+    __m256 e = exp_v256(_mm256_add_ps(ax, ax));
+    __m256 big = _mm256_sub_ps(_mm256_set1_ps(1.0f),
+                               _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, _mm256_set1_ps(1.0f))));
+    big = _mm256_or_ps(big, _mm256_and_ps(sign, x));
+    __m256 is_small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(big, small, is_small);
+}
+inline __m256 act_v256(const Activation& a, __m256 x) {
+    switch (a.kind) {
+        case ActKind::kNone: return x;
+        case ActKind::kRelu: return _mm256_max_ps(x, _mm256_setzero_ps());
+        case ActKind::kLeakyRelu: {
+            __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+            return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), neg);
+        }
+        case ActKind::kClip: {
+            __m256 lo = _mm256_set1_ps(a.alpha), hi = _mm256_set1_ps(a.beta);
+            x = _mm256_blendv_ps(x, lo, _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
+            return _mm256_blendv_ps(x, hi, _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
+        }
+        case ActKind::kHardSigmoid: {
+            __m256 v = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(a.alpha)), _mm256_set1_ps(a.beta));
+            return _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(1.0f)), _mm256_setzero_ps());
+        }
+        case ActKind::kHardSwish: {
+            __m256 v = _mm256_add_ps(_mm256_div_ps(x, _mm256_set1_ps(6.0f)), _mm256_set1_ps(0.5f));
+            v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(1.0f)), _mm256_setzero_ps());
+            return _mm256_mul_ps(x, v);
+        }
+        case ActKind::kSigmoid: return sigmoid_v256(x);
+        case ActKind::kTanh: return tanh_v256(x);
+        case ActKind::kExp: return exp_v256(x);
+    }
+    return x;
+}
+#endif  // __AVX2__ && __FMA__
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#undef JIFFY_EXP_CONSTS
+#undef JIFFY_TANH_CONSTS
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,134 @@
+// Dispatch and preparation of the fast conv kernels, plus their portable build (4-float vectors:
+// SSE2 on x86-64, NEON on ARM), which is also the "scalar" ISA's path.
+#define JIFFY_CONV_VL 4
+#define JIFFY_CONV_SUFFIX portable
+#include "kernels/conv_impl.h"
+
+namespace jiffy::kernels {
+
+#if defined(__x86_64__)
+void conv_gemm_group_avx512(const ConvGemmArgs&, const float*, const float*, const float*,
+                            const float*, float*, float*, const ConvEpi&);
+void conv_gemm_group_avx2(const ConvGemmArgs&, const float*, const float*, const float*,
+                          const float*, float*, float*, const ConvEpi&);
+void conv_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*,
+                    float*, const ConvEpi&);
+void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*,
+                  float*, const ConvEpi&);
+void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
+void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
+#endif
+
+int conv_mr(Isa isa) { return isa == Isa::kAvx512 ? 12 : 6; }
+int conv_nr(Isa isa) { return isa == Isa::kAvx512 ? 32 : isa == Isa::kAvx2 ? 16 : 8; }
+
+static ConvGemmGroupFn gemm_fn(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_gemm_group_avx512;
+    if (isa == Isa::kAvx2) return conv_gemm_group_avx2;
+#endif
+    (void)isa;
+    return conv_gemm_group_portable;
+}
+
+ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), groups_(groups) {
+    ConvGemmArgs& a = args_;
+    a.g = g;
+    a.K = g.C * g.kh * g.kw;
+    a.P = g.OH * g.OW;
+    a.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
+                  g.OH == g.H && g.OW == g.W;
+    const int64_t nr = conv_nr(isa);
+    // K chunk: the microkernel's B sub-panel (kc x NR floats) stays in L1.
+    const int64_t kc_max = isa == Isa::kAvx512 ? 128 : 256;
+    const int64_t chunks = std::max<int64_t>(1, (a.K + kc_max - 1) / kc_max);
+    a.kc = std::max<int64_t>(1, (a.K + chunks - 1) / chunks);
+    // Pixel tile. Small weights (M x K within ~256 KiB, read from L2 anyway): the whole packed
+    // tile (K x tile floats) stays within ~512 KiB of L2 so the im2col writes never leave it.
+    // Large weights: one K chunk of the tile (kc x tile floats, ~256 KiB) stays in L2 so each
+    // chunk of the weights is reused from L2 across the tile's panels (tile capped at 4 MiB).
+    int64_t tile;
+    if (g.M * a.K <= 65536)
+        tile = (131072 / std::max<int64_t>(1, a.K)) / nr * nr;
+    else
+        tile = std::min<int64_t>(65536 / a.kc, (1 << 20) / std::max<int64_t>(1, a.K)) / nr * nr;
+    tile = std::clamp<int64_t>(tile, nr, 1024);
+    const int64_t p_round = (a.P + nr - 1) / nr * nr;
+    a.tile = std::max<int64_t>(nr, std::min(tile, p_round));
+    a.pad_copy = g.ph != 0 || g.pw != 0 || (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 > g.H ||
+                 (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 > g.W;
+    a.HP = a.pad_copy ? (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 : g.H;
+    a.WP = a.pad_copy ? (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 : g.W;
+    nr_ = nr;
+    // Stride-1 kernels larger than 1x1 read B rows straight from the image (implicit GEMM).
+    // Planes a multiple of ~4 KiB apart would make those C rows (and the pointwise case's)
+    // collide in the same L1 sets: such images are copied with a plane stride off 4 KiB.
+    a.implicit = g.sh == 1 && g.sw == 1 && !a.pointwise;
+    auto aliased = [](int64_t floats) {
+        const int64_t r = (floats * 4) % 4096;
+        return r < 512 || r > 3584;
+    };
+    if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {
+        a.pad_copy = true;
+        a.HP = g.H;
+        a.WP = g.W;
+    }
+    a.PS = a.HP * a.WP;
+    if (a.pad_copy && g.C > 1)
+        while (aliased(a.PS)) a.PS += 16;
+    if (a.implicit) {
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t ky = 0; ky < g.kh; ++ky)
+                for (int64_t kx = 0; kx < g.kw; ++kx)
+                    offs_.push_back(c * a.PS + ky * g.dh * a.WP + kx * g.dw);
+        // Output tile (M x tile floats) within ~256 KiB.
+        a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
+    }
+}
+
+void ConvGemm::pack_w(const float* W, float* dst) const {
+    const int64_t M = args_.g.M, K = args_.K, mr_max = conv_mr(isa_);
+    const int64_t nb = (M + mr_max - 1) / mr_max;
+    for (int64_t gi = 0; gi < groups_; ++gi) {
+        const float* wg = W + gi * M * K;
+        float* dg = dst + gi * M * K;
+        for (int64_t blk = 0; blk < nb; ++blk) {
+            const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
+            for (int64_t k = 0; k < K; ++k)
+                for (int64_t i = 0; i < mr; ++i) dg[r0 * K + k * mr + i] = wg[(r0 + i) * K + k];
+        }
+    }
+}
+
+void ConvGemm::run(const float* x, const float* wpacked, const float* bias, const float* res,
+                   float* y, float* scratch, const ConvEpi& epi) const {
+    const ConvGemmGroupFn fn = gemm_fn(isa_);
+    const Conv2DGeom& g = args_.g;
+    ConvGemmArgs args = args_;  // offs points into this object's own table (safe across copies)
+    args.offs = offs_.data();
+    const int64_t in_g = g.C * g.H * g.W, out_g = g.M * args_.P, w_g = g.M * args_.K;
+    for (int64_t gi = 0; gi < groups_; ++gi)
+        fn(args, x + gi * in_g, wpacked + gi * w_g, bias ? bias + gi * g.M : nullptr,
+           res ? res + gi * out_g : nullptr, y + gi * out_g, scratch, epi);
+}
+
+void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
+                    const float* bias, const float* res, float* y, const ConvEpi& epi) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi);
+    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi);
+#endif
+    (void)isa;
+    conv_dw_portable(g, x, w, bias, res, y, epi);
+}
+
+void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_epi_avx512(y, r, n, epi);
+    if (isa == Isa::kAvx2) return conv_epi_avx2(y, r, n, epi);
+#endif
+    (void)isa;
+    conv_epi_portable(y, r, n, epi);
+}
+
+}  // namespace jiffy::kernels

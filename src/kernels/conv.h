@@ -1,0 +1,103 @@
+// Fast float32 2-D convolution kernels (1-D convs use H = 1):
+//   * ConvGemm: im2col + packed GEMM. Per image and group, Y[m, p] = W[m, k] . col[k, p] with
+//     k = (ic, ky, kx) and p = output pixel. The output pixels are processed in tiles; each tile's
+//     im2col is written straight into panels of NR pixels x K (zero-padded past the tile), the
+//     weights are packed once into row blocks of <= MR output channels (K x mr each), and an
+//     MR x NR register-blocked microkernel computes the tile, K in chunks of <= KC, applying the
+//     epilogue (bias, residual add, activation) to each block on its last chunk while it is hot.
+//   * conv_depthwise: one filter per channel (group == C == M), a direct kernel vectorized along
+//     the output row, with the padded border done element by element.
+// Per-ISA code: src/kernels/conv_impl.h compiled once per ISA (x86/conv_avx512.cpp,
+// x86/conv_avx2.cpp, and the portable 4-lane build in conv.cpp).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu.h"
+
+namespace jiffy::kernels {
+
+// Activation applied after bias (+ residual). Clip: min = alpha, max = beta; LeakyRelu: alpha;
+// HardSigmoid: max(0, min(1, alpha * x + beta)); HardSwish: x * max(0, min(1, x / 6 + 0.5)).
+enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh };
+
+struct ConvEpi {
+    ConvAct act = ConvAct::kNone;
+    float alpha = 0, beta = 0;
+};
+
+// The geometry of one group: C input channels of H x W, M output channels of OH x OW.
+struct Conv2DGeom {
+    int64_t C = 0, H = 1, W = 1, M = 0, OH = 1, OW = 1;
+    int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
+};
+
+// Microkernel shape per ISA (AVX-512 12 x 32, AVX2 6 x 16, portable 6 x 8).
+int conv_mr(Isa isa);
+int conv_nr(Isa isa);
+
+// Precomputed per-kernel-column tables and tiling for the GEMM path (built at prepare).
+struct ConvGemmArgs {
+    Conv2DGeom g;
+    int64_t K = 0, P = 0;        // K = C * kh * kw, P = OH * OW
+    int64_t tile = 0;            // output pixels per tile (multiple of NR)
+    int64_t kc = 0;              // K chunk of the microkernel
+    bool pointwise = false;      // 1x1, stride 1, no padding: im2col is a plane copy
+    // With padding, each image's group input is first copied into a zero-padded HP x WP image
+    // (after the tile in the scratch) so the im2col reads in bounds without checks.
+    bool pad_copy = false;
+    int64_t HP = 0, WP = 0;
+    int64_t PS = 0;  // plane stride of the image read (padded: HP * WP or more, off 4 KiB multiples)
+    // Stride 1: implicit GEMM reading B rows straight from the (padded) image at offsets offs[k]
+    // (no im2col); the scratch holds an M x tile output buffer and one packed K x NR tail panel.
+    bool implicit = false;
+    const int64_t* offs = nullptr;
+};
+
+class ConvGemm {
+public:
+    ConvGemm() = default;
+    ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups);
+
+    // Weights (groups * M) x K row-major, packed into per-group row blocks.
+    size_t packed_w_floats() const { return size_t(groups_ * args_.g.M * args_.K); }
+    void pack_w(const float* W, float* dst) const;
+    size_t scratch_floats() const {
+        const ConvGemmArgs& a = args_;
+        const int64_t main = a.implicit ? a.g.M * a.tile + a.K * nr_ : a.K * a.tile;
+        return size_t(main + (a.pad_copy ? a.g.C * a.PS : 0));
+    }
+
+    // One image: x holds groups * C planes, y groups * M planes; bias (groups * M) and res (same
+    // shape as y) may be null. Not reentrant on the same scratch.
+    void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+             float* scratch, const ConvEpi& epi) const;
+
+    Isa isa() const { return isa_; }
+    const ConvGemmArgs& args() const { return args_; }
+
+private:
+    Isa isa_ = Isa::kScalar;
+    int64_t groups_ = 1;
+    ConvGemmArgs args_;
+    int64_t nr_ = 8;
+    std::vector<int64_t> offs_;
+};
+
+// Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw.
+void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
+                    const float* bias, const float* res, float* y, const ConvEpi& epi);
+
+// Epilogue over n contiguous values (residual r may be null; bias already added).
+void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
+
+// Per-ISA entry points (internal).
+using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const float* wp,
+                                 const float* bias, const float* res, float* y, float* scratch,
+                                 const ConvEpi& epi);
+using ConvDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
+                          const float* res, float* y, const ConvEpi& epi);
+using ConvEpiFn = void (*)(float* y, const float* r, int64_t n, const ConvEpi& epi);
+
+}  // namespace jiffy::kernels

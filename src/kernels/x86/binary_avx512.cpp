@@ -1,0 +1,11 @@
+// Binary rows compiled for AVX512 (the loops in kernels/binary_impl.h, auto-vectorized).
+#include "kernels/binary.h"
+
+namespace jiffy::kernels {
+namespace {
+#include "kernels/binary_impl.h"
+}  // namespace
+
+BinaryRows binary_rows_avx512(BinOp op) { return rows_for(op); }
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,441 @@
+// Fast float32 conv kernels (src/kernels/conv.h: im2col + packed GEMM, depthwise) on every ISA
+// this machine has, and the fused Conv epilogue (_fused_act / _fused_residual) on every Conv
+// path. The oracle is the engine's reference Conv path, run in float64.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
+#include "runtime/plan.h"
+
+using namespace jiffy;
+using namespace jiffy::kernels;
+
+namespace {
+
+std::vector<Isa> isas() {
+    std::vector<Isa> r{Isa::kScalar};
+    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
+    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
+    return r;
+}
+
+Attr ai(int64_t v) {
+    Attr a;
+    a.kind = Attr::kInt;
+    a.i = v;
+    return a;
+}
+Attr af(float v) {
+    Attr a;
+    a.kind = Attr::kFloat;
+    a.f = v;
+    return a;
+}
+Attr as(const std::string& v) {
+    Attr a;
+    a.kind = Attr::kString;
+    a.s = v;
+    return a;
+}
+Attr aints(std::vector<int64_t> v) {
+    Attr a;
+    a.kind = Attr::kInts;
+    a.ints = std::move(v);
+    return a;
+}
+using Attrs = std::map<std::string, Attr>;
+
+// Deterministic pseudo-random floats in [-scale, scale).
+std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (auto& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
+    }
+    return v;
+}
+
+Tensor make(DType t, const Shape& s, const std::vector<float>& v) {
+    Tensor r(t, s);
+    for (int64_t i = 0; i < r.numel(); ++i) {
+        if (t == DType::kF64) r.as<double>()[i] = v[size_t(i)];
+        else r.as<float>()[i] = v[size_t(i)];
+    }
+    return r;
+}
+
+struct Result {
+    Status st;
+    std::vector<double> out;
+    Shape shape;
+};
+
+// One Conv node; inputs X, W, B (optional: empty vector), R (optional residual). W and B are
+// constants unless w_input.
+Result run_conv(DType t, const Shape& xs, const std::vector<float>& x, const Shape& ws,
+                const std::vector<float>& w, const std::vector<float>& b,
+                const std::vector<float>* res, const Shape& rs, const Attrs& attrs,
+                bool w_input = false, const char* op = "Conv") {
+    Graph g;
+    g.opset = 17;
+    Node n;
+    n.op = op;
+    n.name = "conv";
+    std::vector<Tensor> feeds;
+    auto add_in = [&](const std::string& name, const Shape& s, const std::vector<float>& v,
+                      bool constant) {
+        int id = g.add_value(name);
+        Value& val = g.values[size_t(id)];
+        val.dtype = t;
+        if (constant) {
+            val.constant = std::make_shared<Tensor>(make(t, s, v));
+        } else {
+            val.has_shape = true;
+            for (int64_t d : s) val.dims.push_back(Dim{d, ""});
+            g.inputs.push_back(id);
+            feeds.push_back(make(t, s, v));
+        }
+        n.inputs.push_back(id);
+    };
+    add_in("x", xs, x, false);
+    add_in("w", ws, w, !w_input);
+    if (!b.empty()) add_in("b", {int64_t(b.size())}, b, true);
+    else if (res) n.inputs.push_back(-1);
+    if (res) add_in("r", rs, *res, false);
+    n.num_explicit_inputs = int(n.inputs.size());
+    int oid = g.add_value("y");
+    g.values[size_t(oid)].producer = 0;
+    n.outputs.push_back(oid);
+    g.outputs.push_back(oid);
+    n.attrs = attrs;
+    g.nodes.push_back(std::move(n));
+
+    Result r;
+    std::shared_ptr<const Plan> plan;
+    r.st = compile_graph(g, CompileOptions{}, &plan);
+    if (!r.st.ok()) return r;
+    Session s(plan);
+    for (size_t i = 0; i < feeds.size(); ++i)
+        std::memcpy(s.input_data(i), feeds[i].data(), feeds[i].nbytes());
+    r.st = s.run();
+    if (!r.st.ok()) return r;
+    const IoDesc& d = plan->outputs[0];
+    r.shape = d.shape;
+    int64_t numel = 1;
+    for (int64_t v : d.shape) numel *= v;
+    r.out.resize(size_t(numel));
+    for (int64_t i = 0; i < numel; ++i)
+        r.out[size_t(i)] = d.dtype == DType::kF64 ? static_cast<const double*>(s.output_data(0))[i]
+                                                  : static_cast<const float*>(s.output_data(0))[i];
+    return r;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<double>& want,
+                  const std::string& what, double tol = 2e-5) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_NEAR(got[i], want[i], tol * (1 + std::abs(want[i]))) << what << " element " << i;
+}
+
+struct Case {
+    int64_t N, C, H, W, M, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, G;
+};
+
+std::string case_str(const Case& c) {
+    char buf[256];
+    std::snprintf(buf, sizeof(buf),
+                  "N%ld C%ld %ldx%ld M%ld k%ldx%ld s%ld,%ld d%ld,%ld p%ld,%ld,%ld,%ld G%ld",
+                  long(c.N), long(c.C), long(c.H), long(c.W), long(c.M), long(c.kh), long(c.kw),
+                  long(c.sh), long(c.sw), long(c.dh), long(c.dw), long(c.pt), long(c.pl),
+                  long(c.pb), long(c.pr), long(c.G));
+    return buf;
+}
+
+Attrs case_attrs(const Case& c) {
+    Attrs a;
+    a["strides"] = aints({c.sh, c.sw});
+    a["dilations"] = aints({c.dh, c.dw});
+    a["pads"] = aints({c.pt, c.pl, c.pb, c.pr});
+    a["group"] = ai(c.G);
+    return a;
+}
+
+Conv2DGeom case_geom(const Case& c, bool depthwise) {
+    Conv2DGeom g;
+    g.C = depthwise ? c.C : c.C / c.G;
+    g.M = depthwise ? c.M : c.M / c.G;
+    g.H = c.H;
+    g.W = c.W;
+    g.kh = c.kh;
+    g.kw = c.kw;
+    g.sh = c.sh;
+    g.sw = c.sw;
+    g.dh = c.dh;
+    g.dw = c.dw;
+    g.ph = c.pt;
+    g.pw = c.pl;
+    g.OH = (c.H + c.pt + c.pb - ((c.kh - 1) * c.dh + 1)) / c.sh + 1;
+    g.OW = (c.W + c.pl + c.pr - ((c.kw - 1) * c.dw + 1)) / c.sw + 1;
+    return g;
+}
+
+const char* kActs[] = {"", "Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
+
+ConvEpi epi_of(const std::string& act, float alpha, float beta) {
+    ConvEpi e;
+    if (act == "Relu") e.act = ConvAct::kRelu;
+    if (act == "LeakyRelu") e.act = ConvAct::kLeakyRelu;
+    if (act == "Clip") e.act = ConvAct::kClip;
+    if (act == "HardSigmoid") e.act = ConvAct::kHardSigmoid;
+    if (act == "HardSwish") e.act = ConvAct::kHardSwish;
+    if (act == "Sigmoid") e.act = ConvAct::kSigmoid;
+    if (act == "Tanh") e.act = ConvAct::kTanh;
+    e.alpha = alpha;
+    e.beta = beta;
+    return e;
+}
+
+// Runs case c through the kernels directly on every ISA (GEMM path, or depthwise when
+// `depthwise`) and compares with the float64 reference Conv graph carrying the same epilogue.
+void check_case(const Case& c, bool depthwise, const std::string& act, bool with_res,
+                bool with_bias, uint32_t seed, float scale = 1.0f) {
+    const Conv2DGeom g = case_geom(c, depthwise);
+    const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C / c.G, c.kh, c.kw};
+    const Shape ys{c.N, c.M, g.OH, g.OW};
+    const int64_t xn = c.N * c.C * c.H * c.W, wn = c.M * (c.C / c.G) * c.kh * c.kw;
+    const int64_t yn = c.N * c.M * g.OH * g.OW;
+    const std::vector<float> x = rnd(xn, seed, scale), w = rnd(wn, seed + 1);
+    const std::vector<float> b = with_bias ? rnd(c.M, seed + 2) : std::vector<float>{};
+    const std::vector<float> r = rnd(yn, seed + 3);
+    const float alpha = act == "Clip" ? -0.3f : act == "HardSigmoid" ? 0.25f : 0.07f;
+    const float beta = act == "Clip" ? 0.4f : 0.45f;
+    Attrs attrs = case_attrs(c);
+    if (!act.empty()) {
+        attrs["_fused_act"] = as(act);
+        attrs["_fused_alpha"] = af(alpha);
+        attrs["_fused_beta"] = af(beta);
+    }
+    if (with_res) attrs["_fused_residual"] = ai(1);
+    Result ref = run_conv(DType::kF64, xs, x, ws, w, b, with_res ? &r : nullptr, ys, attrs);
+    ASSERT_TRUE(ref.st.ok()) << ref.st.message();
+    ASSERT_EQ(ref.shape, ys);
+    if (act == "Relu" && !with_res) {  // the oracle applies the fused attributes too
+        double lo = 1;
+        for (double v : ref.out) lo = std::min(lo, v);
+        ASSERT_EQ(lo, 0.0);
+    }
+    const std::string what = case_str(c) + " act '" + act + "' res " + std::to_string(with_res);
+    const ConvEpi e = epi_of(act, alpha, beta);
+    const int64_t in_img = c.C * c.H * c.W, out_img = c.M * g.OH * g.OW;
+    for (Isa isa : isas()) {
+        std::vector<float> y(size_t(yn), 12345.0f);
+        if (depthwise) {
+            for (int64_t n = 0; n < c.N; ++n)
+                conv_depthwise(isa, g, x.data() + n * in_img, w.data(),
+                               with_bias ? b.data() : nullptr,
+                               with_res ? r.data() + n * out_img : nullptr,
+                               y.data() + n * out_img, e);
+        } else {
+            ConvGemm cg(isa, g, c.G);
+            std::vector<float> wp(cg.packed_w_floats()), scratch(cg.scratch_floats());
+            cg.pack_w(w.data(), wp.data());
+            for (int64_t n = 0; n < c.N; ++n)
+                cg.run(x.data() + n * in_img, wp.data(), with_bias ? b.data() : nullptr,
+                       with_res ? r.data() + n * out_img : nullptr, y.data() + n * out_img,
+                       scratch.data(), e);
+        }
+        expect_close(y, ref.out, what + " isa " + isa_name(isa), 2e-5 * scale);
+    }
+}
+
+// ---------------------------------------------------------------- kernels, every ISA
+
+TEST(ConvFast, GemmMatchesReferenceOnOddShapes) {
+    const Case cases[] = {
+        // N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr G
+        {1, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},      // padded 3x3, odd M
+        {2, 8, 11, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // pointwise, 143 pixels
+        {1, 5, 10, 17, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},    // stride 2
+        {1, 4, 9, 12, 25, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3, 1},    // dilation, asymmetric pads
+        {1, 2, 6, 5, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1},      // kernel larger than the interior
+        {1, 16, 6, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // grouped, 8 per group
+        {1, 300, 4, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // K > one chunk (pointwise)
+        {1, 40, 5, 6, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // K = 360 > one chunk
+        {1, 3, 1, 40, 4, 1, 5, 1, 3, 1, 1, 0, 2, 0, 1, 1},     // 1-D shaped, stride 3
+        {1, 6, 33, 35, 29, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // several pixel tiles
+        {1, 2, 3, 3, 2, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},      // single output pixel
+        {1, 1, 4, 4, 1, 4, 4, 1, 1, 1, 1, 3, 3, 3, 3, 1},      // pads wider than the input
+        {1, 4, 40, 45, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // padded, several output tiles
+        {2, 3, 9, 8, 5, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},      // unpadded stride 1, batch 2
+        {1, 24, 74, 32, 24, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1},  // embedding_model shapes
+        {1, 24, 74, 32, 24, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},
+        {1, 72, 32, 8, 72, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // planes 1 KiB apart
+        {1, 48, 32, 32, 20, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // planes 4 KiB apart
+        {1, 8, 32, 30, 5, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // copied planes, partial panel
+        {1, 96, 3, 1, 96, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // one output pixel per channel
+    };
+    uint32_t seed = 1;
+    for (const Case& c : cases) check_case(c, false, "", false, true, seed++);
+    check_case(cases[0], false, "", false, false, seed++);  // no bias
+}
+
+TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
+    const Case cases[] = {
+        {1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},    // strips + tails
+        {2, 4, 17, 41, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},   // stride 2
+        {1, 2, 12, 50, 2, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 2},   // 5x5
+        {1, 2, 12, 70, 2, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2},   // 5x5 stride 2, even width
+        {1, 2, 13, 71, 2, 3, 3, 1, 3, 2, 2, 2, 2, 1, 0, 2},   // dilation, stride 3
+        {1, 3, 5, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},     // narrower than a vector
+        {1, 2, 6, 33, 2, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3, 2},    // 1x7
+        {1, 2, 8, 36, 2, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0, 2},    // unpadded stride 2 near the end
+    };
+    uint32_t seed = 100;
+    for (const Case& c : cases) check_case(c, true, "", false, true, seed++);
+    check_case(cases[0], true, "", false, false, seed++);
+}
+
+TEST(ConvFast, EpilogueEveryActivationAndResidual) {
+    const Case gemm{1, 5, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const Case dw{1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+    uint32_t seed = 200;
+    for (const char* act : kActs)
+        for (bool res : {false, true}) {
+            check_case(gemm, false, act, res, true, seed++, 2.0f);
+            check_case(dw, true, act, res, true, seed++, 2.0f);
+        }
+    // A residual with the K loop split in chunks (the epilogue runs on the last one only).
+    check_case({1, 300, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, "HardSwish", true, true,
+               seed++);
+}
+
+TEST(ConvFast, EdgeValues) {
+    // Zeros, large magnitudes and exact cancellation.
+    for (Isa isa : isas()) {
+        Conv2DGeom g;
+        g.C = 2;
+        g.M = 3;
+        g.H = 2;
+        g.W = 3;
+        g.OH = 2;
+        g.OW = 3;
+        ConvGemm cg(isa, g, 1);
+        const float x[12] = {0, -0.0f, 1e30f, -1e30f, 1, 2, 3, 4, 5, 6, 7, 8};
+        const float w[6] = {1, 1, 0, 0, 1, -1};  // y0 = x0 + x1, y1 = 0 . x, y2 = x0 - x1
+        std::vector<float> wp(cg.packed_w_floats()), sc(cg.scratch_floats()), y(18, 9.0f);
+        cg.pack_w(w, wp.data());
+        ConvEpi relu;
+        relu.act = ConvAct::kRelu;
+        cg.run(x, wp.data(), nullptr, nullptr, y.data(), sc.data(), relu);
+        const float want[6] = {3, 4, 1e30f, 0, 8, 10};  // y0 = relu(x0 + x1)
+        for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(y[size_t(i)], want[i]) << isa_name(isa);
+        for (int i = 6; i < 12; ++i) EXPECT_EQ(y[size_t(i)], 0.0f) << isa_name(isa);
+        EXPECT_FLOAT_EQ(y[14], 1e30f) << isa_name(isa);
+    }
+}
+
+// ---------------------------------------------------------------- through the engine
+
+// Runs a Conv in float32 (fast path, active ISA) and float64 (reference path) and compares.
+void check_graph(const Case& c, const Attrs& extra, bool with_res, bool w_input,
+                 const Shape* xs_override = nullptr, const Shape* ws_override = nullptr) {
+    const Conv2DGeom g = case_geom(c, false);
+    Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C / c.G, c.kh, c.kw}, ys{c.N, c.M, g.OH, g.OW};
+    Attrs attrs = case_attrs(c);
+    if (xs_override) {
+        xs = *xs_override;
+        ws = *ws_override;
+        ys = {c.N, c.M, g.OW};
+        attrs["strides"] = aints({c.sw});
+        attrs["dilations"] = aints({c.dw});
+        attrs["pads"] = aints({c.pl, c.pr});
+    }
+    for (const auto& [k, v] : extra) attrs[k] = v;
+    int64_t xn = 1, wn = 1, yn = 1;
+    for (int64_t d : xs) xn *= d;
+    for (int64_t d : ws) wn *= d;
+    for (int64_t d : ys) yn *= d;
+    const auto x = rnd(xn, 7), w = rnd(wn, 8), b = rnd(c.M, 9), r = rnd(yn, 10);
+    if (with_res) attrs["_fused_residual"] = ai(1);
+    Result want = run_conv(DType::kF64, xs, x, ws, w, b, with_res ? &r : nullptr, ys, attrs, w_input);
+    Result got = run_conv(DType::kF32, xs, x, ws, w, b, with_res ? &r : nullptr, ys, attrs, w_input);
+    ASSERT_TRUE(want.st.ok()) << want.st.message();
+    ASSERT_TRUE(got.st.ok()) << got.st.message();
+    ASSERT_EQ(got.shape, want.shape);
+    std::vector<float> gf(got.out.begin(), got.out.end());
+    expect_close(gf, want.out, case_str(c));
+}
+
+TEST(ConvFast, EnginePathsMatchReference) {
+    Attrs hs{{"_fused_act", as("HardSwish")}};
+    Attrs clip{{"_fused_act", as("Clip")}, {"_fused_alpha", af(0.0f)}, {"_fused_beta", af(0.5f)}};
+    check_graph({2, 6, 9, 10, 11, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1}, hs, true, false);
+    check_graph({1, 6, 9, 10, 11, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, clip, false, true);  // W input
+    check_graph({2, 6, 9, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6}, hs, true, false);     // depthwise
+    check_graph({1, 16, 5, 6, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {}, false, false);   // grouped
+    check_graph({1, 6, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3}, hs, true, false);      // ref path
+    // 1-D conv.
+    const Shape xs{1, 4, 23}, ws{5, 4, 3};
+    check_graph({1, 4, 1, 23, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 1}, hs, false, false, &xs, &ws);
+}
+
+TEST(ConvFast, ConvTransposeGemmMatchesReference) {
+    struct T {
+        Shape xs, ws;
+        Attrs attrs;
+    };
+    const T cases[] = {
+        {{1, 5, 7, 9}, {5, 3, 2, 2}, {{"strides", aints({2, 2})}}},
+        {{2, 4, 6, 5}, {4, 6, 3, 3},
+         {{"strides", aints({2, 1})}, {"pads", aints({1, 0, 0, 1})}, {"dilations", aints({1, 2})}}},
+        {{1, 3, 4, 4}, {3, 2, 3, 3}, {{"strides", aints({3, 3})}, {"output_padding", aints({1, 2})}}},
+        {{1, 24, 10, 10}, {24, 1, 2, 2}, {{"strides", aints({2, 2})}}},
+        {{1, 3, 11}, {3, 4, 4}, {{"strides", aints({2})}, {"pads", aints({1, 2})}}},
+    };
+    uint32_t seed = 300;
+    for (const T& c : cases) {
+        int64_t xn = 1, wn = 1;
+        for (int64_t d : c.xs) xn *= d;
+        for (int64_t d : c.ws) wn *= d;
+        const auto x = rnd(xn, seed++), w = rnd(wn, seed++), b = rnd(c.ws[1], seed++);
+        Result want = run_conv(DType::kF64, c.xs, x, c.ws, w, b, nullptr, {}, c.attrs, false,
+                               "ConvTranspose");
+        Result got = run_conv(DType::kF32, c.xs, x, c.ws, w, b, nullptr, {}, c.attrs, false,
+                              "ConvTranspose");
+        ASSERT_TRUE(want.st.ok()) << want.st.message();
+        ASSERT_TRUE(got.st.ok()) << got.st.message();
+        ASSERT_EQ(got.shape, want.shape);
+        std::vector<float> gf(got.out.begin(), got.out.end());
+        expect_close(gf, want.out, "ConvTranspose " + shape_str(c.xs) + " " + shape_str(c.ws));
+    }
+}
+
+TEST(ConvFast, BadFusedAttributesGiveClearErrors) {
+    const Shape xs{1, 2, 4, 4}, ws{3, 2, 3, 3};
+    const auto x = rnd(32, 1), w = rnd(54, 2), b = rnd(3, 3);
+    Attrs bad{{"_fused_act", as("Gelu")}};
+    Result r = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, {}, bad);
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_act"), std::string::npos) << r.st.message();
+
+    const auto res = rnd(3 * 4 * 4, 4);
+    Attrs fr{{"_fused_residual", ai(1)}};  // residual of the wrong shape (unpadded out is 2x2)
+    r = run_conv(DType::kF32, xs, x, ws, w, b, &res, {1, 3, 4, 4}, fr);
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_add"), std::string::npos) << r.st.message();
+
+    // A fourth input without _fused_residual.
+    r = run_conv(DType::kF32, xs, x, ws, w, b, &res, {1, 3, 2, 2}, {});
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_residual"), std::string::npos) << r.st.message();
+}
+
+}  // namespace

@@ -1,0 +1,591 @@
+// Graph passes (src/graph/passes): each test builds a small graph, runs one pass and checks the
+// rewritten graph, then checks that the outputs are unchanged: the graph compiled with all passes
+// off, the rewritten graph, and the original compiled with all passes on agree within 1e-5.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/passes/pass_util.h"
+#include "graph/passes/passes.h"
+#include "runtime/plan.h"
+
+using namespace jiffy;
+
+namespace {
+
+Tensor rnd(Shape s, uint32_t seed, float scale = 1.0f) {
+    Tensor t(DType::kF32, std::move(s));
+    float* p = t.as<float>();
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
+    }
+    return t;
+}
+Tensor scalar(float v, Shape s = {}) {
+    Tensor t(DType::kF32, std::move(s));
+    t.as<float>()[0] = v;
+    return t;
+}
+Attr ai(int64_t v) {
+    Attr a;
+    a.kind = Attr::kInt;
+    a.i = v;
+    return a;
+}
+Attr af(float v) {
+    Attr a;
+    a.kind = Attr::kFloat;
+    a.f = v;
+    return a;
+}
+Attr aints(std::vector<int64_t> v) {
+    Attr a;
+    a.kind = Attr::kInts;
+    a.ints = std::move(v);
+    return a;
+}
+using Attrs = std::map<std::string, Attr>;
+
+// Builds a graph as compile leaves it before the passes: every value has concrete dims.
+struct Builder {
+    Graph g;
+    std::map<std::string, Tensor> feeds;
+    explicit Builder(int64_t opset = 17) { g.opset = opset; }
+    int value(const std::string& name, const Shape& s, DType t = DType::kF32) {
+        int id = g.add_value(name);
+        Value& v = g.values[size_t(id)];
+        v.dtype = t;
+        v.has_shape = true;
+        for (int64_t d : s) v.dims.push_back(Dim{d, {}});
+        return id;
+    }
+    int input(const std::string& name, const Shape& s, uint32_t seed = 7) {
+        int id = value(name, s);
+        g.inputs.push_back(id);
+        feeds[name] = rnd(s, seed, 2.0f);
+        return id;
+    }
+    int constant(const std::string& name, Tensor t) {
+        int id = value(name, t.shape(), t.dtype());
+        g.values[size_t(id)].constant = std::make_shared<const Tensor>(std::move(t));
+        return id;
+    }
+    int node(const std::string& op, std::vector<int> ins, const Shape& out, Attrs attrs = {}, int nout = 1) {
+        Node n;
+        n.op = op;
+        n.name = op + std::to_string(g.nodes.size());
+        n.inputs = std::move(ins);
+        n.num_explicit_inputs = int(n.inputs.size());
+        n.attrs = std::move(attrs);
+        int first = -1;
+        for (int k = 0; k < nout; ++k) {
+            int id = value(n.name + "_out" + std::to_string(k), out);
+            g.values[size_t(id)].producer = int(g.nodes.size());
+            n.outputs.push_back(id);
+            if (k == 0) first = id;
+        }
+        g.nodes.push_back(std::move(n));
+        return first;
+    }
+    void output(int v) { g.outputs.push_back(v); }
+};
+
+struct ScopedPasses {
+    explicit ScopedPasses(bool on) {
+        if (on) unsetenv("JIFFY_PASSES");
+        else setenv("JIFFY_PASSES", "0", 1);
+    }
+    ~ScopedPasses() { unsetenv("JIFFY_PASSES"); }
+};
+
+// Compiles and runs; outputs in order. Fails the test on error.
+std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& feeds, bool passes,
+                        std::shared_ptr<const Plan>* plan_out = nullptr) {
+    ScopedPasses sp(passes);
+    std::shared_ptr<const Plan> plan;
+    Status st = compile_graph(g, CompileOptions{}, &plan);
+    EXPECT_TRUE(st.ok()) << st.message();
+    if (!st.ok()) return {};
+    Session s(plan);
+    for (size_t i = 0; i < plan->inputs.size(); ++i) {
+        const Tensor& t = feeds.at(plan->inputs[i].name);
+        std::memcpy(s.input_data(i), t.data(), t.nbytes());
+    }
+    st = s.run();
+    EXPECT_TRUE(st.ok()) << st.message();
+    std::vector<Tensor> r;
+    for (size_t i = 0; i < plan->outputs.size(); ++i) {
+        Tensor t(plan->outputs[i].dtype, plan->outputs[i].shape);
+        std::memcpy(t.data(), s.output_data(i), plan->outputs[i].nbytes);
+        r.push_back(std::move(t));
+    }
+    if (plan_out) *plan_out = plan;
+    return r;
+}
+
+void expect_close(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].shape(), want[o].shape());
+        for (int64_t i = 0; i < got[o].numel(); ++i) {
+            double a = got[o].get_f64(i), b = want[o].get_f64(i);
+            ASSERT_NEAR(a, b, 1e-5 * (1 + std::abs(b))) << "output " << o << " element " << i;
+        }
+    }
+}
+
+std::vector<std::string> ops(const Graph& g) {
+    std::vector<std::string> r;
+    for (const Node& n : g.nodes) r.push_back(n.op);
+    return r;
+}
+
+// Runs `pass` on a copy of b.g, expects it to remove `removed` nodes, checks outputs (rewritten
+// graph and the full pipeline) against the unoptimized graph. Returns the rewritten graph.
+Graph check_pass(const Builder& b, int (*pass)(Graph&), int removed) {
+    auto want = run(b.g, b.feeds, false);
+    Graph g = b.g;
+    EXPECT_EQ(pass(g), removed);
+    for (size_t i = 0; i < b.g.outputs.size(); ++i) {  // graph outputs keep ids and names
+        EXPECT_EQ(g.outputs[i], b.g.outputs[i]);
+        EXPECT_EQ(g.values[size_t(g.outputs[i])].name, b.g.values[size_t(b.g.outputs[i])].name);
+    }
+    expect_close(run(g, b.feeds, false), want);
+    expect_close(run(b.g, b.feeds, true), want);
+    return g;
+}
+
+passes::FusionKind kind(const std::string& op, const std::string& act, bool residual = false,
+                        bool bias = false) {
+    passes::FusionKind k;
+    k.op = op;
+    k.act = act;
+    k.residual = residual;
+    k.bias = bias;
+    return k;
+}
+
+// Conv 3x3 pad 1 on [1,C,H,W] -> [1,M,H,W].
+int conv(Builder& b, int x, int64_t C, int64_t M, int64_t H, int64_t W, bool bias, uint32_t seed) {
+    int w = b.constant("W" + std::to_string(seed), rnd({M, C, 3, 3}, seed, 0.4f));
+    std::vector<int> ins = {x, w};
+    if (bias) ins.push_back(b.constant("B" + std::to_string(seed), rnd({M}, seed + 1)));
+    return b.node("Conv", ins, {1, M, H, W}, {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}});
+}
+
+// ---------------------------------------------------------------- remove_identity
+
+TEST(Passes, IdentityAndDropoutRemoved) {
+    Builder b;
+    int x = b.input("x", {2, 3});
+    int r = b.node("Relu", {x}, {2, 3});
+    int i = b.node("Identity", {r}, {2, 3});
+    int d = b.node("Dropout", {i}, {2, 3});
+    int y = b.node("Neg", {d}, {2, 3});
+    b.output(y);
+    Graph g = check_pass(b, passes::remove_identity, 2);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Relu", "Neg"}));
+}
+
+TEST(Passes, IdentityAsGraphOutputKeepsItsName) {
+    Builder b;
+    int x = b.input("x", {4});
+    int r = b.node("Relu", {x}, {4});
+    int y = b.node("Identity", {r}, {4});
+    b.output(y);
+    Graph g = check_pass(b, passes::remove_identity, 1);
+    ASSERT_EQ(ops(g), (std::vector<std::string>{"Relu"}));
+    EXPECT_EQ(g.nodes[0].outputs[0], y);
+}
+
+TEST(Passes, IdentityOfGraphInputToGraphOutputStays) {
+    Builder b;
+    int x = b.input("x", {4});
+    b.output(b.node("Identity", {x}, {4}));
+    check_pass(b, passes::remove_identity, 0);
+}
+
+TEST(Passes, DropoutWithUsedMaskStays) {
+    Builder b(11);
+    int x = b.input("x", {4});
+    int d = b.node("Dropout", {x}, {4}, {}, 2);
+    b.output(d);
+    b.output(d + 1);  // the mask
+    b.g.values[size_t(d + 1)].dtype = DType::kBool;
+    check_pass(b, passes::remove_identity, 0);
+}
+
+TEST(Passes, CapturedValueIsNotRewired) {
+    Builder b;
+    int x = b.input("x", {4});
+    int r = b.node("Relu", {x}, {4});
+    int i = b.node("Identity", {r}, {4});
+    int y = b.node("Neg", {x}, {4});
+    b.g.nodes.back().inputs.push_back(i);  // an implicit input: a subgraph reads `i` by name
+    b.output(y);
+    Graph g = b.g;
+    EXPECT_EQ(passes::remove_identity(g), 1);  // Relu writes `i` directly instead
+    EXPECT_EQ(g.nodes.back().inputs.back(), i);
+    EXPECT_EQ(g.nodes[0].outputs[0], i);
+}
+
+// ---------------------------------------------------------------- transposes / reshapes
+
+TEST(Passes, TransposesCancel) {
+    Builder b;
+    int x = b.input("x", {2, 3, 4});
+    int t1 = b.node("Transpose", {x}, {2, 4, 3}, {{"perm", aints({0, 2, 1})}});
+    int t2 = b.node("Transpose", {t1}, {2, 3, 4}, {{"perm", aints({0, 2, 1})}});
+    b.output(b.node("Relu", {t2}, {2, 3, 4}));
+    Graph g = check_pass(b, passes::merge_transposes, 2);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Relu"}));
+}
+
+TEST(Passes, TransposesCompose) {
+    Builder b;
+    int x = b.input("x", {2, 3, 4});
+    int t1 = b.node("Transpose", {x}, {3, 4, 2}, {{"perm", aints({1, 2, 0})}});
+    int t2 = b.node("Transpose", {t1}, {4, 2, 3}, {{"perm", aints({1, 2, 0})}});
+    b.output(t2);
+    Graph g = check_pass(b, passes::merge_transposes, 1);
+    ASSERT_EQ(ops(g), (std::vector<std::string>{"Transpose"}));
+    EXPECT_EQ(g.nodes[0].attrs["perm"].ints, (std::vector<int64_t>{2, 0, 1}));
+}
+
+TEST(Passes, TransposeWithDefaultPermAndSharedMiddleValue) {
+    Builder b;
+    int x = b.input("x", {2, 3});
+    int t1 = b.node("Transpose", {x}, {3, 2});
+    int t2 = b.node("Transpose", {t1}, {2, 3});
+    b.output(t2);
+    b.output(t1);  // middle value is an output: nothing to do
+    check_pass(b, passes::merge_transposes, 0);
+}
+
+TEST(Passes, ReshapeChainsMerge) {
+    Builder b;
+    int x = b.input("x", {2, 3, 4});
+    int u = b.node("Unsqueeze", {x, b.constant("ax", [] {
+                       Tensor t(DType::kI64, {1});
+                       t.as<int64_t>()[0] = 0;
+                       return t;
+                   }())}, {1, 2, 3, 4});
+    int f = b.node("Flatten", {u}, {6, 4}, {{"axis", ai(3)}});
+    b.output(b.node("Relu", {f}, {6, 4}));
+    Graph g = check_pass(b, passes::merge_reshapes, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Reshape", "Relu"}));
+}
+
+TEST(Passes, NoOpReshapeRemoved) {
+    Builder b;
+    int x = b.input("x", {2, 3});
+    int f = b.node("Flatten", {x}, {2, 3}, {{"axis", ai(1)}});
+    b.output(b.node("Relu", {f}, {2, 3}));
+    Graph g = check_pass(b, passes::merge_reshapes, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Relu"}));
+}
+
+// ---------------------------------------------------------------- fold_batchnorm
+
+int batchnorm(Builder& b, int x, int64_t M, const Shape& out, uint32_t seed) {
+    Tensor var = rnd({M}, seed + 3);
+    for (int64_t i = 0; i < M; ++i) var.as<float>()[i] = std::abs(var.as<float>()[i]) + 0.1f;
+    return b.node("BatchNormalization",
+                  {x, b.constant("s" + std::to_string(seed), rnd({M}, seed)),
+                   b.constant("b" + std::to_string(seed), rnd({M}, seed + 1)),
+                   b.constant("m" + std::to_string(seed), rnd({M}, seed + 2)),
+                   b.constant("v" + std::to_string(seed), var)},
+                  out, {{"epsilon", af(1e-3f)}});
+}
+
+TEST(Passes, BatchNormFoldsIntoConv) {
+    for (bool bias : {false, true}) {
+        Builder b;
+        int x = b.input("x", {1, 3, 5, 6});
+        int c = conv(b, x, 3, 4, 5, 6, bias, 11);
+        b.output(batchnorm(b, c, 4, {1, 4, 5, 6}, 20));
+        Graph g = check_pass(b, passes::fold_batchnorm, 1);
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv"}));
+        EXPECT_EQ(g.nodes[0].inputs.size(), 3u);
+    }
+}
+
+TEST(Passes, BatchNormFoldsIntoGroupedConvTranspose) {
+    Builder b;
+    int x = b.input("x", {1, 4, 3, 3});
+    int w = b.constant("W", rnd({4, 3, 2, 2}, 5, 0.5f));  // C=4, M/G=3, G=2 -> M=6
+    int c = b.node("ConvTranspose", {x, w}, {1, 6, 6, 6}, {{"strides", aints({2, 2})}, {"group", ai(2)}});
+    b.output(batchnorm(b, c, 6, {1, 6, 6, 6}, 30));
+    Graph g = check_pass(b, passes::fold_batchnorm, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"ConvTranspose"}));
+}
+
+TEST(Passes, BatchNormNotFoldedWhenConvOutputShared) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5, 6});
+    int c = conv(b, x, 3, 4, 5, 6, true, 11);
+    b.output(batchnorm(b, c, 4, {1, 4, 5, 6}, 20));
+    b.output(c);
+    check_pass(b, passes::fold_batchnorm, 0);
+}
+
+TEST(Passes, BadBatchNormStillGivesAClearError) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5, 6});
+    int c = conv(b, x, 3, 4, 5, 6, true, 11);
+    int bn = batchnorm(b, c, 4, {1, 4, 5, 6}, 20);
+    b.g.nodes.back().inputs[1] = b.constant("bad_scale", rnd({3}, 1));  // 3 != 4 channels
+    b.output(bn);
+    std::shared_ptr<const Plan> plan;
+    Status st = compile_graph(b.g, CompileOptions{}, &plan);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("scale"), std::string::npos) << st.message();
+}
+
+// ---------------------------------------------------------------- fold_bias_add
+
+TEST(Passes, ConstantAddFoldsIntoConvBias) {
+    const Shape shapes[] = {{1, 4, 1, 1}, {4, 1, 1}, {1}};
+    for (const Shape& cs : shapes)
+        for (bool bias : {false, true})
+            for (int op = 0; op < 3; ++op) {  // y + c, c + y, y - c
+                Builder b;
+                int x = b.input("x", {1, 3, 5, 6});
+                int c = conv(b, x, 3, 4, 5, 6, bias, 11);
+                int k = b.constant("c", rnd(cs, 3));
+                int y = op == 0 ? b.node("Add", {c, k}, {1, 4, 5, 6})
+                        : op == 1 ? b.node("Add", {k, c}, {1, 4, 5, 6})
+                                  : b.node("Sub", {c, k}, {1, 4, 5, 6});
+                b.output(y);
+                Graph g = check_pass(b, passes::fold_bias_add, 1);
+                ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv"}));
+            }
+}
+
+TEST(Passes, FullTensorAddIsNotABias) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5, 6});
+    int c = conv(b, x, 3, 4, 5, 6, true, 11);
+    b.output(b.node("Add", {c, b.constant("c", rnd({1, 4, 5, 6}, 3))}, {1, 4, 5, 6}));
+    check_pass(b, passes::fold_bias_add, 0);
+    Builder b2;  // c - y is not a bias either
+    x = b2.input("x", {1, 3, 5, 6});
+    c = conv(b2, x, 3, 4, 5, 6, true, 11);
+    b2.output(b2.node("Sub", {b2.constant("c", rnd({4, 1, 1}, 3)), c}, {1, 4, 5, 6}));
+    check_pass(b2, passes::fold_bias_add, 0);
+}
+
+TEST(Passes, ConstantScaleMulFoldsIntoConvWeights) {
+    for (bool bias : {false, true})
+        for (int side = 0; side < 2; ++side) {
+            Builder b;
+            int x = b.input("x", {1, 3, 5, 6});
+            int c = conv(b, x, 3, 4, 5, 6, bias, 11);
+            int k = b.constant("s", rnd({1, 4, 1, 1}, 3));
+            int m = b.node("Mul", side ? std::vector<int>{k, c} : std::vector<int>{c, k}, {1, 4, 5, 6});
+            b.output(b.node("Add", {m, b.constant("t", rnd({1, 4, 1, 1}, 5))}, {1, 4, 5, 6}));
+            Graph g = check_pass(b, passes::fold_scale_mul, 1);
+            ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv", "Add"}));
+            g = b.g;
+            EXPECT_TRUE(run_graph_passes(g));  // then the Add folds into the bias
+            EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv"}));
+        }
+}
+
+TEST(Passes, FullTensorMulIsNotAScale) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5, 6});
+    int c = conv(b, x, 3, 4, 5, 6, true, 11);
+    b.output(b.node("Mul", {c, b.constant("s", rnd({1, 4, 5, 1}, 3))}, {1, 4, 5, 6}));
+    check_pass(b, passes::fold_scale_mul, 0);
+}
+
+TEST(Passes, ConstantAddFoldsIntoGemmC) {
+    for (int withc = 0; withc < 2; ++withc) {
+        Builder b;
+        int x = b.input("x", {3, 5});
+        std::vector<int> ins = {x, b.constant("B", rnd({5, 7}, 2))};
+        Attrs at;
+        if (withc) {
+            ins.push_back(b.constant("C", rnd({1, 7}, 4)));
+            at["beta"] = af(0.5f);
+        }
+        int y = b.node("Gemm", ins, {3, 7}, at);
+        b.output(b.node("Add", {y, b.constant("c", rnd({7}, 3))}, {3, 7}));
+        Graph g = check_pass(b, passes::fold_bias_add, 1);
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"Gemm"}));
+    }
+}
+
+TEST(Passes, ConstantAddFoldsIntoMatMulWhenSupported) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5});
+    int y = b.node("MatMul", {x, b.constant("B", rnd({5, 7}, 2))}, {1, 3, 7});
+    b.output(b.node("Add", {y, b.constant("c", rnd({7}, 3))}, {1, 3, 7}));
+    const bool ok = passes::kernel_supports(kind("MatMul", "", false, true));
+    Graph g = check_pass(b, passes::fold_bias_add, ok ? 1 : 0);
+    if (ok) EXPECT_EQ(passes::attr_i(g.nodes[0], "_fused_bias", 0), 1);
+}
+
+// ---------------------------------------------------------------- fuse_hardswish
+
+TEST(Passes, HardSigmoidTimesXBecomesHardSwish) {
+    Builder b;
+    int x = b.input("x", {2, 8});
+    int r = b.node("Neg", {x}, {2, 8});
+    int h = b.node("HardSigmoid", {r}, {2, 8}, {{"alpha", af(1.0f / 6)}, {"beta", af(0.5f)}});
+    b.output(b.node("Mul", {r, h}, {2, 8}));
+    Graph g = check_pass(b, passes::fuse_hardswish, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Neg", "HardSwish"}));
+}
+
+TEST(Passes, OtherHardSigmoidIsNotHardSwish) {
+    Builder b;
+    int x = b.input("x", {2, 8});
+    int h = b.node("HardSigmoid", {x}, {2, 8});  // alpha 0.2
+    b.output(b.node("Mul", {x, h}, {2, 8}));
+    check_pass(b, passes::fuse_hardswish, 0);
+}
+
+TEST(Passes, PaddleHardSwishPatterns) {
+    for (int variant = 0; variant < 3; ++variant) {
+        Builder b(11);
+        int x = b.input("x", {2, 8});
+        int r = b.node("Neg", {x}, {2, 8});
+        int a = b.node("Add", {r, b.constant("three", scalar(3.0f, {1}))}, {2, 8});
+        int c = b.node("Clip", {a, b.constant("lo", scalar(0.0f)), b.constant("hi", scalar(6.0f))}, {2, 8});
+        int y;
+        if (variant == 0) {  // x * clip / 6
+            int m = b.node("Mul", {r, c}, {2, 8});
+            y = b.node("Div", {m, b.constant("six", scalar(6.0f))}, {2, 8});
+        } else if (variant == 1) {  // (clip * x) * (1/6)
+            int m = b.node("Mul", {c, r}, {2, 8});
+            y = b.node("Mul", {m, b.constant("sixth", scalar(1.0f / 6))}, {2, 8});
+        } else {  // x * (clip / 6)
+            int d = b.node("Div", {c, b.constant("six", scalar(6.0f))}, {2, 8});
+            y = b.node("Mul", {r, d}, {2, 8});
+        }
+        b.output(y);
+        Graph g = check_pass(b, passes::fuse_hardswish, 3);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Neg", "HardSwish"}));
+    }
+}
+
+TEST(Passes, HardSwishPatternWithSharedMiddleStays) {
+    Builder b(11);
+    int x = b.input("x", {2, 8});
+    int a = b.node("Add", {x, b.constant("three", scalar(3.0f))}, {2, 8});
+    int c = b.node("Clip", {a, b.constant("lo", scalar(0.0f)), b.constant("hi", scalar(6.0f))}, {2, 8});
+    int m = b.node("Mul", {x, c}, {2, 8});
+    b.output(b.node("Div", {m, b.constant("six", scalar(6.0f))}, {2, 8}));
+    b.output(a);
+    check_pass(b, passes::fuse_hardswish, 0);
+}
+
+// ---------------------------------------------------------------- fuse_activation / residual
+
+TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {
+    const char* acts[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
+    for (const char* op : {"Conv", "Gemm", "MatMul"})
+        for (const char* act : acts) {
+            Builder b(17);
+            int y;
+            Shape out;
+            if (std::string(op) == "Conv") {
+                int x = b.input("x", {1, 3, 5, 6});
+                y = conv(b, x, 3, 4, 5, 6, true, 11);
+                out = {1, 4, 5, 6};
+            } else {
+                int x = b.input("x", {3, 5});
+                y = b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
+                out = {3, 7};
+            }
+            std::vector<int> ins = {y};
+            Attrs at;
+            if (std::string(act) == "Clip") {
+                ins.push_back(b.constant("lo", scalar(-0.5f)));
+                ins.push_back(b.constant("hi", scalar(0.6f)));
+            }
+            if (std::string(act) == "LeakyRelu") at["alpha"] = af(0.2f);
+            b.output(b.node(act, ins, out, at));
+            const bool ok = passes::kernel_supports(kind(op, act));
+            Graph g = check_pass(b, passes::fuse_activation, ok ? 1 : 0);
+            if (ok) {
+                ASSERT_EQ(g.nodes.size(), 1u) << op << " " << act;
+                EXPECT_EQ(passes::attr_s(g.nodes[0], "_fused_act", ""), act);
+            }
+        }
+}
+
+TEST(Passes, ActivationNotFusedAcrossSharedValue) {
+    Builder b;
+    int x = b.input("x", {3, 5});
+    int y = b.node("Gemm", {x, b.constant("B", rnd({5, 7}, 2))}, {3, 7});
+    b.output(b.node("Relu", {y}, {3, 7}));
+    b.output(b.node("Neg", {y}, {3, 7}));
+    check_pass(b, passes::fuse_activation, 0);
+}
+
+TEST(Passes, ResidualAddFusesIntoConvWhenSupported) {
+    Builder b;
+    int x = b.input("x", {1, 4, 5, 6});
+    int c = conv(b, x, 4, 4, 5, 6, true, 11);
+    int a = b.node("Add", {x, c}, {1, 4, 5, 6});
+    b.output(b.node("Relu", {a}, {1, 4, 5, 6}));
+    const bool ok = passes::kernel_supports(kind("Conv", "", true));
+    Graph g = check_pass(b, passes::fuse_residual, ok ? 1 : 0);
+    if (ok) {
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv", "Relu"}));
+        EXPECT_EQ(g.nodes[0].inputs.size(), 4u);
+        EXPECT_EQ(g.nodes[0].inputs[3], x);
+    }
+    // The whole pipeline: Conv (+residual +Relu where supported) and same numbers.
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+}
+
+TEST(Passes, BroadcastAddIsNotAResidual) {
+    Builder b;
+    int x = b.input("x", {1, 4, 1, 1});
+    int x2 = b.input("x2", {1, 3, 5, 6}, 9);
+    int c = conv(b, x2, 3, 4, 5, 6, true, 11);
+    b.output(b.node("Add", {c, x}, {1, 4, 5, 6}));
+    check_pass(b, passes::fuse_residual, 0);
+}
+
+TEST(Passes, ProbeRejectsUnknownOps) {
+    EXPECT_FALSE(passes::kernel_supports(kind("Softmax", "Relu")));
+    EXPECT_FALSE(passes::kernel_supports(kind("Conv", "NoSuchActivation")));
+}
+
+// ---------------------------------------------------------------- whole pipeline
+
+TEST(Passes, ConvBnBiasHardSwishChain) {
+    Builder b(9);  // Clip bounds as attributes
+    int x = b.input("x", {1, 3, 6, 6});
+    int c = conv(b, x, 3, 4, 6, 6, false, 11);
+    int bn = batchnorm(b, c, 4, {1, 4, 6, 6}, 20);
+    int a = b.node("Add", {bn, b.constant("three", scalar(3.0f))}, {1, 4, 6, 6});
+    int cl = b.node("Clip", {a}, {1, 4, 6, 6}, {{"min", af(0.0f)}, {"max", af(6.0f)}});
+    int m = b.node("Mul", {bn, cl}, {1, 4, 6, 6});
+    int y = b.node("Div", {m, b.constant("six", scalar(6.0f))}, {1, 4, 6, 6});
+    b.output(y);
+    Graph g = b.g;
+    EXPECT_TRUE(run_graph_passes(g));
+    const bool fused = passes::kernel_supports(kind("Conv", "HardSwish"));
+    const std::vector<std::string> want = fused ? std::vector<std::string>{"Conv"}
+                                                : std::vector<std::string>{"Conv", "HardSwish"};
+    EXPECT_EQ(ops(g), want);
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+    EXPECT_EQ(plan->steps.size(), g.nodes.size());
+}
+
+}  // namespace
