@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "../tests/models/refs.h"
+#include "kernels/cpu.h"
 
 using namespace jiffy;
 using namespace jiffy::testing;
@@ -119,9 +120,9 @@ int main(int argc, char** argv) {
             std::snprintf(ratio, sizeof ratio, "%.2f", r.p50 / r.ort_p50);
             std::snprintf(ortp, sizeof ortp, "%.1f", r.ort_p50);
         }
-        std::printf("| %s | %.2f | %.0f | %.2g | %s | %.1f | %.1f | %s | %s |\n", r.name.c_str(),
-                    double(r.flops) / 1e6, double(r.arena) / 1024, r.rel_err, r.status.c_str(), r.p50, r.p99,
-                    ortp, ratio);
+        std::printf("| %s | %.2f | %.0f | %.2g | %s | %.*f | %.*f | %s | %s |\n", r.name.c_str(),
+                    double(r.flops) / 1e6, double(r.arena) / 1024, r.rel_err, r.status.c_str(), r.p50 < 100 ? 2 : 0,
+                    r.p50, r.p99 < 100 ? 2 : 0, r.p99, ortp, ratio);
         std::fflush(stdout);
         rows.push_back(r);
     }
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
         }
         f << "]\n";
     }
-    std::printf("\n%zu models, %d not matching ONNX Runtime. Single thread, reference kernels; "
-                "ORT figures are its native C-API p50 from PEERS.md, not re-measured here.\n",
-                rows.size(), bad);
+    std::printf("\n%zu models, %d not matching ONNX Runtime. Single thread, ISA %s; ORT figures are its "
+                "native C-API p50 from PEERS.md (same machine class), not re-measured here.\n",
+                rows.size(), bad, jiffy::kernels::isa_name(jiffy::kernels::active_isa()));
     return bad ? 1 : 0;
 }
