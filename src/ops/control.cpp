@@ -109,13 +109,17 @@ const void* plan_const_output(const Plan& plan, size_t k, const std::vector<cons
 
 class IfKernel : public Kernel {
 public:
-    IfKernel(DType cond_t, Body then_b, Body else_b, int nout)
-        : cond_t_(cond_t), b_{std::move(then_b), std::move(else_b)} {
+    // A branch that cannot compile for these shapes has no session; `why` says why, and taking
+    // it at run time is an error (the other branch still runs).
+    IfKernel(DType cond_t, Body then_b, Body else_b, int nout, std::string why[2])
+        : cond_t_(cond_t), b_{std::move(then_b), std::move(else_b)}, why_{why[0], why[1]} {
         for (auto& v : out_bound_) v.assign(size_t(nout), nullptr);
     }
     Status run(const void* const* in, void* const* out) const override {
         const int which = read_flag(cond_t_, in[0]) ? 0 : 1;
         const Body& b = b_[which];
+        if (!b.sess) [[unlikely]]
+            return invalid(why_[which]);
         b.bind_captures(in);
         std::vector<void*>& bound = out_bound_[which];
         for (size_t k = 0; k < bound.size(); ++k)
@@ -129,6 +133,7 @@ public:
 private:
     DType cond_t_;
     Body b_[2];
+    std::string why_[2];
     mutable std::vector<void*> out_bound_[2];  // see the file comment
 };
 
@@ -148,10 +153,22 @@ Status prep_If(OpContext& ctx) {
     }
     // (A condition the caller can give, e.g. a sample-rate input, is frozen by the compiler before
     // this runs and the chosen branch inlined; here the condition is only known at run time.)
-    for (int i = 0; i < 2; ++i) JIFFY_RETURN_IF_ERROR(b[i].init(ctx, *g[i], {}));
+    // A branch that cannot run with these shapes (Silero's 8 kHz branch given 16 kHz frames) is
+    // kept as a run-time error, so the other branch still serves.
+    std::string why[2];
+    Status st[2];
+    for (int i = 0; i < 2; ++i) {
+        st[i] = b[i].init(ctx, *g[i], {});
+        if (!st[i].ok() && st[i].code() != Code::kInvalid && st[i].code() != Code::kUnsupported) return st[i];
+        if (!st[i].ok()) {
+            why[i] = st[i].message() + " (this branch was taken at run time)";
+            b[i].sess.reset();
+        }
+    }
+    if (!st[0].ok() && !st[1].ok()) return st[0];
     for (int k = 0; k < ctx.num_outputs(); ++k) {
-        const IoDesc& t = b[0].out(size_t(k));
-        const IoDesc& e = b[1].out(size_t(k));
+        const IoDesc& t = b[st[0].ok() ? 0 : 1].out(size_t(k));
+        const IoDesc& e = b[st[1].ok() ? 1 : 0].out(size_t(k));
         if (t.dtype != e.dtype || t.shape != e.shape)
             return ctx.fail_unsupported("output ", k, " is ", info_str(t.dtype, t.shape), " in then_branch but ",
                                         info_str(e.dtype, e.shape), " in else_branch, and the condition '",
@@ -160,7 +177,7 @@ Status prep_If(OpContext& ctx) {
         if (ctx.has_output(k)) JIFFY_RETURN_IF_ERROR(ctx.set_output(k, t.dtype, t.shape));
     }
     ctx.set_kernel(std::make_unique<IfKernel>(ctx.in_dtype(0), std::move(b[0]), std::move(b[1]),
-                                              ctx.num_outputs()));
+                                              ctx.num_outputs(), why));
     return {};
 }
 

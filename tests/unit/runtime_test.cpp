@@ -271,3 +271,62 @@ TEST(Model, PlansAreCachedByShapeSignature) {
 }
 
 }  // namespace
+
+namespace {
+
+// If with a run-time condition whose else branch cannot compile for these shapes: the then
+// branch still runs; taking the else branch is a run-time error naming the branch's problem.
+TEST(Compile, IfBranchThatCannotCompileIsARunTimeError) {
+    G b;
+    int x = b.input("x", DType::kF32, {4});
+    int cond = b.input("c", DType::kBool, {});
+    auto branch = [](const char* name, bool bad) {
+        auto g = std::make_shared<Graph>();
+        g->opset = 17;
+        g->name = name;
+        int cx = g->add_value("x");
+        g->captures.push_back(cx);
+        int w = g->add_value(std::string(name) + "_w");
+        Tensor t(DType::kF32, bad ? Shape{3} : Shape{4});  // [3] does not broadcast with [4]
+        g->values[size_t(w)].constant = std::make_shared<Tensor>(t);
+        int o = g->add_value(std::string(name) + "_y");
+        Node n;
+        n.op = "Add";
+        n.inputs = {cx, w};
+        n.num_explicit_inputs = 2;
+        n.outputs = {o};
+        g->values[size_t(o)].producer = 0;
+        g->nodes.push_back(n);
+        g->outputs = {o};
+        return g;
+    };
+    int y = b.g.add_value("y");
+    Node n;
+    n.op = "If";
+    n.name = "if";
+    n.inputs = {cond, x};  // x is the branches' capture
+    n.num_explicit_inputs = 1;
+    n.outputs = {y};
+    n.attrs["then_branch"].kind = Attr::kGraph;
+    n.attrs["then_branch"].g = branch("then", false);
+    n.attrs["else_branch"].kind = Attr::kGraph;
+    n.attrs["else_branch"].g = branch("else", true);
+    b.g.values[size_t(y)].producer = int(b.g.nodes.size());
+    b.g.nodes.push_back(n);
+    b.g.outputs = {y};
+    std::shared_ptr<const Plan> plan;
+    Status st = compile_graph(b.g, CompileOptions{}, &plan);
+    ASSERT_TRUE(st.ok()) << st.message();
+    Session s(plan);
+    float in[4] = {1, 2, 3, 4};
+    std::memcpy(s.input_data(0), in, 16);
+    *static_cast<bool*>(s.input_data(1)) = true;
+    ASSERT_TRUE(s.run().ok());
+    EXPECT_FLOAT_EQ(static_cast<const float*>(s.output_data(0))[3], 4);
+    *static_cast<bool*>(s.input_data(1)) = false;
+    st = s.run();
+    EXPECT_EQ(st.code(), Code::kInvalid);
+    EXPECT_NE(st.message().find("broadcast"), std::string::npos) << st.message();
+}
+
+}  // namespace
