@@ -131,11 +131,18 @@ struct RnnConfig {
     int num_in = 0, num_out = 0;       // the node's input / output counts (trailing ones may be absent)
 };
 
+// Eight independent partial sums: the FMA chains overlap (and the compiler can vectorize them)
+// instead of one sum waiting ~4 cycles per element. Measured with `jiffy bench` on Silero v5
+// (whose LSTM step is 512 gate rows x 256 inputs): min 203 -> 151 us per run, p50 ~245 -> 160 us.
 template <typename T>
 T dot(const T* a, const T* b, int64_t n) {
-    T s = T(0);
-    for (int64_t k = 0; k < n; ++k) s += a[k] * b[k];
-    return s;
+    T s[8] = {T(0), T(0), T(0), T(0), T(0), T(0), T(0), T(0)};
+    int64_t k = 0;
+    for (; k + 8 <= n; k += 8)
+        for (int u = 0; u < 8; ++u) s[u] += a[k + u] * b[k + u];
+    T r = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+    for (; k < n; ++k) r += a[k] * b[k];
+    return r;
 }
 
 // Inputs: X, W, R, B, sequence_lens, initial_h[, initial_c, P]; outputs Y, Y_h[, Y_c].
