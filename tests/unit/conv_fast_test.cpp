@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "attr_util.h"
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
+using namespace jiffy::testattr;
 using namespace jiffy::kernels;
 
 namespace {
@@ -26,31 +28,6 @@ std::vector<Isa> isas() {
     return r;
 }
 
-Attr ai(int64_t v) {
-    Attr a;
-    a.kind = Attr::kInt;
-    a.i = v;
-    return a;
-}
-Attr af(float v) {
-    Attr a;
-    a.kind = Attr::kFloat;
-    a.f = v;
-    return a;
-}
-Attr as(const std::string& v) {
-    Attr a;
-    a.kind = Attr::kString;
-    a.s = v;
-    return a;
-}
-Attr aints(std::vector<int64_t> v) {
-    Attr a;
-    a.kind = Attr::kInts;
-    a.ints = std::move(v);
-    return a;
-}
-using Attrs = std::map<std::string, Attr>;
 
 // Deterministic pseudo-random floats in [-scale, scale).
 std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {

@@ -14,12 +14,14 @@
 #include <string>
 #include <vector>
 
+#include "attr_util.h"
 #include "kernels/activation.h"
 #include "kernels/binary.h"
 #include "kernels/gemm.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
+using namespace jiffy::testattr;
 using namespace jiffy::kernels;
 
 namespace {
@@ -202,25 +204,6 @@ TEST(LinalgFast, PackIntoMatchesPackB) {
 
 // ---------------------------------------------------------------- op level (float32 vs float64)
 
-Attr ai(int64_t v) {
-    Attr a;
-    a.kind = Attr::kInt;
-    a.i = v;
-    return a;
-}
-Attr af(float v) {
-    Attr a;
-    a.kind = Attr::kFloat;
-    a.f = v;
-    return a;
-}
-Attr as(const std::string& v) {
-    Attr a;
-    a.kind = Attr::kString;
-    a.s = v;
-    return a;
-}
-using Attrs = std::map<std::string, Attr>;
 
 Tensor rnd(Shape s, uint32_t seed) {
     Tensor t(DType::kF32, std::move(s));

@@ -9,46 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "attr_util.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
+using namespace jiffy::testattr;
 
 namespace {
 
 // ---------------------------------------------------------------- helpers
 
-Attr ai(int64_t v) {
-    Attr a;
-    a.kind = Attr::kInt;
-    a.i = v;
-    return a;
-}
-Attr af(float v) {
-    Attr a;
-    a.kind = Attr::kFloat;
-    a.f = v;
-    return a;
-}
-Attr as(const std::string& v) {
-    Attr a;
-    a.kind = Attr::kString;
-    a.s = v;
-    return a;
-}
-Attr aints(std::vector<int64_t> v) {
-    Attr a;
-    a.kind = Attr::kInts;
-    a.ints = std::move(v);
-    return a;
-}
-Attr afloats(std::vector<float> v) {
-    Attr a;
-    a.kind = Attr::kFloats;
-    a.floats = std::move(v);
-    return a;
-}
 
-using Attrs = std::map<std::string, Attr>;
 
 template <typename T>
 Tensor make(DType dt, Shape s, const std::vector<T>& v) {

@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "attr_util.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
+using namespace jiffy::testattr;
 
 namespace {
 
@@ -33,25 +35,6 @@ Tensor scalar(float v, Shape s = {}) {
     t.as<float>()[0] = v;
     return t;
 }
-Attr ai(int64_t v) {
-    Attr a;
-    a.kind = Attr::kInt;
-    a.i = v;
-    return a;
-}
-Attr af(float v) {
-    Attr a;
-    a.kind = Attr::kFloat;
-    a.f = v;
-    return a;
-}
-Attr aints(std::vector<int64_t> v) {
-    Attr a;
-    a.kind = Attr::kInts;
-    a.ints = std::move(v);
-    return a;
-}
-using Attrs = std::map<std::string, Attr>;
 
 // Builds a graph as compile leaves it before the passes: every value has concrete dims.
 struct Builder {
