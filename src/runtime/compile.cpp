@@ -46,7 +46,8 @@ private:
     Status fold(int ni, OpContext& ctx);
     Status build_plan(std::shared_ptr<const Plan>* out);
     bool materialize_and_optimize();
-    std::string inputs_upstream_of(int value) const;
+    std::vector<int> inputs_upstream_of(int value) const;
+    std::string join_names(const std::vector<int>& values) const;
 
     Graph g_;
     const CompileOptions& opt_;
@@ -251,23 +252,30 @@ Status Compiler::order_nodes(std::vector<int>* order) {
     return {};
 }
 
-// Ancestors of `value` that are graph inputs (not frozen), comma-separated.
-std::string Compiler::inputs_upstream_of(int value) const {
+// Ancestors of `value` that are graph inputs (not frozen).
+std::vector<int> Compiler::inputs_upstream_of(int value) const {
     std::set<int> seen;
     std::vector<int> stack{value};
-    std::string r;
+    std::vector<int> r;
     while (!stack.empty()) {
         int v = stack.back();
         stack.pop_back();
         if (v < 0 || !seen.insert(v).second) continue;
         if (std::find(g_.inputs.begin(), g_.inputs.end(), v) != g_.inputs.end()) {
-            if (!info_[size_t(v)].constant) r += (r.empty() ? "" : ",") + g_.values[size_t(v)].name;
+            if (!info_[size_t(v)].constant) r.push_back(v);
             continue;
         }
         int p = g_.values[size_t(v)].producer;
         if (p >= 0)
             for (int in : g_.nodes[size_t(p)].inputs) stack.push_back(in);
     }
+    return r;
+}
+
+// Comma-separated names: the kNeedValue detail that Model::compile reads.
+std::string Compiler::join_names(const std::vector<int>& values) const {
+    std::string r;
+    for (int v : values) r += (r.empty() ? "" : ",") + g_.values[size_t(v)].name;
     return r;
 }
 
@@ -372,22 +380,17 @@ Status Compiler::prepare_node(int ni) {
         return inline_if(ni, *ins[0].constant);
     if (n.op == "If" && n.domain.empty() && !ins.empty() && !ins[0].constant && n.inputs[0] >= 0) {
         // Prefer folding the branch away when the caller can give the inputs the condition uses.
-        std::string ups = inputs_upstream_of(n.inputs[0]);
+        std::vector<int> ups = inputs_upstream_of(n.inputs[0]);
+        // Only small integer/bool inputs (configuration such as a sample rate), never data.
         bool all = !ups.empty();
-        size_t p = 0;
-        while (all && p <= ups.size()) {
-            size_t q = ups.find(',', p);
-            // Only small integer/bool inputs (configuration such as a sample rate), never data.
-            std::string in = ups.substr(p, q == std::string::npos ? std::string::npos : q - p);
-            int v = g_.find(in);
-            all = opt_.freezable_inputs.count(in) > 0 && v >= 0 &&
-                  (dtype_is_int(info_[size_t(v)].dtype) || info_[size_t(v)].dtype == DType::kBool) &&
-                  shape_numel(info_[size_t(v)].shape) <= 64;
-            if (q == std::string::npos) break;
-            p = q + 1;
+        for (int v : ups) {
+            const TensorInfo& t = info_[size_t(v)];
+            all = all && opt_.freezable_inputs.count(t.name) > 0 &&
+                  (dtype_is_int(t.dtype) || t.dtype == DType::kBool) && shape_numel(t.shape) <= 64;
         }
         if (all)
-            return Status(Code::kNeedValue, g_.node_label(ni) + ": condition needs input values").with_detail(ups);
+            return Status(Code::kNeedValue, g_.node_label(ni) + ": condition needs input values")
+                .with_detail(join_names(ups));
     }
     PrepareFn fn = find_op(n.domain, n.op);
     if (!fn)
@@ -397,11 +400,11 @@ Status Compiler::prepare_node(int ni) {
     Status st = fn(ctx);
     if (!st.ok()) {
         if (st.code() == Code::kNeedValue) {
-            std::string ups = inputs_upstream_of(g_.find(st.detail()));
+            std::vector<int> ups = inputs_upstream_of(g_.find(st.detail()));
             if (ups.empty())
                 return unsupported(st.message(), " (it is computed at run time, so the output shape is "
                                    "data-dependent; Jiffy needs static shapes)");
-            st.with_detail(ups);
+            st.with_detail(join_names(ups));
         }
         return st;
     }
