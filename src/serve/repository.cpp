@@ -2,6 +2,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "serve/admission.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -120,10 +122,17 @@ Status parse_model_config(const std::string& path, ModelConfig* out) {
                     return invalid(at(path, v), "'version_policy' must be latest, all, {latest: N} or {specific: [versions]}");
                 }
             } else {
+                Status st;
+                if (parse_sched_key(key, v, path, &out->sched, &st)) {
+                    if (!st.ok()) return st;
+                    continue;
+                }
                 return invalid(at(path, k), "unknown key '", key,
-                               "' (known: inputs, max_request_bytes, version_policy)");
+                               "' (known: inputs, max_request_bytes, version_policy, max_batch_size, dynamic_batching, "
+                               "latency_target_us, max_queue_size, execution)");
             }
         }
+        JIFFY_RETURN_IF_ERROR(check_sched_config(path, out->sched));
     } catch (const std::exception& e) {
         return invalid(path, ": ", e.what());
     }

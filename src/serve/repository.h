@@ -12,8 +12,11 @@
 #include "core/status.h"
 #include "runtime/model.h"
 #include "serve/metrics.h"
+#include "serve/sched_config.h"
 
 namespace jiffy::serve {
+
+class Executor;  // serve/batcher.h
 
 struct ModelConfig {
     std::map<std::string, Shape> inputs;  // fixed input shapes
@@ -21,6 +24,7 @@ struct ModelConfig {
     enum Policy { kLatest, kAll, kSpecific } policy = kLatest;
     int64_t latest = 1;                   // kLatest: how many of the highest versions
     std::vector<int64_t> specific;        // kSpecific
+    SchedConfig sched;                    // batching, queue, latency target
 };
 
 // Parses config.yaml. Unknown keys and wrong types are errors naming the file and line.
@@ -47,6 +51,9 @@ struct LoadedVersion {
     // One session per plan: inference runs on the single I/O thread (docs/serving.md).
     std::map<const Plan*, std::pair<std::shared_ptr<const Plan>, std::unique_ptr<Session>>> sessions;
     Session* session_for(const std::shared_ptr<const Plan>& p);
+    // The version's worker and queue (serve/batcher.h), made on first use when the model's
+    // config asks for one; while it exists, only its thread touches `sessions`.
+    std::shared_ptr<Executor> exec;
 };
 
 struct ModelEntry {

@@ -15,7 +15,9 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "serve/batcher.h"
 #include "serve/http.h"
+#include "serve/json_fast.h"
 #include "serve/metrics.h"
 #include "serve/repository.h"
 
@@ -52,10 +54,7 @@ struct ArgError {
     std::string msg;
 };
 
-int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+int64_t now_us() { return mono_us(); }
 
 std::string shape_json(const Shape& s) {
     std::string r = "[";
@@ -94,139 +93,6 @@ std::vector<std::string> split_path(const std::string& p) {
     }
     if (!r.empty() && r.back().empty()) r.pop_back();  // trailing slash
     return r;
-}
-
-// ------------------------------------------------------------------ tensor data <-> JSON
-
-// Elements of nested `data` arrays; -1 when nested deeper than a tensor can be (rank <= 16 + 1).
-int64_t count_leaves(const json& j, int depth = 0) {
-    if (!j.is_array()) return 1;
-    if (depth > 17) return -1;
-    int64_t n = 0;
-    for (const json& e : j) {
-        int64_t k = count_leaves(e, depth + 1);
-        if (k < 0) return -1;
-        n += k;
-    }
-    return n;
-}
-
-struct DataCtx {
-    const std::string* tensor;
-    DType t;
-    uint8_t* out;
-    int64_t i = 0;
-};
-
-[[noreturn]] void bad_elem(const DataCtx& c, const json& e, const char* want) {
-    std::string v = e.dump();
-    if (v.size() > 40) v = v.substr(0, 40) + "...";
-    fail(400, "input '" + *c.tensor + "': data element " + std::to_string(c.i) + " is " + v + ", expected " + want +
-                  " for datatype " + kserve_dtype(c.t));
-}
-
-template <typename T>
-void put_int(DataCtx& c, const json& e) {
-    T v;
-    if (e.is_number_unsigned()) {
-        uint64_t u = e.get<uint64_t>();
-        if (!std::in_range<T>(u)) bad_elem(c, e, "an integer in range");
-        v = T(u);
-    } else if (e.is_number_integer()) {
-        int64_t s = e.get<int64_t>();
-        if (!std::in_range<T>(s)) bad_elem(c, e, "an integer in range");
-        v = T(s);
-    } else {
-        bad_elem(c, e, "an integer");
-    }
-    std::memcpy(c.out + size_t(c.i) * sizeof(T), &v, sizeof(T));
-}
-
-void put_elem(DataCtx& c, const json& e) {
-    switch (c.t) {
-        case DType::kBool: {
-            if (!e.is_boolean()) bad_elem(c, e, "true or false");
-            c.out[c.i] = e.get<bool>() ? 1 : 0;
-            break;
-        }
-        case DType::kU8: put_int<uint8_t>(c, e); break;
-        case DType::kU16: put_int<uint16_t>(c, e); break;
-        case DType::kU32: put_int<uint32_t>(c, e); break;
-        case DType::kU64: put_int<uint64_t>(c, e); break;
-        case DType::kI8: put_int<int8_t>(c, e); break;
-        case DType::kI16: put_int<int16_t>(c, e); break;
-        case DType::kI32: put_int<int32_t>(c, e); break;
-        case DType::kI64: put_int<int64_t>(c, e); break;
-        case DType::kF32: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            float f = float(e.get<double>());
-            std::memcpy(c.out + size_t(c.i) * 4, &f, 4);
-            break;
-        }
-        case DType::kF64: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            double d = e.get<double>();
-            std::memcpy(c.out + size_t(c.i) * 8, &d, 8);
-            break;
-        }
-        case DType::kF16:
-        case DType::kBF16: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            float f = float(e.get<double>());
-            uint16_t h = c.t == DType::kF16 ? f32_to_f16(f) : f32_to_bf16(f);
-            std::memcpy(c.out + size_t(c.i) * 2, &h, 2);
-            break;
-        }
-        default: fail(400, "input '" + *c.tensor + "': unsupported datatype");
-    }
-    ++c.i;
-}
-
-void put_all(DataCtx& c, const json& j) {
-    if (j.is_array())
-        for (const json& e : j) put_all(c, e);
-    else
-        put_elem(c, j);
-}
-
-// Writes a tensor's elements as a flat JSON array.
-void append_data_json(std::string& s, DType t, const void* p, int64_t n) {
-    s += '[';
-    char buf[64];
-    for (int64_t i = 0; i < n; ++i) {
-        if (i) s += ',';
-        switch (t) {
-            case DType::kBool: s += static_cast<const uint8_t*>(p)[i] ? "true" : "false"; break;
-            case DType::kU8: s += std::to_string(static_cast<const uint8_t*>(p)[i]); break;
-            case DType::kU16: s += std::to_string(static_cast<const uint16_t*>(p)[i]); break;
-            case DType::kU32: s += std::to_string(static_cast<const uint32_t*>(p)[i]); break;
-            case DType::kU64: s += std::to_string(static_cast<const uint64_t*>(p)[i]); break;
-            case DType::kI8: s += std::to_string(static_cast<const int8_t*>(p)[i]); break;
-            case DType::kI16: s += std::to_string(static_cast<const int16_t*>(p)[i]); break;
-            case DType::kI32: s += std::to_string(static_cast<const int32_t*>(p)[i]); break;
-            case DType::kI64: s += std::to_string(static_cast<const int64_t*>(p)[i]); break;
-            case DType::kF32:
-            case DType::kF16:
-            case DType::kBF16:
-            case DType::kF64: {
-                double d = t == DType::kF32    ? double(static_cast<const float*>(p)[i])
-                           : t == DType::kF64  ? static_cast<const double*>(p)[i]
-                           : t == DType::kF16  ? double(f16_to_f32(static_cast<const uint16_t*>(p)[i]))
-                                               : double(bf16_to_f32(static_cast<const uint16_t*>(p)[i]));
-                if (!std::isfinite(d)) {
-                    s += "null";  // JSON has no NaN/Inf; binary outputs carry them exactly
-                    break;
-                }
-                // Shortest text that reads back as the same value in the tensor's own precision.
-                if (t == DType::kF64) std::snprintf(buf, sizeof buf, "%.17g", d);
-                else std::snprintf(buf, sizeof buf, "%.9g", d);
-                s += buf;
-                break;
-            }
-            default: s += "null";
-        }
-    }
-    s += ']';
 }
 
 // ------------------------------------------------------------------ the handler
@@ -319,15 +185,13 @@ private:
         }
         need(post, "POST");
         int64_t t0 = now_us();
-        bool ok = false;
         try {
-            infer(req, name, lv, res);
-            ok = true;
+            infer(req, name, e, lv, t0, res);
         } catch (const BadRequest&) {
             lv->metrics->observe(uint64_t(now_us() - t0), false);
             throw;
         }
-        lv->metrics->observe(uint64_t(now_us() - t0), ok);
+        if (!res.deferred) lv->metrics->observe(uint64_t(now_us() - t0), res.status == 200);  // else the worker does
     }
 
     LoadedVersion* find_version(ModelEntry* e, const std::string& v, bool throw_404) {
@@ -343,15 +207,7 @@ private:
 
     // ---------------------------------------------------------------- infer
 
-    struct InTensor {
-        const TensorMeta* meta = nullptr;
-        Shape shape;
-        const uint8_t* data = nullptr;
-        size_t nbytes = 0;
-        std::vector<uint8_t> storage;  // JSON data converted
-    };
-
-    void infer(const HttpRequest& req, const std::string& name, LoadedVersion* lv, HttpResponse& res) {
+    void infer(const HttpRequest& req, const std::string& name, ModelEntry* e, LoadedVersion* lv, int64_t t0, HttpResponse& res) {
         std::string_view body = req.body;
         std::string_view head = body, bin;
         if (const std::string* h = req.header("inference-header-content-length")) {
@@ -363,224 +219,44 @@ private:
             head = body.substr(0, n);
             bin = body.substr(n);
         }
-        json j;
-        try {
-            j = json::parse(head.begin(), head.end());
-        } catch (const json::parse_error& e) {
-            fail(400, std::string("malformed JSON in request: ") + e.what());
+        InferRequest rq;
+        RequestError err;
+        InferSchema schema{&name, &lv->inputs, &lv->outputs, &lv->shapes};
+        if (!parse_infer_request(head, bin, schema, &rq, &err)) fail(err.status, err.msg);
+        if (const std::string* h = req.header("timeout"); h && rq.timeout_us == 0) {
+            // Triton-style request header, microseconds (the `timeout` parameter wins).
+            if (h->empty() || h->size() > 15 || !std::all_of(h->begin(), h->end(), [](char c) { return c >= '0' && c <= '9'; }))
+                fail(400, "invalid Timeout header '" + *h + "' (expected microseconds)");
+            rq.timeout_us = std::stoll(*h);
         }
-        if (!j.is_object()) fail(400, "request must be a JSON object");
-        for (auto it = j.begin(); it != j.end(); ++it)
-            if (it.key() != "id" && it.key() != "parameters" && it.key() != "inputs" && it.key() != "outputs")
-                fail(400, "unknown request field '" + it.key() + "' (expected id, parameters, inputs, outputs)");
-        std::string id;
-        if (j.contains("id")) {
-            if (!j["id"].is_string()) fail(400, "'id' must be a string");
-            id = j["id"].get<std::string>();
+        const SchedConfig& sc = e->config.sched;
+        if (!sc.wants_worker()) {
+            // Inline on the I/O thread: no hand-off at all (docs/serving.md: the fastest path for
+            // microsecond models; no queue, so no batching or admission control).
+            const InferRequest* p = &rq;
+            int64_t rows = 1;
+            execute(name, lv, &p, &rows, 1, false, opt_.max_bytes, &res);
+            return;
         }
-        bool all_binary = false;
-        if (j.contains("parameters")) {
-            const json& p = j["parameters"];
-            if (!p.is_object()) fail(400, "'parameters' must be an object");
-            if (p.contains("binary_data_output")) {
-                if (!p["binary_data_output"].is_boolean()) fail(400, "parameter 'binary_data_output' must be a boolean");
-                all_binary = p["binary_data_output"].get<bool>();
+        if (!lv->exec) lv->exec = std::make_shared<Executor>(name, lv, sc, opt_.max_bytes, &server_);
+        auto job = std::make_unique<Job>();
+        if (!lv->exec->check(rq, &job->rows, &err)) fail(err.status, err.msg);
+        for (InferInput& in : rq.inputs)  // the body is gone once handle() returns
+            if (in.storage.empty() || in.data != in.storage.data()) {
+                in.storage.assign(in.data, in.data + in.nbytes);
+                in.data = in.storage.data();
             }
+        job->rq = std::move(rq);
+        job->t0_us = t0;
+        job->deadline_us = job->rq.timeout_us > 0 ? t0 + job->rq.timeout_us : 0;
+        job->token = req.token;
+        if (!lv->exec->submit(job)) {
+            lv->metrics->rejections.fetch_add(1, std::memory_order_relaxed);
+            res.headers.emplace_back("Retry-After", std::to_string(lv->exec->retry_after_s()));
+            fail(503, "model '" + name + "' is overloaded: its queue is at the admission limit of " +
+                          std::to_string(lv->exec->limit()) + " requests; retry later");
         }
-        if (!j.contains("inputs") || !j["inputs"].is_array()) fail(400, "request needs an 'inputs' array");
-        const json& jin = j["inputs"];
-        std::vector<InTensor> ins(lv->inputs.size());
-        size_t bin_off = 0;
-        for (const json& t : jin) {
-            if (!t.is_object()) fail(400, "each element of 'inputs' must be an object");
-            if (!t.contains("name") || !t["name"].is_string()) fail(400, "an input has no 'name' string");
-            std::string tn = t["name"].get<std::string>();
-            size_t idx = 0;
-            while (idx < lv->inputs.size() && lv->inputs[idx].name != tn) ++idx;
-            if (idx == lv->inputs.size()) {
-                std::string names;
-                for (const TensorMeta& m : lv->inputs) names += (names.empty() ? "'" : ", '") + m.name + "'";
-                fail(400, "unexpected input '" + tn + "' for model '" + name + "' (its inputs: " + names + ")");
-            }
-            InTensor& it = ins[idx];
-            if (it.meta) fail(400, "input '" + tn + "' is given twice");
-            const TensorMeta& m = lv->inputs[idx];
-            it.meta = &m;
-            for (auto kv = t.begin(); kv != t.end(); ++kv)
-                if (kv.key() != "name" && kv.key() != "shape" && kv.key() != "datatype" && kv.key() != "parameters" &&
-                    kv.key() != "data")
-                    fail(400, "input '" + tn + "': unknown field '" + kv.key() + "'");
-            if (!t.contains("datatype") || !t["datatype"].is_string()) fail(400, "input '" + tn + "': missing 'datatype'");
-            std::string dt = t["datatype"].get<std::string>();
-            if (dt != kserve_dtype(m.dtype)) {
-                DType tmp;
-                fail(400, "input '" + tn + "': datatype " + dt + (dtype_from_kserve(dt, &tmp) ? "" : " (unknown)") +
-                              " does not match the model's " + kserve_dtype(m.dtype));
-            }
-            if (!t.contains("shape") || !t["shape"].is_array()) fail(400, "input '" + tn + "': missing 'shape' array");
-            for (const json& d : t["shape"]) {
-                if (!d.is_number_integer() || d.get<int64_t>() < 0)
-                    fail(400, "input '" + tn + "': shape must hold non-negative integers, got " + t["shape"].dump());
-                it.shape.push_back(d.get<int64_t>());
-            }
-            bool shape_ok = it.shape.size() == m.shape.size();
-            for (size_t i = 0; shape_ok && i < m.shape.size(); ++i) shape_ok = m.shape[i] < 0 || m.shape[i] == it.shape[i];
-            if (!shape_ok)
-                fail(400, "input '" + tn + "': shape " + shape_json(it.shape) + " does not match the expected " +
-                              shape_json(m.shape) + (lv->shapes.count(tn) ? " (fixed by config.yaml)" : ""));
-            int64_t numel = shape_numel(it.shape);
-            size_t esz = dtype_size(m.dtype);
-            if (numel < 0 || uint64_t(numel) > (uint64_t(1) << 40) / esz) fail(400, "input '" + tn + "': shape is too large");
-            size_t want = size_t(numel) * esz;
-            int64_t bsize = -1;
-            if (t.contains("parameters")) {
-                const json& p = t["parameters"];
-                if (!p.is_object()) fail(400, "input '" + tn + "': 'parameters' must be an object");
-                if (p.contains("binary_data_size")) {
-                    if (!p["binary_data_size"].is_number_integer() || p["binary_data_size"].get<int64_t>() < 0)
-                        fail(400, "input '" + tn + "': binary_data_size must be a non-negative integer");
-                    bsize = p["binary_data_size"].get<int64_t>();
-                }
-            }
-            if (bsize >= 0) {
-                if (t.contains("data")) fail(400, "input '" + tn + "': has both 'data' and binary_data_size");
-                if (uint64_t(bsize) != want)
-                    fail(400, "input '" + tn + "': binary_data_size is " + std::to_string(bsize) + " bytes, expected " +
-                                  std::to_string(want) + " for " + kserve_dtype(m.dtype) + " shape " + shape_json(it.shape));
-                if (bin.size() - bin_off < want)
-                    fail(400, "input '" + tn + "': binary data ends after " + std::to_string(bin.size() - bin_off) + " of " +
-                                  std::to_string(want) + " bytes (check Inference-Header-Content-Length)");
-                it.data = reinterpret_cast<const uint8_t*>(bin.data()) + bin_off;
-                it.nbytes = want;
-                bin_off += want;
-            } else {
-                if (!t.contains("data")) fail(400, "input '" + tn + "': no 'data' and no binary_data_size parameter");
-                const json& d = t["data"];
-                int64_t n = count_leaves(d);
-                if (n < 0) fail(400, "input '" + tn + "': 'data' is nested too deeply");
-                if (n != numel)
-                    fail(400, "input '" + tn + "': " + std::to_string(n) + " data elements, expected " + std::to_string(numel) +
-                                  " for shape " + shape_json(it.shape));
-                it.storage.resize(want);
-                DataCtx c{&tn, m.dtype, it.storage.data()};
-                put_all(c, d);
-                it.data = it.storage.data();
-                it.nbytes = want;
-            }
-        }
-        if (bin_off != bin.size())
-            fail(400, std::to_string(bin.size() - bin_off) + " bytes of binary data after the JSON header are not claimed by any input's binary_data_size");
-        for (size_t i = 0; i < ins.size(); ++i)
-            if (!ins[i].meta) fail(400, "missing input '" + lv->inputs[i].name + "' for model '" + name + "'");
-
-        // Plan: the one compiled at load, or per request shape (cached by the engine).
-        std::shared_ptr<const Plan> plan = lv->fixed;
-        if (!plan) {
-            CompileOptions opt;
-            opt.max_bytes = opt_.max_bytes;
-            ValueMap values;
-            for (const InTensor& t : ins) {
-                opt.input_shapes[t.meta->name] = t.shape;
-                if ((dtype_is_int(t.meta->dtype) || t.meta->dtype == DType::kBool) && shape_numel(t.shape) <= 64) {
-                    auto v = std::make_shared<Tensor>(t.meta->dtype, t.shape);
-                    std::memcpy(v->data(), t.data, t.nbytes);
-                    values[t.meta->name] = v;
-                }
-            }
-            Status st = lv->model->compile(opt, values, &plan);
-            if (!st.ok()) fail(st.code() == Code::kInternal ? 500 : 400, "cannot run model '" + name + "' for these inputs: " + st.message());
-        }
-        Session* s = lv->session_for(plan);
-        for (size_t i = 0; i < plan->inputs.size(); ++i) {
-            const IoDesc& d = plan->inputs[i];
-            const InTensor* t = nullptr;
-            for (const InTensor& x : ins)
-                if (x.meta->name == d.name) t = &x;
-            if (!t || t->nbytes != d.nbytes) fail(500, "internal: plan input '" + d.name + "' does not match the request");
-            std::memcpy(s->input_data(i), t->data, t->nbytes);
-        }
-        for (const auto& [idx, v] : plan->frozen_values)
-            if (std::memcmp(s->input_data(idx), v->data(), v->nbytes()) != 0)
-                fail(500, "internal: input '" + plan->inputs[idx].name + "' differs from the value its plan was compiled for");
-        int64_t c0 = now_us();
-        Status st = s->run();
-        lv->metrics->compute_sum_us.fetch_add(uint64_t(now_us() - c0), std::memory_order_relaxed);
-        if (!st.ok()) fail(st.code() == Code::kInvalid ? 400 : 500, "inference failed: " + st.message());
-
-        // Outputs: all, or the requested subset in the requested order.
-        struct Out {
-            size_t idx;
-            bool binary;
-        };
-        std::vector<Out> outs;
-        if (j.contains("outputs")) {
-            const json& jo = j["outputs"];
-            if (!jo.is_array()) fail(400, "'outputs' must be an array");
-            for (const json& o : jo) {
-                if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
-                    fail(400, "each requested output needs a 'name' string");
-                std::string on = o["name"].get<std::string>();
-                size_t idx = 0;
-                while (idx < plan->outputs.size() && plan->outputs[idx].name != on) ++idx;
-                if (idx == plan->outputs.size()) {
-                    std::string names;
-                    for (const IoDesc& d : plan->outputs) names += (names.empty() ? "'" : ", '") + d.name + "'";
-                    fail(400, "unknown output '" + on + "' requested (model '" + name + "' has " + names + ")");
-                }
-                for (auto kv = o.begin(); kv != o.end(); ++kv)
-                    if (kv.key() != "name" && kv.key() != "parameters") fail(400, "output '" + on + "': unknown field '" + kv.key() + "'");
-                bool binary = all_binary;
-                if (o.contains("parameters")) {
-                    const json& p = o["parameters"];
-                    if (!p.is_object()) fail(400, "output '" + on + "': 'parameters' must be an object");
-                    if (p.contains("binary_data")) {
-                        if (!p["binary_data"].is_boolean()) fail(400, "output '" + on + "': binary_data must be a boolean");
-                        binary = p["binary_data"].get<bool>();
-                    }
-                }
-                for (const Out& x : outs)
-                    if (x.idx == idx) fail(400, "output '" + on + "' is requested twice");
-                outs.push_back({idx, binary});
-            }
-        } else {
-            for (size_t i = 0; i < plan->outputs.size(); ++i) outs.push_back({i, all_binary});
-        }
-
-        std::string& r = res.body;
-        r.reserve(256);
-        r += "{\"model_name\":";
-        r += json(name).dump();
-        r += ",\"model_version\":\"" + std::to_string(lv->version) + "\"";
-        if (j.contains("id")) r += ",\"id\":" + json(id).dump(-1, ' ', false, json::error_handler_t::replace);
-        r += ",\"outputs\":[";
-        size_t bin_total = 0;
-        for (size_t k = 0; k < outs.size(); ++k) {
-            const IoDesc& d = plan->outputs[outs[k].idx];
-            if (k) r += ',';
-            r += "{\"name\":" + json(d.name).dump(-1, ' ', false, json::error_handler_t::replace);
-            r += ",\"datatype\":\"";
-            r += kserve_dtype(d.dtype);
-            r += "\",\"shape\":" + shape_json(d.shape);
-            if (outs[k].binary) {
-                r += ",\"parameters\":{\"binary_data_size\":" + std::to_string(d.nbytes) + "}}";
-                bin_total += d.nbytes;
-            } else {
-                r += ",\"data\":";
-                append_data_json(r, d.dtype, s->output_data(outs[k].idx), shape_numel(d.shape));
-                r += '}';
-            }
-        }
-        r += "]}";
-        res.status = 200;
-        if (bin_total) {
-            res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(r.size()));
-            res.content_type = "application/octet-stream";
-            r.reserve(r.size() + bin_total);
-            for (const Out& o : outs)
-                if (o.binary) r.append(static_cast<const char*>(s->output_data(o.idx)), plan->outputs[o.idx].nbytes);
-        } else {
-            res.content_type = "application/json";
-        }
+        res.deferred = true;
     }
 
     // ---------------------------------------------------------------- repository extension
@@ -663,29 +339,51 @@ private:
         res.content_type = "text/plain; version=0.0.4";
         const auto& all = repo_.all_metrics();
         auto lbl = [](const VersionMetrics& m) { return "model=\"" + m.model + "\",version=\"" + m.version + "\""; };
-        auto ld = [](const std::atomic<uint64_t>& a) { return std::to_string(a.load(std::memory_order_relaxed)); };
-        s += "# HELP jiffy_inference_requests_total Inference requests received (successes and failures).\n"
-             "# TYPE jiffy_inference_requests_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_requests_total{" + lbl(*m) + "} " + ld(m->requests) + "\n";
-        s += "# HELP jiffy_inference_failures_total Inference requests answered with an error.\n"
-             "# TYPE jiffy_inference_failures_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_failures_total{" + lbl(*m) + "} " + ld(m->failures) + "\n";
-        s += "# HELP jiffy_inference_compute_microseconds_total Time spent running the model.\n"
-             "# TYPE jiffy_inference_compute_microseconds_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_compute_microseconds_total{" + lbl(*m) + "} " + ld(m->compute_sum_us) + "\n";
-        s += "# HELP jiffy_inference_request_duration_us Server-side request latency (parse, run, serialize), microseconds.\n"
-             "# TYPE jiffy_inference_request_duration_us histogram\n";
-        for (const auto& m : all) {
-            uint64_t cum = 0;
-            for (int b = 0; b <= kNumLatencyBuckets; ++b) {
-                cum += m->bucket[b].load(std::memory_order_relaxed);
-                s += "jiffy_inference_request_duration_us_bucket{" + lbl(*m) + ",le=\"" +
-                     (b < kNumLatencyBuckets ? std::to_string(kLatencyBucketsUs[b]) : std::string("+Inf")) + "\"} " +
-                     std::to_string(cum) + "\n";
+        auto counter = [&](const char* name, const char* type, const char* help, auto get) {
+            s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+            for (const auto& m : all) s += std::string(name) + "{" + lbl(*m) + "} " + std::to_string(get(*m)) + "\n";
+        };
+        auto ld = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+        counter("jiffy_inference_requests_total", "counter", "Inference requests received (successes and failures).",
+                [&](const VersionMetrics& m) { return ld(m.requests); });
+        counter("jiffy_inference_failures_total", "counter", "Inference requests answered with an error (rejections included).",
+                [&](const VersionMetrics& m) { return ld(m.failures); });
+        counter("jiffy_inference_rejections_total", "counter", "Requests refused by admission control (503) before queueing.",
+                [&](const VersionMetrics& m) { return ld(m.rejections); });
+        counter("jiffy_inference_timeouts_total", "counter", "Requests whose timeout expired in the queue (not run).",
+                [&](const VersionMetrics& m) { return ld(m.timeouts); });
+        counter("jiffy_cache_hits_total", "counter", "Requests answered from the response cache.",
+                [&](const VersionMetrics& m) { return ld(m.cache_hits); });
+        counter("jiffy_cache_misses_total", "counter", "Cache lookups that missed.",
+                [&](const VersionMetrics& m) { return ld(m.cache_misses); });
+        counter("jiffy_inference_compute_microseconds_total", "counter", "Time spent running the model.",
+                [&](const VersionMetrics& m) { return ld(m.compute_sum_us); });
+        counter("jiffy_queue_depth", "gauge", "Requests waiting in the model's queue.",
+                [&](const VersionMetrics& m) { return ld(m.queue_depth); });
+        counter("jiffy_queue_limit", "gauge", "Admission controller's current queue depth limit (0: inline, no queue).",
+                [&](const VersionMetrics& m) { return ld(m.queue_limit); });
+        auto hist = [&](const char* name, const char* help, auto get) {
+            s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+            for (const auto& m : all) {
+                const auto& h = get(*m);
+                uint64_t cum = 0;
+                for (int b = 0; b <= h.size(); ++b) {
+                    cum += h.bucket[b].load(std::memory_order_relaxed);
+                    s += std::string(name) + "_bucket{" + lbl(*m) + ",le=\"" +
+                         (b < h.size() ? std::to_string(h.bound(b)) : std::string("+Inf")) + "\"} " + std::to_string(cum) + "\n";
+                }
+                s += std::string(name) + "_sum{" + lbl(*m) + "} " + std::to_string(ld(h.sum)) + "\n";
+                s += std::string(name) + "_count{" + lbl(*m) + "} " + std::to_string(cum) + "\n";
             }
-            s += "jiffy_inference_request_duration_us_sum{" + lbl(*m) + "} " + ld(m->latency_sum_us) + "\n";
-            s += "jiffy_inference_request_duration_us_count{" + lbl(*m) + "} " + std::to_string(cum) + "\n";
-        }
+        };
+        hist("jiffy_inference_request_duration_us", "Server-side request latency (parse, queue, run, serialize), microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.total; });
+        hist("jiffy_inference_queue_duration_us", "Time from the parsed request until the worker takes it, microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.queue; });
+        hist("jiffy_inference_compute_duration_us", "Session::run per batch, microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.compute; });
+        hist("jiffy_inference_batch_size", "Rows per model run (1 without batching).",
+             [](const VersionMetrics& m) -> const BatchHistogram& { return m.batch; });
         s += "# HELP jiffy_model_ready Whether a model version is loaded and ready.\n# TYPE jiffy_model_ready gauge\n";
         for (const auto& m : all) {
             ModelEntry* e = repo_.find(m->model);
