@@ -23,6 +23,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
+#include "ops/conv_small.h"
 #include "ops/util.h"
 
 namespace jiffy {
@@ -736,6 +737,16 @@ Status prep_Conv(OpContext& ctx) {
         geo.ph = g.pb[1];
         geo.pw = g.pb[2];
         const bool depthwise = d.G > 1 && d.Cg == 1 && d.Mg == 1;
+        // Few output pixels (strided 1-D audio convs): the transposed GEMM of conv_small.h.
+        if (d.G == 1 && ctx.in_const(1)) {
+            geo.C = d.C;
+            geo.M = d.M;
+            if (kernels::SmallConv::suits(geo)) {
+                ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
+                                                      d.N, d.has_bias, has_res, epi));
+                return {};
+            }
+        }
         if (depthwise || d.G == 1 || d.Cg >= 8) {
             geo.C = depthwise ? d.C : d.Cg;
             geo.M = depthwise ? d.M : d.Mg;
