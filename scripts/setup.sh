@@ -2,7 +2,8 @@
 # Prepare a fresh Debian 12 machine for building and testing Jiffy:
 #   1. the Debian packages (apt-get is skipped when all are installed already),
 #   2. the public test models (scripts/fetch_models.sh),
-#   3. the ONNX Runtime reference outputs (scripts/make_refs.sh).
+#   3. the ONNX Runtime reference outputs (scripts/make_refs.sh),
+#   4. the voice test clips and their reference scores (scripts/make_clips.sh).
 # Run as root, or as a user who may sudo. Safe to re-run.
 set -euo pipefail
 
@@ -38,4 +39,5 @@ fi
 
 # make_refs.sh runs scripts/fetch_models.sh first, then builds the references.
 "$root/scripts/make_refs.sh"
+"$root/scripts/make_clips.sh"
 echo "setup: done" >&2
