@@ -15,6 +15,9 @@
 #ifdef JIFFY_WITH_SERVE
 #include "serve/serve.h"
 #endif
+#ifdef JIFFY_WITH_AGENT
+#include "agent/main.h"
+#endif
 
 using namespace jiffy;
 
@@ -27,6 +30,7 @@ const char* kUsage =
     "  jiffy inspect MODEL [--shape ...] [--json]\n"
     "  jiffy ops                      list supported ops\n"
     "  jiffy serve --model-repository DIR [--host H] [--http-port N] ...  KServe v2 REST server (serve --help)\n"
+    "  jiffy agent CONFIG.yaml [--metrics-port N] [--fast] [--duration S]  run agents (agent --help)\n"
     "common: --max-memory BYTES (default 4 GiB)\n";
 
 struct Args {
@@ -411,6 +415,14 @@ int main(int argc, char** argv) {
         return jiffy::serve::serve_main(argc - 1, argv + 1);
 #else
         std::fprintf(stderr, "jiffy: error: this build has no server (configure with -DJIFFY_SERVE=ON)\n");
+        return 2;
+#endif
+    }
+    if (argc >= 2 && std::strcmp(argv[1], "agent") == 0) {
+#ifdef JIFFY_WITH_AGENT
+        return jiffy::agent::agent_main(argc - 1, argv + 1);
+#else
+        std::fprintf(stderr, "jiffy: error: this build has no agent runtime (configure with -DJIFFY_SERVE=ON)\n");
         return 2;
 #endif
     }
