@@ -177,6 +177,41 @@ void conv_sizes(benchmark::internal::Benchmark* b) {
         ->Args({96, 96, 112, 3, 2, 1});    // MobileNetV2 depthwise stride 2
 }
 
+// The FMA peak this core gives right now: 24 independent AVX-512 FMA chains from registers (no
+// loads). Compare a kernel's GFLOP/s with this figure from the same run: on the shared VMs it
+// drops well below the quiet machine's ~213 GFLOP/s when other processes load the core.
+#if defined(__x86_64__)
+typedef float V16 __attribute__((vector_size(64)));
+__attribute__((target("avx512f,fma"), noinline)) void fma_peak_loop(V16* c, int64_t n) {
+    V16 acc[24];
+    for (int i = 0; i < 24; ++i) acc[i] = c[i];
+    V16 a = c[24], b = c[25];
+    for (int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
+        asm volatile("" : "+v"(a));
+    }
+    for (int i = 0; i < 24; ++i) c[i] = acc[i];
+}
+
+void BM_fma_peak_avx512(benchmark::State& st) {
+    if (cpu_isa() != Isa::kAvx512) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    V16 c[26];
+    for (int i = 0; i < 26; ++i)
+        for (int j = 0; j < 16; ++j) c[i][j] = i == 24 ? 0.999f : 0.001f * float(i);
+    const int64_t n = 100000;
+    for (auto _ : st) {
+        fma_peak_loop(c, n);
+        benchmark::DoNotOptimize(c);
+    }
+    st.counters["GFLOP/s"] = benchmark::Counter(double(n * 24 * 32), benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+#endif
+
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_sgemm, avx512, Isa::kAvx512)->Apply(sizes);
@@ -184,6 +219,9 @@ BENCHMARK_CAPTURE(BM_sgemm, avx2, Isa::kAvx2)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, scalar, Isa::kScalar)->Apply(sizes);
 BENCHMARK(BM_sgemm_reference)->Args({1, 128, 64})->Args({64, 64, 64})->Args({256, 256, 256});
 
+#if defined(__x86_64__)
+BENCHMARK(BM_fma_peak_avx512);
+#endif
 BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
 BENCHMARK(BM_conv_reference)->ArgNames({"C", "M", "HW", "k", "s", "dw"})
