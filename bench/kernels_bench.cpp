@@ -145,6 +145,150 @@ void BM_layernorm_rows(benchmark::State& st, Isa isa) {
     }
 }
 
+// ------------------------------------------------------------------------- convolutions
+
+struct ConvCase {
+    Conv2DGeom g;
+    std::vector<float> x, w, wp, b, y, scratch;
+    ConvGemm cg;
+};
+
+// Conv N=1, C->M, HxW, k x k, stride s, pad k/2 (ResNet / MobileNetV2 / PaddleOCR shapes).
+ConvCase make_conv(int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s, Isa isa, bool dw) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    ConvCase c;
+    Conv2DGeom& g = c.g;
+    g.C = C;
+    g.M = M;
+    g.H = g.W = HW;
+    g.kh = g.kw = k;
+    g.sh = g.sw = s;
+    g.ph = g.pw = k / 2;
+    g.OH = g.OW = (HW + 2 * (k / 2) - k) / s + 1;
+    c.x.resize(size_t(C * HW * HW));
+    c.w.resize(size_t(M * (dw ? 1 : C) * k * k));
+    c.b.resize(size_t(M));
+    c.y.resize(size_t(M * g.OH * g.OW));
+    for (float& v : c.x) v = u(rng);
+    for (float& v : c.w) v = u(rng);
+    for (float& v : c.b) v = u(rng);
+    if (dw) c.scratch.resize(conv_dw_scratch_floats(g));
+    if (!dw) {
+        c.cg = ConvGemm(isa, g, 1);
+        c.wp.resize(c.cg.packed_w_floats());
+        c.cg.pack_w(c.w.data(), c.wp.data());
+        c.scratch.resize(c.cg.scratch_floats());
+    }
+    return c;
+}
+
+void set_conv_flops(benchmark::State& st, const Conv2DGeom& g, bool dw) {
+    const int64_t f = 2 * g.M * g.OH * g.OW * (dw ? 1 : g.C) * g.kh * g.kw;
+    st.counters["GFLOP/s"] = benchmark::Counter(double(f), benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+// Args: C, M, H(=W), k, stride, depthwise.
+void BM_conv(benchmark::State& st, Isa isa) {
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    const bool dw = st.range(5) != 0;
+    ConvCase c = make_conv(st.range(0), st.range(1), st.range(2), st.range(3), st.range(4), isa, dw);
+    const ConvEpi epi{ConvAct::kRelu};
+    for (auto _ : st) {
+        if (dw)
+            conv_depthwise(isa, c.g, c.x.data(), c.w.data(), c.b.data(), nullptr, c.y.data(), epi,
+                           c.scratch.data());
+        else
+            c.cg.run(c.x.data(), c.wp.data(), c.b.data(), nullptr, c.y.data(), c.scratch.data(), epi);
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, c.g, dw);
+}
+
+// The reference beside it: a direct loop nest (no im2col, no vectors by hand).
+void BM_conv_reference(benchmark::State& st) {
+    const bool dw = st.range(5) != 0;
+    ConvCase c = make_conv(st.range(0), st.range(1), st.range(2), st.range(3), st.range(4), Isa::kScalar, true);
+    if (!dw) c.w.resize(size_t(c.g.M * c.g.C * c.g.kh * c.g.kw), 0.5f);
+    const Conv2DGeom& g = c.g;
+    for (auto _ : st) {
+        for (int64_t m = 0; m < g.M; ++m) {
+            float* ym = c.y.data() + m * g.OH * g.OW;
+            for (int64_t i = 0; i < g.OH * g.OW; ++i) ym[i] = c.b[size_t(m)];
+            const int64_t c0 = dw ? m : 0, c1 = dw ? m + 1 : g.C;
+            for (int64_t ci = c0; ci < c1; ++ci)
+                for (int64_t ky = 0; ky < g.kh; ++ky)
+                    for (int64_t kx = 0; kx < g.kw; ++kx) {
+                        const float wv = dw ? c.w[size_t((m * g.kh + ky) * g.kw + kx)]
+                                            : c.w[size_t(((m * g.C + ci) * g.kh + ky) * g.kw + kx)];
+                        for (int64_t oy = 0; oy < g.OH; ++oy) {
+                            const int64_t iy = oy * g.sh - g.ph + ky;
+                            if (iy < 0 || iy >= g.H) continue;
+                            for (int64_t ox = 0; ox < g.OW; ++ox) {
+                                const int64_t ix = ox * g.sw - g.pw + kx;
+                                if (ix >= 0 && ix < g.W) ym[oy * g.OW + ox] += wv * c.x[size_t((ci * g.H + iy) * g.W + ix)];
+                            }
+                        }
+                    }
+        }
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, g, dw);
+}
+
+void conv_sizes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"C", "M", "HW", "k", "s", "dw"})
+        ->Args({64, 64, 56, 3, 1, 0})      // ResNet-50 conv2_x 3x3
+        ->Args({256, 64, 56, 1, 1, 0})     // ResNet-50 conv2_x 1x1 reduce
+        ->Args({64, 256, 56, 1, 1, 0})     // ResNet-50 conv2_x 1x1 expand
+        ->Args({128, 128, 28, 3, 1, 0})    // ResNet-50 conv3_x 3x3
+        ->Args({512, 512, 7, 3, 1, 0})     // ResNet-50 conv5_x 3x3
+        ->Args({32, 192, 112, 1, 1, 0})    // MobileNetV2-like expand on a large image
+        ->Args({144, 24, 56, 1, 1, 0})     // MobileNetV2 project
+        ->Args({3, 32, 224, 3, 2, 0})      // stem
+        ->Args({144, 144, 56, 3, 1, 1})    // MobileNetV2 depthwise
+        ->Args({96, 96, 112, 3, 2, 1});    // MobileNetV2 depthwise stride 2
+}
+
+// The FMA peak this core gives right now: 24 independent AVX-512 FMA chains from registers (no
+// loads). Compare a kernel's GFLOP/s with this figure from the same run: on the shared VMs it
+// drops well below the quiet machine's ~213 GFLOP/s when other processes load the core.
+#if defined(__x86_64__)
+typedef float V16 __attribute__((vector_size(64)));
+__attribute__((target("avx512f,fma"), noinline)) void fma_peak_loop(V16* c, int64_t n) {
+    V16 acc[24];
+    for (int i = 0; i < 24; ++i) acc[i] = c[i];
+    V16 a = c[24], b = c[25];
+    for (int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
+        asm volatile("" : "+v"(a));
+    }
+    for (int i = 0; i < 24; ++i) c[i] = acc[i];
+}
+
+void BM_fma_peak_avx512(benchmark::State& st) {
+    if (cpu_isa() != Isa::kAvx512) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    V16 c[26];
+    for (int i = 0; i < 26; ++i)
+        for (int j = 0; j < 16; ++j) c[i][j] = i == 24 ? 0.999f : 0.001f * float(i);
+    const int64_t n = 100000;
+    for (auto _ : st) {
+        fma_peak_loop(c, n);
+        benchmark::DoNotOptimize(c);
+    }
+    st.counters["GFLOP/s"] = benchmark::Counter(double(n * 24 * 32), benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+#endif
+
 }  // namespace
 
 BENCHMARK_CAPTURE(BM_small_conv, avx512, Isa::kAvx512, false)->Arg(0)->Arg(1);
@@ -161,5 +305,13 @@ BENCHMARK_CAPTURE(BM_sgemm, avx512, Isa::kAvx512)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, avx2, Isa::kAvx2)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, scalar, Isa::kScalar)->Apply(sizes);
 BENCHMARK(BM_sgemm_reference)->Args({1, 128, 64})->Args({64, 64, 64})->Args({256, 256, 256});
+
+#if defined(__x86_64__)
+BENCHMARK(BM_fma_peak_avx512);
+#endif
+BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
+BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
+BENCHMARK(BM_conv_reference)->ArgNames({"C", "M", "HW", "k", "s", "dw"})
+    ->Args({64, 64, 56, 3, 1, 0})->Args({256, 64, 56, 1, 1, 0})->Args({144, 144, 56, 3, 1, 1});
 
 BENCHMARK_MAIN();

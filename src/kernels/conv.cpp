@@ -12,9 +12,9 @@ void conv_gemm_group_avx512(const ConvGemmArgs&, const float*, const float*, con
 void conv_gemm_group_avx2(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                    float*, const ConvEpi&);
+                    float*, const ConvEpi&, float*);
 void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&);
+                  float*, const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 #endif
@@ -93,6 +93,8 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
                     offs_.push_back(c * a.PS + ky * g.dh * a.WP + kx * g.dw);
         // Output tile (M x tile floats) within ~256 KiB.
         a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
+        a.ldbuf = a.tile;
+        while (aliased(a.ldbuf)) a.ldbuf += 16;
     }
 }
 
@@ -123,16 +125,17 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
 }
 
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
-                    const float* bias, const float* res, float* y, const ConvEpi& epi) {
+                    const float* bias, const float* res, float* y, const ConvEpi& epi,
+                    float* scratch) {
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi);
-    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi);
+    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch);
+    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch);
 #endif
 #if defined(__aarch64__)
     if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi);
 #endif
     (void)isa;
-    conv_dw_portable(g, x, w, bias, res, y, epi);
+    conv_dw_portable(g, x, w, bias, res, y, epi, scratch);
 }
 
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi) {

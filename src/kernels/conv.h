@@ -11,6 +11,7 @@
 // x86/conv_avx2.cpp, and the portable 4-lane build in conv.cpp).
 #pragma once
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -52,6 +53,7 @@ struct ConvGemmArgs {
     // Stride 1: implicit GEMM reading B rows straight from the (padded) image at offsets offs[k]
     // (no im2col); the scratch holds an M x tile output buffer and one packed K x NR tail panel.
     bool implicit = false;
+    int64_t ldbuf = 0;  // row stride of the M x tile output buffer (off 4 KiB multiples)
     const int64_t* offs = nullptr;
 };
 
@@ -65,7 +67,7 @@ public:
     void pack_w(const float* W, float* dst) const;
     size_t scratch_floats() const {
         const ConvGemmArgs& a = args_;
-        const int64_t main = a.implicit ? a.g.M * a.tile + a.K * nr_ : a.K * a.tile;
+        const int64_t main = a.implicit ? a.g.M * a.ldbuf + a.K * nr_ : a.K * a.tile;
         return size_t(main + (a.pad_copy ? a.g.C * a.PS : 0));
     }
 
@@ -85,9 +87,27 @@ private:
     std::vector<int64_t> offs_;
 };
 
-// Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw.
+// The zero-padded channel plane of the depthwise kernel: HP x WP floats, plus slack so that the
+// vector strips past the last output column read inside the buffer (`floats` in all).
+struct DwPlane {
+    int64_t HP = 0, WP = 0, floats = 0;
+};
+inline DwPlane dw_plane(const Conv2DGeom& g, int64_t vl) {
+    DwPlane d;
+    d.HP = (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+    d.WP = std::max((g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1, g.pw + g.W);
+    const int64_t owv = (g.OW + vl - 1) / vl * vl;
+    d.floats = d.HP * d.WP + owv * g.sw + 2 * vl * g.sw + g.kw * g.dw + 64;
+    return d;
+}
+// Scratch of conv_depthwise (the widest vector of any ISA, so one size serves all).
+inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) { return size_t(dw_plane(g, 16).floats); }
+
+// Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds
+// conv_dw_scratch_floats(g) floats. Not reentrant on the same scratch.
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
-                    const float* bias, const float* res, float* y, const ConvEpi& epi);
+                    const float* bias, const float* res, float* y, const ConvEpi& epi,
+                    float* scratch);
 
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
@@ -97,7 +117,7 @@ using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const fl
                                  const float* bias, const float* res, float* y, float* scratch,
                                  const ConvEpi& epi);
 using ConvDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-                          const float* res, float* y, const ConvEpi& epi);
+                          const float* res, float* y, const ConvEpi& epi, float* scratch);
 using ConvEpiFn = void (*)(float* y, const float* r, int64_t n, const ConvEpi& epi);
 
 }  // namespace jiffy::kernels

@@ -201,6 +201,30 @@ constexpr auto kUkrInd = make_ukr_ind_table(std::make_integer_sequence<int, MR>{
 
 // ------------------------------------------------------------------------- im2col into panels
 
+// Copies 0 < n < VL floats with overlapping vectors of 8 or 4 floats (a scalar loop here would
+// become a call to memmove).
+template <int W>
+inline void copy_w(float* d, const float* s) {
+    typedef float VW __attribute__((vector_size(W * sizeof(float))));
+    VW v;
+    std::memcpy(&v, s, sizeof(v));
+    std::memcpy(d, &v, sizeof(v));
+}
+inline void copy_short(float* __restrict d, const float* __restrict s, int64_t n) {
+    if (VL > 8 && n >= 8) {
+        copy_w<8>(d, s);
+        copy_w<8>(d + n - 8, s + n - 8);
+    } else if (VL > 4 && n >= 4) {
+        copy_w<4>(d, s);
+        copy_w<4>(d + n - 4, s + n - 4);
+    } else {
+        if (n > 0) d[0] = s[0];
+        if (n > 1) d[1] = s[1];
+        if (n > 2) d[2] = s[2];
+    }
+}
+
+// Copies n floats (d and s do not overlap).
 inline void copy_n(float* __restrict d, const float* __restrict s, int64_t n) {
     if (n == NR) {
         st(d, ld(s));
@@ -209,7 +233,11 @@ inline void copy_n(float* __restrict d, const float* __restrict s, int64_t n) {
     }
     int64_t i = 0;
     for (; i + VL <= n; i += VL) st(d + i, ld(s + i));
-    for (; i < n; ++i) d[i] = s[i];
+    if (i == n) return;
+    if (n >= VL)
+        st(d + n - VL, ld(s + n - VL));
+    else
+        copy_short(d, s, n);
 }
 
 // Copies one group's C planes into the zero-padded HP x WP image xp.
@@ -284,7 +312,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     const int64_t Q = (g.OH - 1) * WP + OW;     // positions on the padded grid
     const bool direct = WP == OW;               // q == p: write Y in place
     float* buf = scratch;                       // M x tile (buffered mode)
-    float* panel = scratch + M * a.tile;        // K x NR packed tail panel
+    float* panel = scratch + M * a.ldbuf;       // K x NR packed tail panel
     if (a.pad_copy) {
         float* xp = panel + K * NR;
         pad_image(a, x, xp);
@@ -295,7 +323,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     for (int64_t q0 = 0; q0 < Q; q0 += a.tile) {
         const int64_t nq = std::min(a.tile, Q - q0);
         float* C = direct ? y + q0 : buf;
-        const int64_t ldc = direct ? P : a.tile;
+        const int64_t ldc = direct ? P : a.ldbuf;
         for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
             const int64_t kc = std::min(a.kc, K - k0);
             const bool first = k0 == 0, last = k0 + kc == K;
@@ -338,7 +366,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
             if (hi <= lo) continue;
             for (int64_t m = 0; m < M; ++m) {
                 float* yd = y + m * P + oy * OW + lo;
-                copy_n(yd, buf + m * a.tile + oy * WP + lo - q0, hi - lo);
+                copy_n(yd, buf + m * a.ldbuf + oy * WP + lo - q0, hi - lo);
                 if (epi) epi_row(yd, res ? res + m * P + oy * OW + lo : nullptr, hi - lo, e);
             }
         }
@@ -390,91 +418,106 @@ inline __attribute__((always_inline)) V load_strided(const float* p, int64_t s) 
     return ld(t);
 }
 
-// Vector strips of output columns [L, Hv) of one output row; SW = the stride (0: any).
-// Returns the first column not done.
-template <int SW>
-int64_t dw_strips(const Conv2DGeom& g, const float* xc, const float* wc, float b, int64_t oy,
-                  int64_t ky0, int64_t ky1, int64_t L, int64_t Hv, float* yr) {
-    const int64_t sw = SW ? SW : g.sw;
-    auto strip = [&](int64_t ox) {
-        V acc = bc(b);
-        for (int64_t ky = ky0; ky < ky1; ++ky) {
-            const float* xr = xc + (oy * g.sh - g.ph + ky * g.dh) * g.W + ox * sw - g.pw;
-            const float* wr = wc + ky * g.kw;
-            if (g.kw == 3 && g.dw == 1) {
-                acc += bc(wr[0]) * load_strided(xr, sw);
-                acc += bc(wr[1]) * load_strided(xr + 1, sw);
-                acc += bc(wr[2]) * load_strided(xr + 2, sw);
-            } else {
-                for (int64_t kx = 0; kx < g.kw; ++kx)
-                    acc += bc(wr[kx]) * load_strided(xr + kx * g.dw, sw);
-            }
+// Each channel is copied into a zero-padded plane (HP x WP, the borders zeroed once per call and
+// never overwritten), so every tap of every output row is one unchecked vector load (two and a
+// shuffle for stride 2). KH/KW: the kernel size when known at compile time (0: any), for which
+// the weights are held in registers; SW the stride (0: any). The epilogue (residual, activation)
+// is applied in registers.
+template <int KH, int KW, int SW, ConvAct A>
+void dw_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const float* w,
+                 const float* bias, const float* res, float* y, const ConvEpi& e, float* xp) {
+    const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, khw = kh * kw;
+    const int64_t HW = g.H * g.W, P = g.OH * g.OW, WP = d.WP, OW = g.OW;
+    const int64_t sw = SW ? SW : g.sw, dh = g.dh, dw = g.dw;
+    const int64_t x0 = g.pw, x1 = std::min(WP, g.pw + g.W);  // padded columns holding data
+    std::memset(xp, 0, size_t(d.floats) * sizeof(float));
+    for (int64_t c = 0; c < g.C; ++c) {
+        const float* xc = x + c * HW;
+        for (int64_t py = 0; py < d.HP; ++py) {
+            const int64_t iy = py - g.ph;
+            if (iy >= 0 && iy < g.H && x1 > x0) copy_n(xp + py * WP + x0, xc + iy * g.W, x1 - x0);
         }
-        st(yr + ox, acc);
-    };
-    int64_t ox = L;
-    for (; ox + VL <= Hv; ox += VL) strip(ox);
-    // The rest of the interior as one strip overlapping the previous one (same values rewritten).
-    if (ox < Hv && Hv - L >= VL) {
-        strip(Hv - VL);
-        ox = Hv;
+        const float* wc = w + c * khw;
+        V wv[KH && KW ? KH * KW : 1];
+        if constexpr (KH && KW)
+            for (int i = 0; i < KH * KW; ++i) wv[i] = bc(wc[i]);
+        const V b = bc(bias ? bias[c] : 0.0f);
+        float* yc = y + c * P;
+        const float* rc = res ? res + c * P : nullptr;
+        for (int64_t oy = 0; oy < g.OH; ++oy) {
+            const float* xr = xp + oy * g.sh * WP;
+            float* yr = yc + oy * OW;
+            const float* rr = rc ? rc + oy * OW : nullptr;
+            auto strip = [&](int64_t ox) {
+                V acc = b;
+                const float* xo = xr + ox * sw;
+                if constexpr (KH && KW) {
+                    // One partial sum per kernel row: short dependency chains.
+                    V part[KH];
+#pragma GCC unroll 8
+                    for (int ky = 0; ky < KH; ++ky) {
+                        const float* xk = xo + ky * dh * WP;
+                        part[ky] = wv[ky * KW] * load_strided(xk, sw);
+#pragma GCC unroll 8
+                        for (int kx = 1; kx < KW; ++kx)
+                            part[ky] += wv[ky * KW + kx] * load_strided(xk + kx * dw, sw);
+                    }
+#pragma GCC unroll 8
+                    for (int ky = 0; ky < KH; ++ky) acc += part[ky];
+                } else {
+                    for (int64_t ky = 0; ky < kh; ++ky) {
+                        const float* xk = xo + ky * dh * WP;
+                        for (int64_t kx = 0; kx < kw; ++kx)
+                            acc += bc(wc[ky * kw + kx]) * load_strided(xk + kx * dw, sw);
+                    }
+                }
+                return acc;
+            };
+            int64_t ox = 0;
+            for (; ox + VL <= OW; ox += VL) {
+                V v = strip(ox);
+                if (rr) v += ld(rr + ox);
+                st(yr + ox, act_v<A>(v, e));
+            }
+            if (ox < OW) {  // the tail through one vector (lanes past OW computed and dropped)
+                float t[VL] = {};
+                const int64_t n = OW - ox;
+                if (rr) copy_short(t, rr + ox, n);
+                V v = strip(ox) + ld(t);
+                st(t, act_v<A>(v, e));
+                copy_short(yr + ox, t, n);
+            }
+            if constexpr (A == ConvAct::kNone)
+                if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(yr, nullptr, OW, e);
+        }
     }
-    return ox;
+}
+
+template <ConvAct A>
+void dw_act(const Conv2DGeom& g, const DwPlane& d, const float* x, const float* w, const float* bias,
+            const float* res, float* y, const ConvEpi& e, float* xp) {
+    if (g.kh == 3 && g.kw == 3 && g.sw == 1)
+        dw_channels<3, 3, 1, A>(g, d, x, w, bias, res, y, e, xp);
+    else if (g.kh == 3 && g.kw == 3 && g.sw == 2)
+        dw_channels<3, 3, 2, A>(g, d, x, w, bias, res, y, e, xp);
+    else if (g.kh == 5 && g.kw == 5 && g.sw == 1)
+        dw_channels<5, 5, 1, A>(g, d, x, w, bias, res, y, e, xp);
+    else if (g.kh == 5 && g.kw == 5 && g.sw == 2)
+        dw_channels<5, 5, 2, A>(g, d, x, w, bias, res, y, e, xp);
+    else
+        dw_channels<0, 0, 0, A>(g, d, x, w, bias, res, y, e, xp);
 }
 
 void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-               const float* res, float* y, const ConvEpi& e) {
-    const int64_t HW = g.H * g.W, P = g.OH * g.OW, khw = g.kh * g.kw;
-    // Interior columns [L, Hc): every kernel column reads inside the row; vector strips also
-    // need their last load (VL, or 2 VL for stride 2, floats) to stay inside the row.
-    int64_t L = 0, Hc = g.OW, Hv = g.OW;
-    for (int64_t kx = 0; kx < g.kw; ++kx) {
-        const int64_t off = kx * g.dw - g.pw;
-        // ox * sw + off >= 0  and  ox * sw + off <= W - 1
-        const int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
-        const int64_t top = g.W - 1 - off;
-        const int64_t hi = top < 0 ? 0 : top / g.sw + 1;
-        L = std::max(L, lo);
-        Hc = std::min(Hc, hi);
-        // The strip at ox0 reads up to (ox0 + VL - 1) * sw + off (+1 for the stride-2 pair).
-        const int64_t extra = g.sw == 2 ? 1 : 0;
-        const int64_t topv = g.W - 1 - off - extra;
-        Hv = std::min(Hv, topv < 0 ? 0 : topv / g.sw + 1);
-    }
-    Hc = std::max(Hc, L);
-    Hv = std::clamp(Hv, L, Hc);
-    for (int64_t c = 0; c < g.C; ++c) {
-        const float* xc = x + c * HW;
-        const float* wc = w + c * khw;
-        const float b = bias ? bias[c] : 0.0f;
-        for (int64_t oy = 0; oy < g.OH; ++oy) {
-            float* yr = y + c * P + oy * g.OW;
-            int64_t ky0 = 0, ky1 = g.kh;
-            while (ky0 < ky1 && oy * g.sh - g.ph + ky0 * g.dh < 0) ++ky0;
-            while (ky1 > ky0 && oy * g.sh - g.ph + (ky1 - 1) * g.dh >= g.H) --ky1;
-            auto scalar_at = [&](int64_t ox) {
-                float acc = b;
-                for (int64_t ky = ky0; ky < ky1; ++ky) {
-                    const float* xr = xc + (oy * g.sh - g.ph + ky * g.dh) * g.W;
-                    for (int64_t kx = 0; kx < g.kw; ++kx) {
-                        const int64_t ix = ox * g.sw - g.pw + kx * g.dw;
-                        if (ix >= 0 && ix < g.W) acc += wc[ky * g.kw + kx] * xr[ix];
-                    }
-                }
-                yr[ox] = acc;
-            };
-            for (int64_t ox = 0; ox < L; ++ox) scalar_at(ox);
-            int64_t ox = L;
-            if (g.sw == 1)
-                ox = dw_strips<1>(g, xc, wc, b, oy, ky0, ky1, L, Hv, yr);
-            else if (g.sw == 2)
-                ox = dw_strips<2>(g, xc, wc, b, oy, ky0, ky1, L, Hv, yr);
-            else
-                ox = dw_strips<0>(g, xc, wc, b, oy, ky0, ky1, L, Hv, yr);
-            for (; ox < g.OW; ++ox) scalar_at(ox);
-            if (res || e.act != ConvAct::kNone)
-                epi_row(yr, res ? res + c * P + oy * g.OW : nullptr, g.OW, e);
-        }
+               const float* res, float* y, const ConvEpi& e, float* scratch) {
+    const DwPlane d = dw_plane(g, VL);
+    switch (e.act) {
+        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, d, x, w, bias, res, y, e, scratch);
+        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, d, x, w, bias, res, y, e, scratch);
+        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, d, x, w, bias, res, y, e, scratch);
+        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, d, x, w, bias, res, y, e, scratch);
+        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, d, x, w, bias, res, y, e, scratch);
+        default: return dw_act<ConvAct::kNone>(g, d, x, w, bias, res, y, e, scratch);
     }
 }
 
@@ -489,8 +532,9 @@ void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, 
 
 void JIFFY_CONV_CAT(conv_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x,
                                                  const float* w, const float* bias,
-                                                 const float* res, float* y, const ConvEpi& e) {
-    depthwise(g, x, w, bias, res, y, e);
+                                                 const float* res, float* y, const ConvEpi& e,
+                                                 float* scratch) {
+    depthwise(g, x, w, bias, res, y, e, scratch);
 }
 
 void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int64_t n,

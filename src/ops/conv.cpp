@@ -490,7 +490,10 @@ public:
     ConvFastKernel(const ConvDims& d, kernels::Isa isa, const kernels::Conv2DGeom& geo,
                    bool depthwise, const float* w_const, kernels::ConvEpi epi, bool has_res)
         : d_(d), isa_(isa), geo_(geo), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
-        if (depthwise_) return;
+        if (depthwise_) {
+            scratch_.resize(kernels::conv_dw_scratch_floats(geo));
+            return;
+        }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
         scratch_.resize(gemm_.scratch_floats());
         wpacked_.resize(gemm_.packed_w_floats());
@@ -509,7 +512,8 @@ public:
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* r = R ? R + n * out_img : nullptr;
             if (depthwise_)
-                kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_);
+                kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
+                                        scratch_.data());
             else
                 gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
                           epi_);

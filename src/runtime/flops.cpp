@@ -9,10 +9,10 @@ static int64_t prod(const Shape& s, size_t from = 0, size_t to = SIZE_MAX) {
     return p;
 }
 
-int64_t Plan::flops() const {
+int64_t step_flops(const StepInfo& s) {
     int64_t total = 0;
-    for (const StepInfo& s : step_info) {
-        if (s.in_shapes.empty() || s.out_shapes.empty()) continue;
+    {
+        if (s.in_shapes.empty() || s.out_shapes.empty()) return 0;
         const Shape& x = s.in_shapes[0];
         const Shape& y = s.out_shapes[0];
         if (s.op == "Conv" && s.in_shapes.size() >= 2) {
@@ -36,6 +36,12 @@ int64_t Plan::flops() const {
             total += 2 * seq * (prod(w) + prod(r));
         }
     }
+    return total;
+}
+
+int64_t Plan::flops() const {
+    int64_t total = 0;
+    for (const StepInfo& s : step_info) total += step_flops(s);
     return total;
 }
 

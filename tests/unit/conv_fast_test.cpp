@@ -215,11 +215,12 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
     for (Isa isa : isas()) {
         std::vector<float> y(size_t(yn), 12345.0f);
         if (depthwise) {
+            std::vector<float> scratch(conv_dw_scratch_floats(g));
             for (int64_t n = 0; n < c.N; ++n)
                 conv_depthwise(isa, g, x.data() + n * in_img, w.data(),
                                with_bias ? b.data() : nullptr,
                                with_res ? r.data() + n * out_img : nullptr,
-                               y.data() + n * out_img, e);
+                               y.data() + n * out_img, e, scratch.data());
         } else {
             ConvGemm cg(isa, g, c.G);
             std::vector<float> wp(cg.packed_w_floats()), scratch(cg.scratch_floats());
@@ -274,6 +275,8 @@ TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
         {1, 3, 5, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},     // narrower than a vector
         {1, 2, 6, 33, 2, 1, 7, 1, 1, 1, 1, 0, 3, 0, 3, 2},    // 1x7
         {1, 2, 8, 36, 2, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0, 2},    // unpadded stride 2 near the end
+        {1, 5, 7, 7, 5, 3, 3, 2, 1, 1, 1, 1, 0, 1, 2, 5},     // 7x7, strides 2x1, uneven pads
+        {1, 3, 14, 14, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 3},   // 14x14 (MobileNet tail), 5x5
     };
     uint32_t seed = 100;
     for (const Case& c : cases) check_case(c, true, "", false, true, seed++);

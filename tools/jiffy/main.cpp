@@ -239,32 +239,49 @@ int cmd_run(const Args& a) {
     return 0;
 }
 
-// Per-step median time over `runs` extra runs (a timer around each step: ~30 ns of overhead
-// each; medians so that the machine's noise spikes do not dominate), sorted by time, with each
-// step's op, output shape and node name.
-void print_profile(const Loaded& L, Session& s, int64_t runs) {
-    const Plan& p = *L.plan;
-    const size_t n = p.steps.size();
-    std::vector<double> all(size_t(runs) * n, 0.0);
-    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(all.data() + size_t(r) * n));
-    std::vector<double> med(n), col(static_cast<size_t>(runs));
+std::string shape_str(const Shape& s) {
+    std::string r;
+    for (size_t i = 0; i < s.size(); ++i) r += (i ? "x" : "") + std::to_string(s[i]);
+    return r;
+}
+
+// `jiffy bench --profile` or JIFFY_PROFILE=N (N > 0: rows shown, 1 means 25): times every step over `runs` more runs (outside
+// the timed loop above, through Session::run_profiled) and prints the steps by total time.
+void print_profile(Session& s, int64_t runs, int rows) {
+    const Plan& p = s.plan();
+    std::vector<double> ns(p.steps.size(), 0.0);
+    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(ns.data()));
     double total = 0;
-    for (size_t i = 0; i < n; ++i) {
-        for (int64_t r = 0; r < runs; ++r) col[size_t(r)] = all[size_t(r) * n + i];
-        std::nth_element(col.begin(), col.begin() + runs / 2, col.end());
-        med[i] = col[size_t(runs / 2)];
-        total += med[i];
+    for (double v : ns) total += v;
+    std::vector<size_t> order(ns.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return ns[x] > ns[y]; });
+    // Per op type, too.
+    std::map<std::string, std::pair<double, int64_t>> by_op;  // ns, flops
+    for (size_t i = 0; i < ns.size(); ++i) {
+        const StepInfo& si = p.step_info[i];
+        by_op[si.op].first += ns[i];
+        by_op[si.op].second += step_flops(si);
     }
-    std::vector<size_t> order(n);
-    for (size_t i = 0; i < n; ++i) order[i] = i;
-    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return med[x] > med[y]; });
-    std::printf("per-step profile (median of %lld runs; sum of the medians %.2f us):\n", (long long)runs, total / 1e3);
-    std::printf("  %10s %6s  %-20s %-28s %s\n", "us", "%", "op", "out shape", "node");
-    for (size_t i : order) {
-        const StepInfo* info = i < p.step_info.size() ? &p.step_info[i] : nullptr;
-        std::string shp = info && !info->out_shapes.empty() ? json_shape(info->out_shapes[0]) : "";
-        std::printf("  %10.3f %6.1f  %-20s %-28s %s\n", med[i] / 1e3, 100.0 * med[i] / std::max(total, 1.0),
-                    info ? info->op.c_str() : "?", shp.c_str(), info ? info->name.c_str() : "");
+    std::printf("profile: %lld runs, %.1f us per run in steps\n", (long long)runs, total / double(runs) / 1e3);
+    std::printf("  %-16s %10s %6s %9s\n", "op", "us/run", "%", "GFLOP/s");
+    std::vector<std::pair<double, std::string>> ops;
+    for (const auto& [op, v] : by_op) ops.push_back({v.first, op});
+    std::sort(ops.rbegin(), ops.rend());
+    for (const auto& [t, op] : ops) {
+        const int64_t f = by_op[op].second;
+        std::printf("  %-16s %10.1f %6.1f %9.1f\n", op.c_str(), t / double(runs) / 1e3, 100.0 * t / total,
+                    f ? double(f) * double(runs) / t : 0.0);
+    }
+    std::printf("  %-4s %-16s %-28s %-20s %10s %6s %9s\n", "step", "op", "name", "output", "us/run", "%", "GFLOP/s");
+    for (size_t r = 0; r < order.size() && r < size_t(rows); ++r) {
+        const size_t i = order[r];
+        const StepInfo& si = p.step_info[i];
+        const int64_t f = step_flops(si);
+        std::string nm = si.name.size() > 28 ? si.name.substr(si.name.size() - 28) : si.name;
+        std::printf("  %-4zu %-16s %-28s %-20s %10.1f %6.1f %9.1f\n", i, si.op.c_str(), nm.c_str(),
+                    si.out_shapes.empty() ? "" : shape_str(si.out_shapes[0]).c_str(), ns[i] / double(runs) / 1e3,
+                    100.0 * ns[i] / total, f ? double(f) * double(runs) / ns[i] : 0.0);
     }
 }
 
@@ -303,7 +320,11 @@ int cmd_bench(const Args& a) {
         std::printf("  min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  mean %.2f  (us)\n", sorted.front(),
                     pct(0.5), pct(0.9), pct(0.99), sorted.back(), mean);
     }
-    if (a.profile) print_profile(L, s, std::min<int64_t>(std::max<int64_t>(n, 10), 20000));
+    const char* pe = std::getenv("JIFFY_PROFILE");
+    if (a.profile || (pe && std::atoi(pe) > 0)) {
+        const int rows = (pe && std::atoi(pe) > 1) ? std::atoi(pe) : 25;
+        print_profile(s, std::max<int64_t>(10, int64_t(us.size())), rows);
+    }
     return 0;
 }
 
