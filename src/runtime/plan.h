@@ -63,6 +63,9 @@ struct StepInfo {
     std::map<std::string, Attr> attrs;
 };
 
+// 2 x multiply-adds of one step (Conv/ConvTranspose/Gemm/MatMul/RNNs; 0 for other ops).
+int64_t step_flops(const StepInfo& s);
+
 struct Plan {
     std::vector<IoDesc> inputs, outputs;
     std::vector<Slot> slots;
@@ -104,8 +107,8 @@ public:
 
     // Runs every step. No allocation, lock or syscall.
     Status run();
-    // Profiling only (not the serving path): runs every step like run() and adds each step's
-    // wall time in nanoseconds to step_ns[i] (step_ns must hold plan().steps.size() entries).
+    // run() that also adds each step's wall time in nanoseconds to step_ns[i] (plan().steps.size()
+    // entries). For profiling only (`JIFFY_PROFILE=1 jiffy bench`): reads the clock per step.
     Status run_profiled(double* step_ns);
 
 private:
