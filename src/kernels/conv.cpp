@@ -22,7 +22,7 @@ void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&);
+                  float*, const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
 #endif
 
@@ -132,7 +132,7 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
     if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch);
 #endif
 #if defined(__aarch64__)
-    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi);
+    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi, scratch);
 #endif
     (void)isa;
     conv_dw_portable(g, x, w, bias, res, y, epi, scratch);

@@ -356,7 +356,9 @@ void check_conv(const ConvCase& c, bool depthwise, const ConvEpi& e, bool with_r
     for (Isa isa : isas()) {
         std::vector<float> y(want.size() + 1, 12345.0f);
         if (depthwise) {
-            conv_depthwise(isa, g, x.data(), w.data(), b.data(), with_res ? r.data() : nullptr, y.data(), e);
+            std::vector<float> scratch(conv_dw_scratch_floats(g));
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), with_res ? r.data() : nullptr, y.data(), e,
+                           scratch.data());
         } else {
             const ConvGemm cg(isa, g, c.G);
             std::vector<float> wp(cg.packed_w_floats()), scratch(cg.scratch_floats());
