@@ -19,6 +19,10 @@ struct VersionMetrics {
     std::atomic<uint64_t> bucket[kNumLatencyBuckets + 1] = {};  // non-cumulative; last = +Inf
     std::atomic<uint64_t> latency_sum_us{0};
     std::atomic<uint64_t> compute_sum_us{0};  // time inside Session::run
+    // Response cache (serve/cache.h): hits in process (l1) and in Redis (l2), misses (computed),
+    // entries evicted by the byte bound, Redis commands that failed (counted as misses).
+    std::atomic<uint64_t> cache_hits_l1{0}, cache_hits_l2{0}, cache_misses{0}, cache_evictions{0},
+        cache_redis_errors{0};
 
     void observe(uint64_t us, bool ok) {
         requests.fetch_add(1, std::memory_order_relaxed);

@@ -15,9 +15,13 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "serve/cache.h"
 #include "serve/http.h"
 #include "serve/metrics.h"
+#include "serve/reload.h"
 #include "serve/repository.h"
+#include "serve/shm.h"
+#include "serve/shm_ring.h"
 
 namespace jiffy::serve {
 
@@ -37,7 +41,11 @@ const char* kUsage =
     "  --drain-ms N            after SIGTERM: keep answering 503 for this long (default 500)\n"
     "  --exit-timeout-ms N     after SIGTERM: exit after this even if requests are unfinished (default 30000)\n"
     "  --max-memory BYTES      per model (default 4 GiB)\n"
-    "  --no-exit-on-error      keep serving when a model fails to load at start\n";
+    "  --no-exit-on-error      keep serving when a model fails to load at start\n"
+    "  --cache-redis HOST:PORT second level for the response cache (config.yaml response_cache)\n"
+    "  --cache-redis-timeout-ms N  Redis connect/command timeout (default 20); failures count as misses\n"
+    "  --repository-poll-ms N  hot reload: scan the repository every N ms for new or changed versions (0: off)\n"
+    "  --local-ring NAME       serve local clients over a shared-memory ring (jiffy/client.h)\n";
 
 struct Options {
     std::string repo, host = "127.0.0.1";
@@ -46,6 +54,8 @@ struct Options {
     int drain_ms = 500, exit_timeout_ms = 30000;
     uint64_t max_bytes = uint64_t(4) << 30;
     bool exit_on_error = true;
+    std::string cache_redis, local_ring;
+    int cache_redis_timeout_ms = 20, repository_poll_ms = 0;
 };
 
 struct ArgError {
@@ -233,7 +243,8 @@ void append_data_json(std::string& s, DType t, const void* p, int64_t n) {
 
 class KServeHandler : public HttpHandler {
 public:
-    KServeHandler(Repository& repo, const Options& opt, HttpServer& server) : repo_(repo), opt_(opt), server_(server) {}
+    KServeHandler(Repository& repo, const Options& opt, HttpServer& server, ShmRegistry& shm)
+        : repo_(repo), opt_(opt), server_(server), shm_(shm) {}
 
     size_t body_limit(const HttpRequest& req, size_t server_limit) override {
         auto seg = split_path(req.path);
@@ -283,9 +294,11 @@ private:
         if (seg.size() == 1) {
             need(get, "GET");
             return set_json(res, 200,
-                            json{{"name", "jiffy"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+                            json{{"name", "jiffy"}, {"version", "0.1.0"},
+                                 {"extensions", {"binary_tensor_data", "model_repository", "system_shared_memory"}}});
         }
         if (seg[1] == "repository") return repository(req, seg, post, res);
+        if (seg[1] == "systemsharedmemory") return shm_.route(req, seg, res);  // serve/shm.h
         if (seg[1] != "models" || seg.size() < 3) fail(404, "unknown endpoint " + req.path);
         // /v2/models/{name}[/versions/{v}][/ready|/infer]
         const std::string& name = seg[2];
@@ -433,16 +446,24 @@ private:
             if (numel < 0 || uint64_t(numel) > (uint64_t(1) << 40) / esz) fail(400, "input '" + tn + "': shape is too large");
             size_t want = size_t(numel) * esz;
             int64_t bsize = -1;
+            ShmRef shm_in;  // system shared memory extension (serve/shm.h)
             if (t.contains("parameters")) {
                 const json& p = t["parameters"];
                 if (!p.is_object()) fail(400, "input '" + tn + "': 'parameters' must be an object");
+                std::string serr;
+                if (shm_.resolve(p, "input '" + tn + "'", want, &shm_in, &serr) && !serr.empty()) fail(400, serr);
                 if (p.contains("binary_data_size")) {
                     if (!p["binary_data_size"].is_number_integer() || p["binary_data_size"].get<int64_t>() < 0)
                         fail(400, "input '" + tn + "': binary_data_size must be a non-negative integer");
                     bsize = p["binary_data_size"].get<int64_t>();
                 }
             }
-            if (bsize >= 0) {
+            if (shm_in.region) {
+                if (t.contains("data") || bsize >= 0) fail(400, "input '" + tn + "': has both shared memory and 'data'/binary_data_size");
+                it.storage.assign(shm_in.data(), shm_in.data() + want);  // a snapshot: the client may rewrite the region
+                it.data = it.storage.data();
+                it.nbytes = want;
+            } else if (bsize >= 0) {
                 if (t.contains("data")) fail(400, "input '" + tn + "': has both 'data' and binary_data_size");
                 if (uint64_t(bsize) != want)
                     fail(400, "input '" + tn + "': binary_data_size is " + std::to_string(bsize) + " bytes, expected " +
@@ -472,6 +493,29 @@ private:
             fail(400, std::to_string(bin.size() - bin_off) + " bytes of binary data after the JSON header are not claimed by any input's binary_data_size");
         for (size_t i = 0; i < ins.size(); ++i)
             if (!ins[i].meta) fail(400, "missing input '" + lv->inputs[i].name + "' for model '" + name + "'");
+
+        // Response cache (serve/cache.h): key = model, version, files, inputs, requested outputs.
+        CacheKey ckey;
+        std::string id_json = j.contains("id") ? json(id).dump(-1, ' ', false, json::error_handler_t::replace) : "";
+        ResponseCache* cache = lv->cache.get();
+        if (cache && j.contains("outputs") && j["outputs"].dump().find("shared_memory_region") != std::string::npos) cache = nullptr;
+        if (cache) {
+            KeyHasher h;
+            h.str(name);
+            h.u64(uint64_t(lv->version));
+            h.u64(lv->fingerprint);
+            for (const InTensor& t : ins) {
+                h.str(t.meta->name);
+                h.u64(uint64_t(t.meta->dtype));
+                h.u64(t.shape.size());
+                h.bytes(t.shape.data(), t.shape.size() * sizeof(int64_t));
+                h.bytes(t.data, t.nbytes);
+            }
+            h.str(j.contains("outputs") ? j["outputs"].dump() : "");
+            h.u64(all_binary);
+            ckey = h.digest();
+            if (cache_respond(*cache, ckey, id_json, res, lv->metrics)) return;
+        }
 
         // Plan: the one compiled at load, or per request shape (cached by the engine).
         std::shared_ptr<const Plan> plan = lv->fixed;
@@ -511,6 +555,7 @@ private:
         struct Out {
             size_t idx;
             bool binary;
+            ShmRef shm = {};  // written into a shared memory region (serve/shm.h)
         };
         std::vector<Out> outs;
         if (j.contains("outputs")) {
@@ -538,9 +583,18 @@ private:
                         binary = p["binary_data"].get<bool>();
                     }
                 }
+                ShmRef so;
+                std::string serr;
+                if (o.contains("parameters") && shm_.resolve(o["parameters"], "output '" + on + "'", SIZE_MAX, &so, &serr)) {
+                    if (!serr.empty()) fail(400, serr);
+                    if (so.byte_size < plan->outputs[idx].nbytes)
+                        fail(400, "output '" + on + "': shared_memory_byte_size " + std::to_string(so.byte_size) + " is smaller than the output's " +
+                                      std::to_string(plan->outputs[idx].nbytes) + " bytes (region '" + so.region->name + "')");
+                    binary = false;
+                }
                 for (const Out& x : outs)
                     if (x.idx == idx) fail(400, "output '" + on + "' is requested twice");
-                outs.push_back({idx, binary});
+                outs.push_back({idx, binary, so});
             }
         } else {
             for (size_t i = 0; i < plan->outputs.size(); ++i) outs.push_back({i, all_binary});
@@ -561,7 +615,11 @@ private:
             r += ",\"datatype\":\"";
             r += kserve_dtype(d.dtype);
             r += "\",\"shape\":" + shape_json(d.shape);
-            if (outs[k].binary) {
+            if (const ShmRef& so = outs[k].shm; so.region) {
+                std::memcpy(so.data(), s->output_data(outs[k].idx), d.nbytes);
+                r += ",\"parameters\":{\"shared_memory_region\":" + json(so.region->name).dump() +
+                     ",\"shared_memory_offset\":" + std::to_string(so.offset) + ",\"shared_memory_byte_size\":" + std::to_string(d.nbytes) + "}}";
+            } else if (outs[k].binary) {
                 r += ",\"parameters\":{\"binary_data_size\":" + std::to_string(d.nbytes) + "}}";
                 bin_total += d.nbytes;
             } else {
@@ -581,6 +639,7 @@ private:
         } else {
             res.content_type = "application/json";
         }
+        if (cache) cache_store(*cache, ckey, id_json, res, lv->metrics);  // serve/cache.h
     }
 
     // ---------------------------------------------------------------- repository extension
@@ -614,8 +673,17 @@ private:
             for (const auto& n : names) {
                 ModelEntry* e = repo_.find(n);
                 if (e && e->ready()) {
-                    for (const auto& [v, lv] : e->versions)
-                        a.push_back({{"name", n}, {"version", std::to_string(v)}, {"state", "READY"}, {"reason", ""}});
+                    // Loaded versions, and (hot reload) versions whose last load failed, with why.
+                    std::set<int64_t> vs;
+                    for (const auto& [v, lv] : e->versions) vs.insert(v);
+                    for (const auto& [v, why] : e->version_reason) vs.insert(v);
+                    for (int64_t v : vs) {
+                        bool ready = e->versions.count(v) > 0;
+                        if (only_ready && !ready) continue;
+                        auto why = e->version_reason.find(v);
+                        std::string reason = why == e->version_reason.end() ? "" : (ready ? "reload failed (still serving the previous files): " : "") + why->second;
+                        a.push_back({{"name", n}, {"version", std::to_string(v)}, {"state", ready ? "READY" : "UNAVAILABLE"}, {"reason", reason}});
+                    }
                 } else if (!only_ready) {
                     a.push_back({{"name", n}, {"state", "UNAVAILABLE"}, {"reason", e ? e->reason : "not loaded"}});
                 }
@@ -686,6 +754,19 @@ private:
             s += "jiffy_inference_request_duration_us_sum{" + lbl(*m) + "} " + ld(m->latency_sum_us) + "\n";
             s += "jiffy_inference_request_duration_us_count{" + lbl(*m) + "} " + std::to_string(cum) + "\n";
         }
+        // Response cache (serve/cache.h).
+        const std::pair<const char*, std::atomic<uint64_t> VersionMetrics::*> cache_counters[] = {
+            {"jiffy_cache_hits_total{level=\"l1\",", &VersionMetrics::cache_hits_l1},
+            {"jiffy_cache_hits_total{level=\"l2\",", &VersionMetrics::cache_hits_l2},
+            {"jiffy_cache_misses_total{", &VersionMetrics::cache_misses},
+            {"jiffy_cache_evictions_total{", &VersionMetrics::cache_evictions},
+            {"jiffy_cache_redis_errors_total{", &VersionMetrics::cache_redis_errors}};
+        for (const auto& [metric, field] : cache_counters) {
+            std::string base(metric, std::strchr(metric, '{'));
+            if (base != "jiffy_cache_hits_total" || field == &VersionMetrics::cache_hits_l1)
+                s += "# TYPE " + base + " counter\n";
+            for (const auto& m : all) s += std::string(metric) + lbl(*m) + "} " + ld((*m).*field) + "\n";
+        }
         s += "# HELP jiffy_model_ready Whether a model version is loaded and ready.\n# TYPE jiffy_model_ready gauge\n";
         for (const auto& m : all) {
             ModelEntry* e = repo_.find(m->model);
@@ -698,6 +779,7 @@ private:
     Repository& repo_;
     const Options& opt_;
     HttpServer& server_;
+    ShmRegistry& shm_;
 };
 
 int64_t parse_num(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
@@ -730,6 +812,17 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--exit-timeout-ms") o.exit_timeout_ms = int(parse_num(a, next(), 0, 86400000));
         else if (a == "--max-memory") o.max_bytes = uint64_t(parse_num(a, next(), 1, INT64_MAX));
         else if (a == "--no-exit-on-error") o.exit_on_error = false;
+        else if (a == "--cache-redis") {
+            o.cache_redis = next();
+            std::string h;
+            int p;
+            if (!RedisL2::parse_address(o.cache_redis, &h, &p)) throw ArgError{"bad value for --cache-redis: '" + o.cache_redis + "' (expected HOST:PORT)"};
+        } else if (a == "--cache-redis-timeout-ms") o.cache_redis_timeout_ms = int(parse_num(a, next(), 1, 60000));
+        else if (a == "--repository-poll-ms") o.repository_poll_ms = int(parse_num(a, next(), 0, 86400000));
+        else if (a == "--local-ring") {
+            o.local_ring = next();
+            if (!Repository::valid_name(o.local_ring)) throw ArgError{"bad value for --local-ring: '" + o.local_ring + "' (letters, digits, _ - .)"};
+        }
         else if (a == "-h" || a == "--help") throw ArgError{""};
         else throw ArgError{"unknown option '" + a + "' (see jiffy serve --help)"};
     }
@@ -766,6 +859,14 @@ int serve_main(int argc, char** argv) {
     int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 
     Repository repo(opt.repo, opt.max_bytes);
+    std::unique_ptr<RedisL2> l2;
+    if (!opt.cache_redis.empty()) {
+        std::string h;
+        int p = 0;
+        RedisL2::parse_address(opt.cache_redis, &h, &p);
+        l2 = std::make_unique<RedisL2>(h, p, opt.cache_redis_timeout_ms);
+        repo.set_cache_l2(l2.get());
+    }
     for (const std::string& name : repo.scan()) {
         Status st = repo.load(name);
         if (!st.ok()) {
@@ -805,11 +906,27 @@ int serve_main(int argc, char** argv) {
             }
         }
     });
-    KServeHandler handler(repo, opt, server);
+    ShmRegistry shm;
+    KServeHandler handler(repo, opt, server, shm);
+    // Hot reload (serve/reload.h): a background thread loads and warms up; the swap runs here.
+    std::unique_ptr<Reloader> reloader;
+    if (opt.repository_poll_ms > 0) reloader = std::make_unique<Reloader>(repo, server, opt.repository_poll_ms);
+    // Local clients over a shared-memory ring (serve/shm_ring.h, jiffy/client.h).
+    std::unique_ptr<RingServer> ring;
+    if (!opt.local_ring.empty()) {
+        ring = std::make_unique<RingServer>(repo, opt.max_bytes);
+        Status st = ring->start(opt.local_ring);
+        if (!st.ok()) {
+            std::fprintf(stderr, "jiffy: error: --local-ring: %s\n", st.message().c_str());
+            return 2;
+        }
+    }
     std::printf("jiffy serve: listening on http://%s:%d\n", opt.host.c_str(), port);
     if (mport >= 0) std::printf("jiffy serve: metrics on http://%s:%d/metrics\n", opt.host.c_str(), mport);
     std::fflush(stdout);
     server.run(handler);
+    reloader.reset();
+    ring.reset();
     std::fprintf(stderr, "jiffy serve: stopped\n");
     close(sfd);
     return 0;
