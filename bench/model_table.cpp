@@ -1,7 +1,7 @@
 // The main job: runs every public model (scripts/models.tsv) on its reference inputs, checks the
 // outputs against ONNX Runtime's (max |error| / magnitude <= 1e-4), times `run` and prints a
 // Markdown table with p50/p99 and ONNX Runtime's native p50 (bench/peers/ort_native.tsv).
-//   jiffy_models [--seconds S] [--json FILE]
+//   jiffy_models [--seconds S] [--json FILE] [--filter SUBSTRING]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -101,11 +101,12 @@ Row measure(const std::string& name, double seconds, const std::map<std::string,
 
 int main(int argc, char** argv) {
     double seconds = 1.0;
-    std::string json_path;
+    std::string json_path, filter;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--seconds" && i + 1 < argc) seconds = std::atof(argv[++i]);
         else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+        else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     }
     auto ort = ort_p50();
     std::vector<Row> rows;
@@ -113,6 +114,7 @@ int main(int argc, char** argv) {
     std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
     int bad = 0;
     for (const std::string& name : model_names()) {
+        if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         Row r = measure(name, seconds, ort);
         if (r.status != "ok") ++bad;
         char ratio[32] = "-", ortp[32] = "-";

@@ -34,6 +34,9 @@ ActApplyFn act_apply_for(Isa isa) {
     if (isa == Isa::kAvx512) return act_apply_avx512;
     if (isa == Isa::kAvx2) return act_apply_avx2;
 #endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return act_apply_neon;
+#endif
     return act_apply_scalar;
 }
 

@@ -100,6 +100,8 @@ ActApplyFn act_apply_for(Isa isa);
 void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n);
 void act_apply_avx2(const Activation& a, const float* x, float* y, int64_t n);
 void act_apply_avx512(const Activation& a, const float* x, float* y, int64_t n);
+// NEON (src/kernels/arm/activation_neon.cpp; aarch64 only). Vector forms: kernels/arm/activation_neon.h.
+void act_apply_neon(const Activation& a, const float* x, float* y, int64_t n);
 
 // ------------------------------------------------------------------ vector forms
 // Cephes-style: exp(x) = 2^n * p(r), r = x - n ln2 (two-part ln2), degree-6 polynomial; the

@@ -13,6 +13,9 @@ BinaryRows binary_rows_for(Isa isa, BinOp op) {
     if (isa == Isa::kAvx512) return binary_rows_avx512(op);
     if (isa == Isa::kAvx2) return binary_rows_avx2(op);
 #endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return binary_rows_neon(op);
+#endif
     return binary_rows_scalar(op);
 }
 

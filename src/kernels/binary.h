@@ -25,5 +25,6 @@ BinaryRows binary_rows_for(Isa isa, BinOp op);
 BinaryRows binary_rows_scalar(BinOp op);
 BinaryRows binary_rows_avx2(BinOp op);
 BinaryRows binary_rows_avx512(BinOp op);
+BinaryRows binary_rows_neon(BinOp op);  // src/kernels/arm/binary_neon.cpp (aarch64 only)
 
 }  // namespace jiffy::kernels

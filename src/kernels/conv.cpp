@@ -18,6 +18,13 @@ void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, c
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 #endif
+#if defined(__aarch64__)  // src/kernels/arm/conv_neon.cpp
+void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
+                          const float*, float*, float*, const ConvEpi&);
+void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
+                  float*, const ConvEpi&);
+void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
+#endif
 
 int conv_mr(Isa isa) { return isa == Isa::kAvx512 ? 12 : 6; }
 int conv_nr(Isa isa) { return isa == Isa::kAvx512 ? 32 : isa == Isa::kAvx2 ? 16 : 8; }
@@ -26,6 +33,9 @@ static ConvGemmGroupFn gemm_fn(Isa isa) {
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return conv_gemm_group_avx512;
     if (isa == Isa::kAvx2) return conv_gemm_group_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_gemm_group_neon;
 #endif
     (void)isa;
     return conv_gemm_group_portable;
@@ -118,6 +128,9 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
     if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi);
     if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi);
 #endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi);
+#endif
     (void)isa;
     conv_dw_portable(g, x, w, bias, res, y, epi);
 }
@@ -126,6 +139,9 @@ void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& 
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return conv_epi_avx512(y, r, n, epi);
     if (isa == Isa::kAvx2) return conv_epi_avx2(y, r, n, epi);
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_epi_neon(y, r, n, epi);
 #endif
     (void)isa;
     conv_epi_portable(y, r, n, epi);

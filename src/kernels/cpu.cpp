@@ -16,6 +16,8 @@ Isa cpu_isa() {
         return Isa::kScalar;
     }();
     return isa;
+#elif defined(__aarch64__)
+    return Isa::kNeon;  // Advanced SIMD is part of the AArch64 base ISA
 #else
     return Isa::kScalar;
 #endif
@@ -28,8 +30,12 @@ Isa active_isa() {
         if (!e) return best;
         Isa want = best;
         if (!std::strcmp(e, "scalar")) want = Isa::kScalar;
+#if defined(__x86_64__)
         else if (!std::strcmp(e, "avx2")) want = Isa::kAvx2;
         else if (!std::strcmp(e, "avx512")) want = Isa::kAvx512;
+#elif defined(__aarch64__)
+        else if (!std::strcmp(e, "neon")) want = Isa::kNeon;
+#endif
         return int(want) < int(best) ? want : best;
     }();
     return isa;
@@ -39,6 +45,7 @@ const char* isa_name(Isa isa) {
     switch (isa) {
         case Isa::kAvx512: return "avx512";
         case Isa::kAvx2: return "avx2";
+        case Isa::kNeon: return "neon";
         default: return "scalar";
     }
 }

@@ -8,6 +8,7 @@ namespace jiffy::kernels {
 
 void sgemm_avx512(int64_t, const float*, int64_t, const PackedB&, const float*, float*, int64_t, Act);
 void sgemm_avx2(int64_t, const float*, int64_t, const PackedB&, const float*, float*, int64_t, Act);
+void sgemm_neon(int64_t, const float*, int64_t, const PackedB&, const float*, float*, int64_t, Act);  // arm/
 
 static int nr_for(Isa isa) { return isa == Isa::kAvx512 ? 32 : 16; }
 
@@ -97,6 +98,9 @@ SgemvFn sgemv_for(Isa isa) {
     if (isa == Isa::kAvx512) return sgemv_avx512;
     if (isa == Isa::kAvx2) return sgemv_avx2;
 #endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return sgemv_neon;
+#endif
     return sgemv_scalar;
 }
 
@@ -124,6 +128,9 @@ SgemmFn sgemm_for(Isa isa) {
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return sgemm_avx512;
     if (isa == Isa::kAvx2) return sgemm_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return sgemm_neon;
 #endif
     return sgemm_scalar;
 }

@@ -2,7 +2,8 @@
 //   C[M, N] = act(A[M, K] . B[K, N] + bias[N] (+ C when accumulate))
 // B is packed into panels of NR columns (K x NR floats each, zero-padded past N) so the
 // microkernel streams one contiguous panel per MR-row block. Per-ISA microkernels:
-//   f32_gemm_8x32__avx512, f32_gemm_4x16__avx2 (MR x NR), and a scalar reference.
+//   f32_gemm_8x32__avx512, f32_gemm_4x16__avx2, f32_gemm_4x16__neon (MR x NR; src/kernels/arm/),
+//   and a scalar reference.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -54,5 +55,6 @@ SgemvFn sgemv_for(Isa isa);
 void sgemv_scalar(const float*, const PackedGemv&, const float*, float*, const Activation&);
 void sgemv_avx2(const float*, const PackedGemv&, const float*, float*, const Activation&);
 void sgemv_avx512(const float*, const PackedGemv&, const float*, float*, const Activation&);
+void sgemv_neon(const float*, const PackedGemv&, const float*, float*, const Activation&);  // aarch64 only
 
 }  // namespace jiffy::kernels

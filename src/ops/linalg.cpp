@@ -7,6 +7,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/gemm.h"
+#include "kernels/norm.h"
 #include "ops/util.h"
 
 namespace jiffy {
@@ -870,11 +871,21 @@ enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
 template <typename T, SoftKind K>
 class SoftmaxKernel : public Kernel {
 public:
-    SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {}
+    SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {
+        // float softmax over contiguous rows: the vector kernel (kernels/norm.h).
+        if (std::is_same_v<T, float> && K == SoftKind::kSoftmax && inner_ == 1 && n_ > 0)
+            fast_ = kernels::softmax_rows_for(kernels::active_isa());
+    }
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
         T* y = static_cast<T*>(out[0]);
         if (n_ == 0) return {};
+        if constexpr (std::is_same_v<T, float>) {
+            if (fast_) {
+                fast_(x, y, outer_, n_);
+                return {};
+            }
+        }
         const int64_t st = inner_;
         for (int64_t o = 0; o < outer_; ++o) {
             for (int64_t s = 0; s < inner_; ++s) {
@@ -912,6 +923,7 @@ public:
 
 private:
     int64_t outer_, n_, inner_;
+    kernels::SoftmaxRowsFn fast_ = nullptr;
 };
 
 template <SoftKind K>

@@ -104,6 +104,9 @@ public:
 
     // Runs every step. No allocation, lock or syscall.
     Status run();
+    // Profiling only (not the serving path): runs every step like run() and adds each step's
+    // wall time in nanoseconds to step_ns[i] (step_ns must hold plan().steps.size() entries).
+    Status run_profiled(double* step_ns);
 
 private:
     void resolve();

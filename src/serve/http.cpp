@@ -6,7 +6,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -92,9 +94,11 @@ const char* http_reason(int s) {
         case 415: return "Unsupported Media Type";
         case 417: return "Expectation Failed";
         case 431: return "Request Header Fields Too Large";
+        case 429: return "Too Many Requests";
         case 500: return "Internal Server Error";
         case 501: return "Not Implemented";
         case 503: return "Service Unavailable";
+        case 504: return "Gateway Timeout";
         case 505: return "HTTP Version Not Supported";
         default: return "Unknown";
     }
@@ -109,7 +113,10 @@ const std::string* HttpRequest::header(std::string_view lname) const {
 struct HttpServer::Conn {
     int fd = -1;
     int listener = 0;
+    size_t slot = 0;
+    uint32_t gen = 0;
     bool closed = false;
+    bool waiting = false;  // a deferred response is outstanding
     std::string in;
     size_t scan = 0;  // where to resume looking for the end of the head
     bool have_head = false;
@@ -130,6 +137,12 @@ struct HttpServer::Conn {
 
 HttpServer::HttpServer(HttpLimits limits) : limits_(limits), rbuf_(256 * 1024) {
     ep_ = epoll_create1(EPOLL_CLOEXEC);
+    efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    watch(efd_, [this] {
+        uint64_t v;
+        while (::read(efd_, &v, sizeof v) == ssize_t(sizeof v)) {
+        }
+    });
 }
 
 HttpServer::~HttpServer() {
@@ -137,6 +150,48 @@ HttpServer::~HttpServer() {
         if (c && !c->closed) ::close(c->fd);
     for (auto& l : listeners_) ::close(l.fd);
     if (ep_ >= 0) ::close(ep_);
+    if (efd_ >= 0) ::close(efd_);
+}
+
+void HttpServer::complete(uint64_t token, HttpResponse res) {
+    {
+        std::lock_guard<std::mutex> g(done_mu_);
+        done_.emplace_back(token, std::move(res));
+    }
+    done_count_.fetch_add(1, std::memory_order_seq_cst);
+    // Pairs with the loop's store to sleeping_ then load of done_count_: one of the two sees
+    // the other, so a completion never waits for the 50 ms epoll timeout.
+    if (sleeping_.load(std::memory_order_seq_cst)) {
+        uint64_t one = 1;
+        ssize_t r = ::write(efd_, &one, sizeof one);
+        (void)r;
+    }
+}
+
+HttpServer::Conn* HttpServer::conn_of(uint64_t token) {
+    size_t slot = size_t(token >> 32);
+    uint32_t gen = uint32_t(token);
+    if (slot >= conns_.size() || !conns_[slot]) return nullptr;
+    Conn* c = conns_[slot].get();
+    return c->gen == gen && !c->closed ? c : nullptr;
+}
+
+void HttpServer::drain_completions() {
+    if (done_count_.load(std::memory_order_acquire) == 0) return;
+    {
+        std::lock_guard<std::mutex> g(done_mu_);
+        done_swap_.swap(done_);
+        done_count_.store(0, std::memory_order_relaxed);
+    }
+    for (auto& [token, res] : done_swap_) {
+        --outstanding_;
+        Conn* c = conn_of(token);
+        if (!c || !c->waiting) continue;
+        c->waiting = false;
+        send(c, res);
+        if (!c->closed && !c->lingering) process(c);  // requests pipelined meanwhile
+    }
+    done_swap_.clear();
 }
 
 int HttpServer::listen(const std::string& host, int port, int* bound_port, std::string* err) {
@@ -203,7 +258,7 @@ void HttpServer::drain(int grace_ms, int max_ms) {
 
 bool HttpServer::busy() const {
     for (const auto& c : conns_)
-        if (c && !c->closed && !c->lingering && (c->req_start != 0 || c->out.size() > c->out_off))
+        if (c && !c->closed && !c->lingering && (c->waiting || c->req_start != 0 || c->out.size() > c->out_off))
             return true;
     return false;
 }
@@ -214,7 +269,26 @@ int HttpServer::run(HttpHandler& handler) {
     std::vector<Conn*> closed;
     int64_t next_sweep = now_ms() + 100;
     while (!stop_) {
-        int n = epoll_wait(ep_, evs.data(), int(evs.size()), 50);
+        int n = 0;
+        if (outstanding_ > 0) {
+            // Responses are being computed on other threads: poll (sockets and completions) for
+            // a short while instead of sleeping, since a futex/eventfd wake-up costs ~20 us here.
+            auto t0 = std::chrono::steady_clock::now();
+            for (int k = 0;; ++k) {
+                if (done_count_.load(std::memory_order_acquire) != 0) break;
+                if ((k & 3) == 3) {
+                    n = epoll_wait(ep_, evs.data(), int(evs.size()), 0);
+                    if (n != 0) break;
+                    if (std::chrono::steady_clock::now() - t0 > std::chrono::microseconds(limits_.completion_spin_us)) break;
+                }
+                sched_yield();  // let the worker have the core on small machines
+            }
+        }
+        if (n == 0 && done_count_.load(std::memory_order_acquire) == 0) {
+            sleeping_.store(true, std::memory_order_seq_cst);
+            if (done_count_.load(std::memory_order_seq_cst) == 0) n = epoll_wait(ep_, evs.data(), int(evs.size()), 50);
+            sleeping_.store(false, std::memory_order_relaxed);
+        }
         if (n < 0 && errno != EINTR) break;
         for (int i = 0; i < n; ++i) {
             uint64_t tag = evs[size_t(i)].data.u64;
@@ -231,6 +305,7 @@ int HttpServer::run(HttpHandler& handler) {
                 if (!c->closed && (e & (EPOLLIN | EPOLLHUP | EPOLLERR))) on_readable(c);
             }
         }
+        drain_completions();
         int64_t t = now_ms();
         if (t >= next_sweep) {
             sweep(t);
@@ -263,6 +338,9 @@ void HttpServer::accept_all(int li) {
         conns_[slot] = std::make_unique<Conn>();
         Conn* c = conns_[slot].get();
         c->fd = fd;
+        c->slot = slot;
+        c->gen = next_gen_++;
+        if (next_gen_ == 0) next_gen_ = 1;
         c->listener = li;
         c->last_active = now_ms();
         c->events = EPOLLIN;
@@ -538,7 +616,7 @@ bool HttpServer::parse_head(Conn* c, size_t head_len) {
 }
 
 void HttpServer::process(Conn* c) {
-    while (!c->closed && !c->lingering && c->out.size() == c->out_off) {
+    while (!c->closed && !c->lingering && !c->waiting && c->out.size() == c->out_off) {
         if (!c->have_head) {
             size_t from = c->scan >= 3 ? c->scan - 3 : 0;
             size_t e = c->in.find("\r\n\r\n", from);
@@ -565,6 +643,7 @@ void HttpServer::process(Conn* c) {
         }
         if (c->in.size() < c->head_len + c->body_len) return;
         c->req.body = std::string_view(c->in.data() + c->head_len, c->body_len);
+        c->req.token = (uint64_t(c->slot) << 32) | c->gen;
         HttpResponse res;
         try {
             handler_->handle(c->req, res);
@@ -590,6 +669,11 @@ void HttpServer::process(Conn* c) {
             c->req_start = now_ms();
             c->req_draining = draining_;
         }
+        if (res.deferred) {
+            c->waiting = true;
+            ++outstanding_;
+            return;
+        }
         send(c, res);
     }
 }
@@ -605,6 +689,8 @@ void HttpServer::sweep(int64_t t) {
         }
         if (c->lingering) {
             if (t >= c->linger_until) close_conn(c);
+        } else if (c->waiting) {
+            // the model is computing this connection's response
         } else if (c->out.size() > c->out_off) {
             if (c->out_since && t - c->out_since > limits_.write_timeout_ms) close_conn(c);
         } else if (c->req_start != 0) {

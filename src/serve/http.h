@@ -1,10 +1,13 @@
 // A lean HTTP/1.1 server: one epoll loop on one thread, keep-alive, Content-Length bodies,
 // strict parsing with limits (header bytes, body bytes, read timeout for slow clients). The
-// handler runs on the loop thread (inference included: see docs/serving.md for why).
+// handler runs on the loop thread; it may answer at once or defer the response (set
+// `deferred`), which another thread later hands back with complete() (see docs/serving.md).
 #pragma once
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,6 +25,7 @@ struct HttpRequest {
     std::string_view body;  // valid during handle()
     int listener = 0;       // index of the listening socket that accepted the connection
     bool while_draining = false;  // the request's first byte arrived after drain began
+    uint64_t token = 0;     // names the connection for HttpServer::complete()
 
     // Value of a header (name lower-case), or nullptr.
     const std::string* header(std::string_view lname) const;
@@ -33,6 +37,9 @@ struct HttpResponse {
     std::vector<std::pair<std::string, std::string>> headers;  // extra headers
     std::string body;
     bool close = false;  // close the connection after sending
+    // The handler will answer later through HttpServer::complete(req.token, ...). The request's
+    // body is no longer valid once handle() returns; the connection waits (in order) meanwhile.
+    bool deferred = false;
 };
 
 struct HttpLimits {
@@ -42,6 +49,7 @@ struct HttpLimits {
     int idle_timeout_ms = 60000;   // keep-alive connections idle this long are closed
     int write_timeout_ms = 30000;  // a response stuck unsent this long: connection closed
     size_t max_connections = 1024;  // beyond it new connections are closed at once
+    int completion_spin_us = 60;    // with deferred responses out: poll this long before sleeping
 };
 
 class HttpHandler {
@@ -72,6 +80,9 @@ public:
     // partially received or being answered, or after `max_ms` in any case.
     void drain(int grace_ms, int max_ms);
     bool draining() const { return draining_; }
+    // Hands back a deferred response; callable from any thread. Ignored when the connection has
+    // closed meanwhile. Wakes the loop only when it sleeps (it polls while responses are out).
+    void complete(uint64_t token, HttpResponse res);
 
 private:
     struct Conn;
@@ -89,6 +100,8 @@ private:
     void close_conn(Conn* c);
     void sweep(int64_t now_ms);
     bool busy() const;
+    void drain_completions();
+    Conn* conn_of(uint64_t token);
 
     HttpLimits limits_;
     HttpHandler* handler_ = nullptr;
@@ -101,6 +114,13 @@ private:
     std::vector<size_t> free_slots_;
     size_t live_conns_ = 0;
     std::vector<char> rbuf_;
+    uint32_t next_gen_ = 1;
+    int64_t outstanding_ = 0;  // deferred responses not yet completed (loop thread only)
+    int efd_ = -1;             // eventfd: wakes the loop when it sleeps
+    std::mutex done_mu_;
+    std::vector<std::pair<uint64_t, HttpResponse>> done_, done_swap_;
+    std::atomic<int64_t> done_count_{0};
+    std::atomic<bool> sleeping_{false};
 };
 
 const char* http_reason(int status);

@@ -4,6 +4,9 @@
 
 #include <sys/stat.h>
 
+#include "serve/admission.h"
+#include "serve/batcher.h"
+
 #include <algorithm>
 #include <filesystem>
 
@@ -148,10 +151,17 @@ Status parse_model_config(const std::string& path, ModelConfig* out) {
                 if (!as_int(v, &x) || x < 0 || x > 1000) return invalid(at(path, v), "'warmup_runs' must be an integer in 0..1000");
                 out->warmup_runs = x;
             } else {
+                Status st;
+                if (parse_sched_key(key, v, path, &out->sched, &st)) {
+                    if (!st.ok()) return st;
+                    continue;
+                }
                 return invalid(at(path, k), "unknown key '", key,
-                               "' (known: inputs, max_request_bytes, version_policy, response_cache, warmup_runs)");
+                               "' (known: inputs, max_request_bytes, version_policy, response_cache, warmup_runs, "
+                               "max_batch_size, dynamic_batching, latency_target_us, max_queue_size, execution)");
             }
         }
+        JIFFY_RETURN_IF_ERROR(check_sched_config(path, out->sched));
     } catch (const std::exception& e) {
         return invalid(path, ": ", e.what());
     }
@@ -337,6 +347,17 @@ void Repository::attach_cache(ModelEntry* e, const ModelConfig& cfg) {
         e->cache = std::make_shared<ResponseCache>(cfg.cache.ttl_ms, cfg.cache.max_bytes, l2_);
 }
 
+void Repository::retire(std::shared_ptr<LoadedVersion> lv) {
+    if (!lv || !lv->exec) return;  // no worker: the last shared_ptr holder frees it
+    lv->exec->retire();
+    retiring_.push_back(std::move(lv));
+}
+
+void Repository::reap() {
+    if (retiring_.empty()) return;
+    std::erase_if(retiring_, [](const std::shared_ptr<LoadedVersion>& lv) { return lv->exec->finished(); });
+}
+
 void Repository::install(const std::string& name, const ModelConfig& cfg, std::unique_ptr<LoadedVersion> lv) {
     ModelEntry* e = entry(name);
     attach_cache(e, cfg);
@@ -368,6 +389,9 @@ void Repository::install(const std::string& name, const ModelConfig& cfg, std::u
         e->failed_fingerprint.erase(v);
         e->reason.clear();
     }
+    retire(std::move(old));
+    for (auto& d : dropped) retire(std::move(d));
+    reap();
 }
 
 void Repository::record_failure(const std::string& name, int64_t v, uint64_t fp, const std::string& why) {
@@ -428,6 +452,7 @@ Status Repository::load(const std::string& name) {
         e->version_reason.clear();
         e->failed_fingerprint.clear();
     }
+    for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason.clear();
     return {};
 }
@@ -440,6 +465,7 @@ Status Repository::unload(const std::string& name) {
         std::lock_guard<std::mutex> g(mu_);
         old.swap(e->versions);
     }
+    for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason = "unloaded";
     return {};
 }

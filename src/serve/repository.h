@@ -13,6 +13,7 @@
 #include "core/status.h"
 #include "runtime/model.h"
 #include "serve/metrics.h"
+#include "serve/sched_config.h"
 
 namespace jiffy::serve {
 class ResponseCache;
@@ -20,6 +21,8 @@ class RedisL2;
 }
 
 namespace jiffy::serve {
+
+class Executor;  // serve/batcher.h
 
 struct ModelConfig {
     std::map<std::string, Shape> inputs;  // fixed input shapes
@@ -33,6 +36,7 @@ struct ModelConfig {
         uint64_t max_bytes = uint64_t(64) << 20;
     } cache;
     int64_t warmup_runs = 3;              // runs on zero inputs before a version takes traffic
+    SchedConfig sched;                    // batching, queue, latency target
 };
 
 // Parses config.yaml. Unknown keys and wrong types are errors naming the file and line.
@@ -61,6 +65,10 @@ struct LoadedVersion {
     // One session per plan: inference runs on the single I/O thread (docs/serving.md).
     std::map<const Plan*, std::pair<std::shared_ptr<const Plan>, std::unique_ptr<Session>>> sessions;
     Session* session_for(const std::shared_ptr<const Plan>& p);
+    // The version's worker and queue (serve/batcher.h), made on first use when the model's
+    // config asks for one; while it exists, only its thread touches `sessions`. Declared last:
+    // destroyed (worker joined) before the sessions it uses.
+    std::shared_ptr<Executor> exec;
 };
 
 struct ModelEntry {
@@ -103,6 +111,9 @@ public:
     // versions the policy no longer selects), or records why it failed.
     void install(const std::string& name, const ModelConfig& cfg, std::unique_ptr<LoadedVersion> lv);
     void record_failure(const std::string& name, int64_t v, uint64_t fp, const std::string& why);
+    // I/O thread: drops retired versions whose worker has drained its queue (see retire()).
+    void reap();
+    size_t retiring() const { return retiring_.size(); }
     ModelEntry* find(const std::string& name);
     const std::map<std::string, std::unique_ptr<ModelEntry>>& models() const { return models_; }
     const std::vector<std::unique_ptr<VersionMetrics>>& all_metrics() const { return metrics_; }
@@ -112,6 +123,9 @@ private:
     VersionMetrics* metrics_for(const std::string& model, int64_t version);
     ModelEntry* entry(const std::string& name);
     void attach_cache(ModelEntry* e, const ModelConfig& cfg);
+    // A version taken out of the map: its worker (if any) stops taking jobs, runs those queued,
+    // and the version stays in retiring_ until then, so the worker never outlives its version.
+    void retire(std::shared_ptr<LoadedVersion> lv);
 
     std::string root_;
     uint64_t max_bytes_;
@@ -119,6 +133,7 @@ private:
     std::vector<std::unique_ptr<VersionMetrics>> metrics_;  // never freed: counters survive unload
     std::mutex mu_;
     RedisL2* l2_ = nullptr;
+    std::vector<std::shared_ptr<LoadedVersion>> retiring_;  // I/O thread only
 };
 
 }  // namespace jiffy::serve

@@ -15,8 +15,10 @@
 #include <nlohmann/json.hpp>
 #include <utility>
 
+#include "serve/batcher.h"
 #include "serve/cache.h"
 #include "serve/http.h"
+#include "serve/json_fast.h"
 #include "serve/metrics.h"
 #include "serve/reload.h"
 #include "serve/repository.h"
@@ -62,10 +64,7 @@ struct ArgError {
     std::string msg;
 };
 
-int64_t now_us() {
-    return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
+int64_t now_us() { return mono_us(); }
 
 std::string shape_json(const Shape& s) {
     std::string r = "[";
@@ -104,139 +103,6 @@ std::vector<std::string> split_path(const std::string& p) {
     }
     if (!r.empty() && r.back().empty()) r.pop_back();  // trailing slash
     return r;
-}
-
-// ------------------------------------------------------------------ tensor data <-> JSON
-
-// Elements of nested `data` arrays; -1 when nested deeper than a tensor can be (rank <= 16 + 1).
-int64_t count_leaves(const json& j, int depth = 0) {
-    if (!j.is_array()) return 1;
-    if (depth > 17) return -1;
-    int64_t n = 0;
-    for (const json& e : j) {
-        int64_t k = count_leaves(e, depth + 1);
-        if (k < 0) return -1;
-        n += k;
-    }
-    return n;
-}
-
-struct DataCtx {
-    const std::string* tensor;
-    DType t;
-    uint8_t* out;
-    int64_t i = 0;
-};
-
-[[noreturn]] void bad_elem(const DataCtx& c, const json& e, const char* want) {
-    std::string v = e.dump();
-    if (v.size() > 40) v = v.substr(0, 40) + "...";
-    fail(400, "input '" + *c.tensor + "': data element " + std::to_string(c.i) + " is " + v + ", expected " + want +
-                  " for datatype " + kserve_dtype(c.t));
-}
-
-template <typename T>
-void put_int(DataCtx& c, const json& e) {
-    T v;
-    if (e.is_number_unsigned()) {
-        uint64_t u = e.get<uint64_t>();
-        if (!std::in_range<T>(u)) bad_elem(c, e, "an integer in range");
-        v = T(u);
-    } else if (e.is_number_integer()) {
-        int64_t s = e.get<int64_t>();
-        if (!std::in_range<T>(s)) bad_elem(c, e, "an integer in range");
-        v = T(s);
-    } else {
-        bad_elem(c, e, "an integer");
-    }
-    std::memcpy(c.out + size_t(c.i) * sizeof(T), &v, sizeof(T));
-}
-
-void put_elem(DataCtx& c, const json& e) {
-    switch (c.t) {
-        case DType::kBool: {
-            if (!e.is_boolean()) bad_elem(c, e, "true or false");
-            c.out[c.i] = e.get<bool>() ? 1 : 0;
-            break;
-        }
-        case DType::kU8: put_int<uint8_t>(c, e); break;
-        case DType::kU16: put_int<uint16_t>(c, e); break;
-        case DType::kU32: put_int<uint32_t>(c, e); break;
-        case DType::kU64: put_int<uint64_t>(c, e); break;
-        case DType::kI8: put_int<int8_t>(c, e); break;
-        case DType::kI16: put_int<int16_t>(c, e); break;
-        case DType::kI32: put_int<int32_t>(c, e); break;
-        case DType::kI64: put_int<int64_t>(c, e); break;
-        case DType::kF32: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            float f = float(e.get<double>());
-            std::memcpy(c.out + size_t(c.i) * 4, &f, 4);
-            break;
-        }
-        case DType::kF64: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            double d = e.get<double>();
-            std::memcpy(c.out + size_t(c.i) * 8, &d, 8);
-            break;
-        }
-        case DType::kF16:
-        case DType::kBF16: {
-            if (!e.is_number()) bad_elem(c, e, "a number");
-            float f = float(e.get<double>());
-            uint16_t h = c.t == DType::kF16 ? f32_to_f16(f) : f32_to_bf16(f);
-            std::memcpy(c.out + size_t(c.i) * 2, &h, 2);
-            break;
-        }
-        default: fail(400, "input '" + *c.tensor + "': unsupported datatype");
-    }
-    ++c.i;
-}
-
-void put_all(DataCtx& c, const json& j) {
-    if (j.is_array())
-        for (const json& e : j) put_all(c, e);
-    else
-        put_elem(c, j);
-}
-
-// Writes a tensor's elements as a flat JSON array.
-void append_data_json(std::string& s, DType t, const void* p, int64_t n) {
-    s += '[';
-    char buf[64];
-    for (int64_t i = 0; i < n; ++i) {
-        if (i) s += ',';
-        switch (t) {
-            case DType::kBool: s += static_cast<const uint8_t*>(p)[i] ? "true" : "false"; break;
-            case DType::kU8: s += std::to_string(static_cast<const uint8_t*>(p)[i]); break;
-            case DType::kU16: s += std::to_string(static_cast<const uint16_t*>(p)[i]); break;
-            case DType::kU32: s += std::to_string(static_cast<const uint32_t*>(p)[i]); break;
-            case DType::kU64: s += std::to_string(static_cast<const uint64_t*>(p)[i]); break;
-            case DType::kI8: s += std::to_string(static_cast<const int8_t*>(p)[i]); break;
-            case DType::kI16: s += std::to_string(static_cast<const int16_t*>(p)[i]); break;
-            case DType::kI32: s += std::to_string(static_cast<const int32_t*>(p)[i]); break;
-            case DType::kI64: s += std::to_string(static_cast<const int64_t*>(p)[i]); break;
-            case DType::kF32:
-            case DType::kF16:
-            case DType::kBF16:
-            case DType::kF64: {
-                double d = t == DType::kF32    ? double(static_cast<const float*>(p)[i])
-                           : t == DType::kF64  ? static_cast<const double*>(p)[i]
-                           : t == DType::kF16  ? double(f16_to_f32(static_cast<const uint16_t*>(p)[i]))
-                                               : double(bf16_to_f32(static_cast<const uint16_t*>(p)[i]));
-                if (!std::isfinite(d)) {
-                    s += "null";  // JSON has no NaN/Inf; binary outputs carry them exactly
-                    break;
-                }
-                // Shortest text that reads back as the same value in the tensor's own precision.
-                if (t == DType::kF64) std::snprintf(buf, sizeof buf, "%.17g", d);
-                else std::snprintf(buf, sizeof buf, "%.9g", d);
-                s += buf;
-                break;
-            }
-            default: s += "null";
-        }
-    }
-    s += ']';
 }
 
 // ------------------------------------------------------------------ the handler
@@ -321,7 +187,10 @@ private:
             return set_json(res, ready ? 200 : 400, j);
         }
         if (!e || !e->ready()) fail(404, "unknown model '" + name + "'" + (e ? " (not loaded: " + e->reason + ")" : ""));
-        LoadedVersion* lv = find_version(e, version, true);
+        repo_.reap();  // versions retired by a reload/unload whose worker has drained
+        // A shared_ptr: a worker's job must not outlive its version (reload swaps on this thread,
+        // and a replaced version is retired until its queue drains; serve/repository.h).
+        std::shared_ptr<LoadedVersion> lv = find_version(e, version, true);
         if (action.empty()) {
             need(get, "GET");
             json vs = json::array();
@@ -332,23 +201,21 @@ private:
         }
         need(post, "POST");
         int64_t t0 = now_us();
-        bool ok = false;
         try {
-            infer(req, name, lv, res);
-            ok = true;
+            infer(req, name, e, lv, t0, res);
         } catch (const BadRequest&) {
             lv->metrics->observe(uint64_t(now_us() - t0), false);
             throw;
         }
-        lv->metrics->observe(uint64_t(now_us() - t0), ok);
+        if (!res.deferred) lv->metrics->observe(uint64_t(now_us() - t0), res.status == 200);  // else the worker does
     }
 
-    LoadedVersion* find_version(ModelEntry* e, const std::string& v, bool throw_404) {
-        if (v.empty()) return e->latest();
+    std::shared_ptr<LoadedVersion> find_version(ModelEntry* e, const std::string& v, bool throw_404) {
+        if (v.empty()) return e->versions.empty() ? nullptr : e->versions.rbegin()->second;
         bool digits = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (digits) {
             auto it = e->versions.find(std::stoll(v));
-            if (it != e->versions.end()) return it->second.get();
+            if (it != e->versions.end()) return it->second;
         }
         if (throw_404) fail(404, "unknown version '" + v + "' of model '" + e->name + "'");
         return nullptr;
@@ -356,15 +223,9 @@ private:
 
     // ---------------------------------------------------------------- infer
 
-    struct InTensor {
-        const TensorMeta* meta = nullptr;
-        Shape shape;
-        const uint8_t* data = nullptr;
-        size_t nbytes = 0;
-        std::vector<uint8_t> storage;  // JSON data converted
-    };
-
-    void infer(const HttpRequest& req, const std::string& name, LoadedVersion* lv, HttpResponse& res) {
+    void infer(const HttpRequest& req, const std::string& name, ModelEntry* e, const std::shared_ptr<LoadedVersion>& lvp,
+               int64_t t0, HttpResponse& res) {
+        LoadedVersion* lv = lvp.get();
         std::string_view body = req.body;
         std::string_view head = body, bin;
         if (const std::string* h = req.header("inference-header-content-length")) {
@@ -376,270 +237,99 @@ private:
             head = body.substr(0, n);
             bin = body.substr(n);
         }
-        json j;
-        try {
-            j = json::parse(head.begin(), head.end());
-        } catch (const json::parse_error& e) {
-            fail(400, std::string("malformed JSON in request: ") + e.what());
+        InferRequest rq;
+        RequestError err;
+        InferSchema schema{&name, &lv->inputs, &lv->outputs, &lv->shapes};
+        if (!parse_infer_request(head, bin, schema, &rq, &err)) fail(err.status, err.msg);
+        if (const std::string* h = req.header("timeout"); h && rq.timeout_us == 0) {
+            // Triton-style request header, microseconds (the `timeout` parameter wins).
+            if (h->empty() || h->size() > 15 || !std::all_of(h->begin(), h->end(), [](char c) { return c >= '0' && c <= '9'; }))
+                fail(400, "invalid Timeout header '" + *h + "' (expected microseconds)");
+            rq.timeout_us = std::stoll(*h);
         }
-        if (!j.is_object()) fail(400, "request must be a JSON object");
-        for (auto it = j.begin(); it != j.end(); ++it)
-            if (it.key() != "id" && it.key() != "parameters" && it.key() != "inputs" && it.key() != "outputs")
-                fail(400, "unknown request field '" + it.key() + "' (expected id, parameters, inputs, outputs)");
-        std::string id;
-        if (j.contains("id")) {
-            if (!j["id"].is_string()) fail(400, "'id' must be a string");
-            id = j["id"].get<std::string>();
+        // System shared memory (serve/shm.h): inputs are copied out of their region now (the
+        // client may rewrite it once answered; a queued request must not see that), outputs are
+        // written into theirs by whichever thread runs the request.
+        bool shm_out = false;
+        for (InferInput& in : rq.inputs) {
+            if (in.shm.region.empty()) continue;
+            ShmRef ref;
+            std::string serr;
+            if (!shm_.check(in.shm.region, in.shm.offset, in.shm.byte_size, "input '" + in.meta->name + "'", in.nbytes, &ref, &serr))
+                fail(400, serr);
+            in.storage.assign(ref.data(), ref.data() + in.nbytes);
+            in.data = in.storage.data();
         }
-        bool all_binary = false;
-        if (j.contains("parameters")) {
-            const json& p = j["parameters"];
-            if (!p.is_object()) fail(400, "'parameters' must be an object");
-            if (p.contains("binary_data_output")) {
-                if (!p["binary_data_output"].is_boolean()) fail(400, "parameter 'binary_data_output' must be a boolean");
-                all_binary = p["binary_data_output"].get<bool>();
-            }
+        for (InferOutputSpec& o : rq.outputs) {
+            if (o.shm.region.empty()) continue;
+            ShmRef ref;
+            std::string serr;
+            if (!shm_.check(o.shm.region, o.shm.offset, o.shm.byte_size, "output '" + lv->outputs[o.idx].name + "'", SIZE_MAX,
+                            &ref, &serr))
+                fail(400, serr);
+            o.shm_region = std::move(ref.region);
+            shm_out = true;
         }
-        if (!j.contains("inputs") || !j["inputs"].is_array()) fail(400, "request needs an 'inputs' array");
-        const json& jin = j["inputs"];
-        std::vector<InTensor> ins(lv->inputs.size());
-        size_t bin_off = 0;
-        for (const json& t : jin) {
-            if (!t.is_object()) fail(400, "each element of 'inputs' must be an object");
-            if (!t.contains("name") || !t["name"].is_string()) fail(400, "an input has no 'name' string");
-            std::string tn = t["name"].get<std::string>();
-            size_t idx = 0;
-            while (idx < lv->inputs.size() && lv->inputs[idx].name != tn) ++idx;
-            if (idx == lv->inputs.size()) {
-                std::string names;
-                for (const TensorMeta& m : lv->inputs) names += (names.empty() ? "'" : ", '") + m.name + "'";
-                fail(400, "unexpected input '" + tn + "' for model '" + name + "' (its inputs: " + names + ")");
-            }
-            InTensor& it = ins[idx];
-            if (it.meta) fail(400, "input '" + tn + "' is given twice");
-            const TensorMeta& m = lv->inputs[idx];
-            it.meta = &m;
-            for (auto kv = t.begin(); kv != t.end(); ++kv)
-                if (kv.key() != "name" && kv.key() != "shape" && kv.key() != "datatype" && kv.key() != "parameters" &&
-                    kv.key() != "data")
-                    fail(400, "input '" + tn + "': unknown field '" + kv.key() + "'");
-            if (!t.contains("datatype") || !t["datatype"].is_string()) fail(400, "input '" + tn + "': missing 'datatype'");
-            std::string dt = t["datatype"].get<std::string>();
-            if (dt != kserve_dtype(m.dtype)) {
-                DType tmp;
-                fail(400, "input '" + tn + "': datatype " + dt + (dtype_from_kserve(dt, &tmp) ? "" : " (unknown)") +
-                              " does not match the model's " + kserve_dtype(m.dtype));
-            }
-            if (!t.contains("shape") || !t["shape"].is_array()) fail(400, "input '" + tn + "': missing 'shape' array");
-            for (const json& d : t["shape"]) {
-                if (!d.is_number_integer() || d.get<int64_t>() < 0)
-                    fail(400, "input '" + tn + "': shape must hold non-negative integers, got " + t["shape"].dump());
-                it.shape.push_back(d.get<int64_t>());
-            }
-            bool shape_ok = it.shape.size() == m.shape.size();
-            for (size_t i = 0; shape_ok && i < m.shape.size(); ++i) shape_ok = m.shape[i] < 0 || m.shape[i] == it.shape[i];
-            if (!shape_ok)
-                fail(400, "input '" + tn + "': shape " + shape_json(it.shape) + " does not match the expected " +
-                              shape_json(m.shape) + (lv->shapes.count(tn) ? " (fixed by config.yaml)" : ""));
-            int64_t numel = shape_numel(it.shape);
-            size_t esz = dtype_size(m.dtype);
-            if (numel < 0 || uint64_t(numel) > (uint64_t(1) << 40) / esz) fail(400, "input '" + tn + "': shape is too large");
-            size_t want = size_t(numel) * esz;
-            int64_t bsize = -1;
-            ShmRef shm_in;  // system shared memory extension (serve/shm.h)
-            if (t.contains("parameters")) {
-                const json& p = t["parameters"];
-                if (!p.is_object()) fail(400, "input '" + tn + "': 'parameters' must be an object");
-                std::string serr;
-                if (shm_.resolve(p, "input '" + tn + "'", want, &shm_in, &serr) && !serr.empty()) fail(400, serr);
-                if (p.contains("binary_data_size")) {
-                    if (!p["binary_data_size"].is_number_integer() || p["binary_data_size"].get<int64_t>() < 0)
-                        fail(400, "input '" + tn + "': binary_data_size must be a non-negative integer");
-                    bsize = p["binary_data_size"].get<int64_t>();
-                }
-            }
-            if (shm_in.region) {
-                if (t.contains("data") || bsize >= 0) fail(400, "input '" + tn + "': has both shared memory and 'data'/binary_data_size");
-                it.storage.assign(shm_in.data(), shm_in.data() + want);  // a snapshot: the client may rewrite the region
-                it.data = it.storage.data();
-                it.nbytes = want;
-            } else if (bsize >= 0) {
-                if (t.contains("data")) fail(400, "input '" + tn + "': has both 'data' and binary_data_size");
-                if (uint64_t(bsize) != want)
-                    fail(400, "input '" + tn + "': binary_data_size is " + std::to_string(bsize) + " bytes, expected " +
-                                  std::to_string(want) + " for " + kserve_dtype(m.dtype) + " shape " + shape_json(it.shape));
-                if (bin.size() - bin_off < want)
-                    fail(400, "input '" + tn + "': binary data ends after " + std::to_string(bin.size() - bin_off) + " of " +
-                                  std::to_string(want) + " bytes (check Inference-Header-Content-Length)");
-                it.data = reinterpret_cast<const uint8_t*>(bin.data()) + bin_off;
-                it.nbytes = want;
-                bin_off += want;
-            } else {
-                if (!t.contains("data")) fail(400, "input '" + tn + "': no 'data' and no binary_data_size parameter");
-                const json& d = t["data"];
-                int64_t n = count_leaves(d);
-                if (n < 0) fail(400, "input '" + tn + "': 'data' is nested too deeply");
-                if (n != numel)
-                    fail(400, "input '" + tn + "': " + std::to_string(n) + " data elements, expected " + std::to_string(numel) +
-                                  " for shape " + shape_json(it.shape));
-                it.storage.resize(want);
-                DataCtx c{&tn, m.dtype, it.storage.data()};
-                put_all(c, d);
-                it.data = it.storage.data();
-                it.nbytes = want;
-            }
-        }
-        if (bin_off != bin.size())
-            fail(400, std::to_string(bin.size() - bin_off) + " bytes of binary data after the JSON header are not claimed by any input's binary_data_size");
-        for (size_t i = 0; i < ins.size(); ++i)
-            if (!ins[i].meta) fail(400, "missing input '" + lv->inputs[i].name + "' for model '" + name + "'");
-
-        // Response cache (serve/cache.h): key = model, version, files, inputs, requested outputs.
+        // Response cache (serve/cache.h), looked up before any queue: a hit never waits for the
+        // worker or counts against admission. Key: model, version, files, inputs, requested outputs.
+        // Responses that write shared memory are not cached (the side effect is the point).
+        std::shared_ptr<ResponseCache> cache = shm_out ? nullptr : lv->cache;
         CacheKey ckey;
-        std::string id_json = j.contains("id") ? json(id).dump(-1, ' ', false, json::error_handler_t::replace) : "";
-        ResponseCache* cache = lv->cache.get();
-        if (cache && j.contains("outputs") && j["outputs"].dump().find("shared_memory_region") != std::string::npos) cache = nullptr;
+        std::string id_json;
         if (cache) {
+            if (rq.has_id) append_json_string(id_json, rq.id);  // the writer's exact text (spliced on a hit)
             KeyHasher h;
             h.str(name);
             h.u64(uint64_t(lv->version));
             h.u64(lv->fingerprint);
-            for (const InTensor& t : ins) {
+            for (const InferInput& t : rq.inputs) {
                 h.str(t.meta->name);
                 h.u64(uint64_t(t.meta->dtype));
                 h.u64(t.shape.size());
                 h.bytes(t.shape.data(), t.shape.size() * sizeof(int64_t));
                 h.bytes(t.data, t.nbytes);
             }
-            h.str(j.contains("outputs") ? j["outputs"].dump() : "");
-            h.u64(all_binary);
+            h.u64(rq.has_outputs);
+            h.u64(rq.outputs.size());
+            for (const InferOutputSpec& o : rq.outputs) {
+                h.u64(o.idx);
+                h.u64(o.binary);
+            }
             ckey = h.digest();
             if (cache_respond(*cache, ckey, id_json, res, lv->metrics)) return;
         }
-
-        // Plan: the one compiled at load, or per request shape (cached by the engine).
-        std::shared_ptr<const Plan> plan = lv->fixed;
-        if (!plan) {
-            CompileOptions opt;
-            opt.max_bytes = opt_.max_bytes;
-            ValueMap values;
-            for (const InTensor& t : ins) {
-                opt.input_shapes[t.meta->name] = t.shape;
-                if ((dtype_is_int(t.meta->dtype) || t.meta->dtype == DType::kBool) && shape_numel(t.shape) <= 64) {
-                    auto v = std::make_shared<Tensor>(t.meta->dtype, t.shape);
-                    std::memcpy(v->data(), t.data, t.nbytes);
-                    values[t.meta->name] = v;
-                }
+        const SchedConfig& sc = e->config.sched;
+        if (!sc.wants_worker()) {
+            // Inline on the I/O thread: no hand-off at all (docs/serving.md: the fastest path for
+            // microsecond models; no queue, so no batching or admission control).
+            const InferRequest* p = &rq;
+            int64_t rows = 1;
+            execute(name, lv, &p, &rows, 1, false, opt_.max_bytes, &res);
+            if (cache && res.status == 200) cache_store(*cache, ckey, id_json, res, lv->metrics);
+            return;
+        }
+        if (!lv->exec) lv->exec = std::make_shared<Executor>(name, lv, sc, opt_.max_bytes, &server_);
+        auto job = std::make_unique<Job>();
+        if (!lv->exec->check(rq, &job->rows, &err)) fail(err.status, err.msg);
+        for (InferInput& in : rq.inputs)  // the body is gone once handle() returns
+            if (in.storage.empty() || in.data != in.storage.data()) {
+                in.storage.assign(in.data, in.data + in.nbytes);
+                in.data = in.storage.data();
             }
-            Status st = lv->model->compile(opt, values, &plan);
-            if (!st.ok()) fail(st.code() == Code::kInternal ? 500 : 400, "cannot run model '" + name + "' for these inputs: " + st.message());
+        job->rq = std::move(rq);
+        job->t0_us = t0;
+        job->deadline_us = job->rq.timeout_us > 0 ? t0 + job->rq.timeout_us : 0;
+        job->token = req.token;
+        job->cache = std::move(cache);
+        job->cache_key = ckey;
+        job->id_json = std::move(id_json);
+        if (!lv->exec->submit(job)) {
+            lv->metrics->rejections.fetch_add(1, std::memory_order_relaxed);
+            res.headers.emplace_back("Retry-After", std::to_string(lv->exec->retry_after_s()));
+            fail(503, "model '" + name + "' is overloaded: its queue is at the admission limit of " +
+                          std::to_string(lv->exec->limit()) + " requests; retry later");
         }
-        Session* s = lv->session_for(plan);
-        for (size_t i = 0; i < plan->inputs.size(); ++i) {
-            const IoDesc& d = plan->inputs[i];
-            const InTensor* t = nullptr;
-            for (const InTensor& x : ins)
-                if (x.meta->name == d.name) t = &x;
-            if (!t || t->nbytes != d.nbytes) fail(500, "internal: plan input '" + d.name + "' does not match the request");
-            std::memcpy(s->input_data(i), t->data, t->nbytes);
-        }
-        for (const auto& [idx, v] : plan->frozen_values)
-            if (std::memcmp(s->input_data(idx), v->data(), v->nbytes()) != 0)
-                fail(500, "internal: input '" + plan->inputs[idx].name + "' differs from the value its plan was compiled for");
-        int64_t c0 = now_us();
-        Status st = s->run();
-        lv->metrics->compute_sum_us.fetch_add(uint64_t(now_us() - c0), std::memory_order_relaxed);
-        if (!st.ok()) fail(st.code() == Code::kInvalid ? 400 : 500, "inference failed: " + st.message());
-
-        // Outputs: all, or the requested subset in the requested order.
-        struct Out {
-            size_t idx;
-            bool binary;
-            ShmRef shm = {};  // written into a shared memory region (serve/shm.h)
-        };
-        std::vector<Out> outs;
-        if (j.contains("outputs")) {
-            const json& jo = j["outputs"];
-            if (!jo.is_array()) fail(400, "'outputs' must be an array");
-            for (const json& o : jo) {
-                if (!o.is_object() || !o.contains("name") || !o["name"].is_string())
-                    fail(400, "each requested output needs a 'name' string");
-                std::string on = o["name"].get<std::string>();
-                size_t idx = 0;
-                while (idx < plan->outputs.size() && plan->outputs[idx].name != on) ++idx;
-                if (idx == plan->outputs.size()) {
-                    std::string names;
-                    for (const IoDesc& d : plan->outputs) names += (names.empty() ? "'" : ", '") + d.name + "'";
-                    fail(400, "unknown output '" + on + "' requested (model '" + name + "' has " + names + ")");
-                }
-                for (auto kv = o.begin(); kv != o.end(); ++kv)
-                    if (kv.key() != "name" && kv.key() != "parameters") fail(400, "output '" + on + "': unknown field '" + kv.key() + "'");
-                bool binary = all_binary;
-                if (o.contains("parameters")) {
-                    const json& p = o["parameters"];
-                    if (!p.is_object()) fail(400, "output '" + on + "': 'parameters' must be an object");
-                    if (p.contains("binary_data")) {
-                        if (!p["binary_data"].is_boolean()) fail(400, "output '" + on + "': binary_data must be a boolean");
-                        binary = p["binary_data"].get<bool>();
-                    }
-                }
-                ShmRef so;
-                std::string serr;
-                if (o.contains("parameters") && shm_.resolve(o["parameters"], "output '" + on + "'", SIZE_MAX, &so, &serr)) {
-                    if (!serr.empty()) fail(400, serr);
-                    if (so.byte_size < plan->outputs[idx].nbytes)
-                        fail(400, "output '" + on + "': shared_memory_byte_size " + std::to_string(so.byte_size) + " is smaller than the output's " +
-                                      std::to_string(plan->outputs[idx].nbytes) + " bytes (region '" + so.region->name + "')");
-                    binary = false;
-                }
-                for (const Out& x : outs)
-                    if (x.idx == idx) fail(400, "output '" + on + "' is requested twice");
-                outs.push_back({idx, binary, so});
-            }
-        } else {
-            for (size_t i = 0; i < plan->outputs.size(); ++i) outs.push_back({i, all_binary});
-        }
-
-        std::string& r = res.body;
-        r.reserve(256);
-        r += "{\"model_name\":";
-        r += json(name).dump();
-        r += ",\"model_version\":\"" + std::to_string(lv->version) + "\"";
-        if (j.contains("id")) r += ",\"id\":" + json(id).dump(-1, ' ', false, json::error_handler_t::replace);
-        r += ",\"outputs\":[";
-        size_t bin_total = 0;
-        for (size_t k = 0; k < outs.size(); ++k) {
-            const IoDesc& d = plan->outputs[outs[k].idx];
-            if (k) r += ',';
-            r += "{\"name\":" + json(d.name).dump(-1, ' ', false, json::error_handler_t::replace);
-            r += ",\"datatype\":\"";
-            r += kserve_dtype(d.dtype);
-            r += "\",\"shape\":" + shape_json(d.shape);
-            if (const ShmRef& so = outs[k].shm; so.region) {
-                std::memcpy(so.data(), s->output_data(outs[k].idx), d.nbytes);
-                r += ",\"parameters\":{\"shared_memory_region\":" + json(so.region->name).dump() +
-                     ",\"shared_memory_offset\":" + std::to_string(so.offset) + ",\"shared_memory_byte_size\":" + std::to_string(d.nbytes) + "}}";
-            } else if (outs[k].binary) {
-                r += ",\"parameters\":{\"binary_data_size\":" + std::to_string(d.nbytes) + "}}";
-                bin_total += d.nbytes;
-            } else {
-                r += ",\"data\":";
-                append_data_json(r, d.dtype, s->output_data(outs[k].idx), shape_numel(d.shape));
-                r += '}';
-            }
-        }
-        r += "]}";
-        res.status = 200;
-        if (bin_total) {
-            res.headers.emplace_back("Inference-Header-Content-Length", std::to_string(r.size()));
-            res.content_type = "application/octet-stream";
-            r.reserve(r.size() + bin_total);
-            for (const Out& o : outs)
-                if (o.binary) r.append(static_cast<const char*>(s->output_data(o.idx)), plan->outputs[o.idx].nbytes);
-        } else {
-            res.content_type = "application/json";
-        }
-        if (cache) cache_store(*cache, ckey, id_json, res, lv->metrics);  // serve/cache.h
+        res.deferred = true;
     }
 
     // ---------------------------------------------------------------- repository extension
@@ -731,42 +421,61 @@ private:
         res.content_type = "text/plain; version=0.0.4";
         const auto& all = repo_.all_metrics();
         auto lbl = [](const VersionMetrics& m) { return "model=\"" + m.model + "\",version=\"" + m.version + "\""; };
-        auto ld = [](const std::atomic<uint64_t>& a) { return std::to_string(a.load(std::memory_order_relaxed)); };
-        s += "# HELP jiffy_inference_requests_total Inference requests received (successes and failures).\n"
-             "# TYPE jiffy_inference_requests_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_requests_total{" + lbl(*m) + "} " + ld(m->requests) + "\n";
-        s += "# HELP jiffy_inference_failures_total Inference requests answered with an error.\n"
-             "# TYPE jiffy_inference_failures_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_failures_total{" + lbl(*m) + "} " + ld(m->failures) + "\n";
-        s += "# HELP jiffy_inference_compute_microseconds_total Time spent running the model.\n"
-             "# TYPE jiffy_inference_compute_microseconds_total counter\n";
-        for (const auto& m : all) s += "jiffy_inference_compute_microseconds_total{" + lbl(*m) + "} " + ld(m->compute_sum_us) + "\n";
-        s += "# HELP jiffy_inference_request_duration_us Server-side request latency (parse, run, serialize), microseconds.\n"
-             "# TYPE jiffy_inference_request_duration_us histogram\n";
-        for (const auto& m : all) {
-            uint64_t cum = 0;
-            for (int b = 0; b <= kNumLatencyBuckets; ++b) {
-                cum += m->bucket[b].load(std::memory_order_relaxed);
-                s += "jiffy_inference_request_duration_us_bucket{" + lbl(*m) + ",le=\"" +
-                     (b < kNumLatencyBuckets ? std::to_string(kLatencyBucketsUs[b]) : std::string("+Inf")) + "\"} " +
-                     std::to_string(cum) + "\n";
+        auto counter = [&](const char* name, const char* type, const char* help, auto get) {
+            s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+            for (const auto& m : all) s += std::string(name) + "{" + lbl(*m) + "} " + std::to_string(get(*m)) + "\n";
+        };
+        auto ld = [](const auto& a) { return a.load(std::memory_order_relaxed); };
+        counter("jiffy_inference_requests_total", "counter", "Inference requests received (successes and failures).",
+                [&](const VersionMetrics& m) { return ld(m.requests); });
+        counter("jiffy_inference_failures_total", "counter", "Inference requests answered with an error (rejections included).",
+                [&](const VersionMetrics& m) { return ld(m.failures); });
+        counter("jiffy_inference_rejections_total", "counter", "Requests refused by admission control (503) before queueing.",
+                [&](const VersionMetrics& m) { return ld(m.rejections); });
+        counter("jiffy_inference_timeouts_total", "counter", "Requests whose timeout expired in the queue (not run).",
+                [&](const VersionMetrics& m) { return ld(m.timeouts); });
+        counter("jiffy_inference_compute_microseconds_total", "counter", "Time spent running the model.",
+                [&](const VersionMetrics& m) { return ld(m.compute_sum_us); });
+        counter("jiffy_queue_depth", "gauge", "Requests waiting in the model's queue.",
+                [&](const VersionMetrics& m) { return ld(m.queue_depth); });
+        counter("jiffy_queue_limit", "gauge", "Admission controller's current queue depth limit (0: inline, no queue).",
+                [&](const VersionMetrics& m) { return ld(m.queue_limit); });
+        auto hist = [&](const char* name, const char* help, auto get) {
+            s += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+            for (const auto& m : all) {
+                const auto& h = get(*m);
+                uint64_t cum = 0;
+                for (int b = 0; b <= h.size(); ++b) {
+                    cum += h.bucket[b].load(std::memory_order_relaxed);
+                    s += std::string(name) + "_bucket{" + lbl(*m) + ",le=\"" +
+                         (b < h.size() ? std::to_string(h.bound(b)) : std::string("+Inf")) + "\"} " + std::to_string(cum) + "\n";
+                }
+                s += std::string(name) + "_sum{" + lbl(*m) + "} " + std::to_string(ld(h.sum)) + "\n";
+                s += std::string(name) + "_count{" + lbl(*m) + "} " + std::to_string(cum) + "\n";
             }
-            s += "jiffy_inference_request_duration_us_sum{" + lbl(*m) + "} " + ld(m->latency_sum_us) + "\n";
-            s += "jiffy_inference_request_duration_us_count{" + lbl(*m) + "} " + std::to_string(cum) + "\n";
+        };
+        hist("jiffy_inference_request_duration_us", "Server-side request latency (parse, queue, run, serialize), microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.total; });
+        hist("jiffy_inference_queue_duration_us", "Time from the parsed request until the worker takes it, microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.queue; });
+        hist("jiffy_inference_compute_duration_us", "Session::run per batch, microseconds.",
+             [](const VersionMetrics& m) -> const LatencyHistogram& { return m.compute; });
+        hist("jiffy_inference_batch_size", "Rows per model run (1 without batching).",
+             [](const VersionMetrics& m) -> const BatchHistogram& { return m.batch; });
+        // Response cache (serve/cache.h): hits by level (l1 in process, l2 Redis), misses (computed),
+        // entries evicted by the byte bound, Redis commands that failed (counted as misses).
+        s += "# HELP jiffy_cache_hits_total Requests answered from the response cache (level l1: in process, l2: Redis).\n"
+             "# TYPE jiffy_cache_hits_total counter\n";
+        for (const auto& m : all) {
+            s += "jiffy_cache_hits_total{level=\"l1\"," + lbl(*m) + "} " + std::to_string(ld(m->cache_hits_l1)) + "\n";
+            s += "jiffy_cache_hits_total{level=\"l2\"," + lbl(*m) + "} " + std::to_string(ld(m->cache_hits_l2)) + "\n";
         }
-        // Response cache (serve/cache.h).
-        const std::pair<const char*, std::atomic<uint64_t> VersionMetrics::*> cache_counters[] = {
-            {"jiffy_cache_hits_total{level=\"l1\",", &VersionMetrics::cache_hits_l1},
-            {"jiffy_cache_hits_total{level=\"l2\",", &VersionMetrics::cache_hits_l2},
-            {"jiffy_cache_misses_total{", &VersionMetrics::cache_misses},
-            {"jiffy_cache_evictions_total{", &VersionMetrics::cache_evictions},
-            {"jiffy_cache_redis_errors_total{", &VersionMetrics::cache_redis_errors}};
-        for (const auto& [metric, field] : cache_counters) {
-            std::string base(metric, std::strchr(metric, '{'));
-            if (base != "jiffy_cache_hits_total" || field == &VersionMetrics::cache_hits_l1)
-                s += "# TYPE " + base + " counter\n";
-            for (const auto& m : all) s += std::string(metric) + lbl(*m) + "} " + ld((*m).*field) + "\n";
-        }
+        counter("jiffy_cache_misses_total", "counter", "Cache lookups that missed (the request was computed).",
+                [&](const VersionMetrics& m) { return ld(m.cache_misses); });
+        counter("jiffy_cache_evictions_total", "counter", "Cache entries evicted by the byte bound.",
+                [&](const VersionMetrics& m) { return ld(m.cache_evictions); });
+        counter("jiffy_cache_redis_errors_total", "counter", "Redis commands that failed (counted as misses).",
+                [&](const VersionMetrics& m) { return ld(m.cache_redis_errors); });
         s += "# HELP jiffy_model_ready Whether a model version is loaded and ready.\n# TYPE jiffy_model_ready gauge\n";
         for (const auto& m : all) {
             ModelEntry* e = repo_.find(m->model);

@@ -161,20 +161,26 @@ bool ShmRegistry::resolve(const json& p, const std::string& what, size_t want, S
     uint64_t off = 0, size = 0;
     if (!get_u64(p, "shared_memory_offset", &off, false, err, what) || !get_u64(p, "shared_memory_byte_size", &size, true, err, what))
         return true;
+    check(name, off, size, what, want, out, err);  // *err set on failure
+    return true;
+}
+
+bool ShmRegistry::check(const std::string& name, uint64_t off, uint64_t size, const std::string& what, size_t want,
+                        ShmRef* out, std::string* err) {
     auto r = find(name);
     if (!r) {
         *err = what + ": unknown shared memory region '" + name + "' (register it first)";
-        return true;
+        return false;
     }
     if (off > r->byte_size || size > r->byte_size - off) {
         *err = what + ": shared_memory_offset " + std::to_string(off) + " + shared_memory_byte_size " + std::to_string(size) +
                " is outside shared memory region '" + name + "' (" + std::to_string(r->byte_size) + " bytes)";
-        return true;
+        return false;
     }
     if (want != SIZE_MAX && size != want) {
         *err = what + ": shared_memory_byte_size is " + std::to_string(size) + " bytes, expected " + std::to_string(want) +
                " (region '" + name + "')";
-        return true;
+        return false;
     }
     out->region = std::move(r);
     out->offset = off;

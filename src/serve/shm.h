@@ -44,6 +44,9 @@ public:
     // the region is unknown, or [offset, offset + byte_size) is outside it or differs from
     // `want` bytes (want = SIZE_MAX: any size).
     bool resolve(const nlohmann::json& params, const std::string& what, size_t want, ShmRef* out, std::string* err);
+    // The same checks for parameters already parsed (serve/json_fast.h): false with *err on failure.
+    bool check(const std::string& region, uint64_t offset, uint64_t byte_size, const std::string& what, size_t want,
+               ShmRef* out, std::string* err);
     std::shared_ptr<ShmRegion> find(const std::string& name);
     size_t size();
 

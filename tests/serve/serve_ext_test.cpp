@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -361,6 +362,88 @@ TEST(ServeSharedMemory, RegisterInferStatusUnregister) {
     EXPECT_EQ(c.request("GET", "/v2/systemsharedmemory/region/input0/register").status, 405);
 }
 
+// The per-version worker (execution: worker, serve/batcher.h) with the cache and shared memory:
+// a cache hit is answered on the I/O thread without queueing, a miss is stored by the worker
+// (the fast JSON writer's text, id spliced out and back in), shm inputs and outputs work there.
+TEST(ServeWorkerPath, CacheHitNeverQueuesAndSharedMemoryWorks) {
+    TmpDir t;
+    std::string repo = t.path + "/repo";
+    put_model(repo, "wk", 1);
+    write(repo + "/wk/config.yaml", "execution: worker\nresponse_cache: {enable: true, ttl_ms: 0, max_bytes: 100000}\n");
+    Server s;
+    ASSERT_TRUE(s.start(kBin, {"--model-repository", repo}, t.path + "/server.log"));
+    Client c(s.port());
+    const std::string queued = "jiffy_inference_queue_duration_us_count{model=\"wk\",version=\"1\"}";
+    auto x = random_floats(16 * 96, 21);
+    json req = jarvis_request(x);
+    req["id"] = "first \"one\" \xc3\xa9";  // escapes and UTF-8: the splice must match the writer's text
+    Response a = c.request("POST", "/v2/models/wk/infer", req.dump());
+    ASSERT_EQ(a.status, 200) << a.body;
+    EXPECT_EQ(json::parse(a.body)["id"], req["id"]);
+    EXPECT_EQ(metric(s.port(), queued), 1);
+    EXPECT_EQ(metric(s.port(), series("jiffy_cache_misses_total", "wk")), 1);
+    // Same inputs, no id: a hit, without the stored request's id, and not queued.
+    json plain = jarvis_request(x);
+    Response b = c.request("POST", "/v2/models/wk/infer", plain.dump());
+    ASSERT_EQ(b.status, 200) << b.body;
+    json jb = json::parse(b.body);
+    EXPECT_FALSE(jb.contains("id")) << b.body;
+    EXPECT_EQ(jb["outputs"], json::parse(a.body)["outputs"]);
+    EXPECT_EQ(b.header("content-type"), "application/json");
+    EXPECT_EQ(metric(s.port(), series("jiffy_cache_hits_total", "wk", "l1")), 1);
+    EXPECT_EQ(metric(s.port(), queued), 1);
+    // Another id: a hit with that id.
+    plain["id"] = "x2";
+    Response d = c.request("POST", "/v2/models/wk/infer", plain.dump());
+    ASSERT_EQ(d.status, 200);
+    EXPECT_EQ(json::parse(d.body)["id"], "x2");
+    EXPECT_EQ(metric(s.port(), series("jiffy_cache_hits_total", "wk", "l1")), 2);
+    EXPECT_EQ(metric(s.port(), queued), 1);
+    EXPECT_EQ(metric(s.port(), "jiffy_inference_requests_total{model=\"wk\",version=\"1\"}"), 3);
+
+    // Shared memory through the worker: input copied at parse time, output written by the worker.
+    ShmObject in("/jiffy_test_win_" + std::to_string(getpid()), 8192), out("/jiffy_test_wout_" + std::to_string(getpid()), 4096);
+    ASSERT_TRUE(in.p && out.p);
+    auto y = random_floats(16 * 96, 22);
+    std::memcpy(in.p, y.data(), y.size() * 4);
+    ASSERT_EQ(c.request("POST", "/v2/systemsharedmemory/region/wi/register", json{{"key", in.name}, {"byte_size", 8192}}.dump()).status, 200);
+    ASSERT_EQ(c.request("POST", "/v2/systemsharedmemory/region/wo/register", json{{"key", out.name}, {"byte_size", 64}}.dump()).status, 200);
+    Response ref = c.request("POST", "/v2/models/wk/infer", jarvis_request(y).dump());
+    ASSERT_EQ(ref.status, 200);
+    float want = json::parse(ref.body)["outputs"][0]["data"][0].get<float>();
+    json sreq = {{"inputs", {{{"name", "x.1"}, {"datatype", "FP32"}, {"shape", {1, 16, 96}},
+                              {"parameters", {{"shared_memory_region", "wi"}, {"shared_memory_byte_size", 6144}}}}}},
+                 {"outputs", {{{"name", "53"}, {"parameters", {{"shared_memory_region", "wo"}, {"shared_memory_offset", 8}, {"shared_memory_byte_size", 16}}}}}}};
+    for (int i = 0; i < 2; ++i) {  // twice: a shared memory output is never answered from the cache
+        std::memset(out.p, 0, 64);
+        long q0 = metric(s.port(), queued);
+        Response r = c.request("POST", "/v2/models/wk/infer", sreq.dump());
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_EQ(json::parse(r.body)["outputs"][0]["parameters"]["shared_memory_region"], "wo");
+        float got;
+        std::memcpy(&got, out.p + 8, 4);
+        EXPECT_EQ(got, want);
+        EXPECT_EQ(metric(s.port(), queued), q0 + 1);
+    }
+    // Shared memory input, JSON output: cacheable like any request (same bytes as `y`: a hit).
+    json sin = sreq;
+    sin.erase("outputs");
+    Response r = c.request("POST", "/v2/models/wk/infer", sin.dump());
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(json::parse(r.body)["outputs"][0]["data"][0].get<float>(), want);
+    EXPECT_EQ(metric(s.port(), series("jiffy_cache_hits_total", "wk", "l1")), 3);
+    // An output slice too small fails that request only, with the region's name.
+    json small = sreq;
+    small["outputs"][0]["parameters"]["shared_memory_byte_size"] = 2;
+    r = c.request("POST", "/v2/models/wk/infer", small.dump());
+    EXPECT_EQ(r.status, 400);
+    EXPECT_NE(err_of(r).find("'wo'"), std::string::npos) << err_of(r);
+    small["outputs"][0]["parameters"]["shared_memory_byte_size"] = "16";
+    r = c.request("POST", "/v2/models/wk/infer", small.dump());
+    EXPECT_EQ(r.status, 400);
+    EXPECT_NE(err_of(r).find("shared_memory_byte_size must be a non-negative integer"), std::string::npos) << err_of(r);
+}
+
 // ------------------------------------------------------------------ local ring client
 
 TEST(ServeLocalRing, SameResultsAsHttpAndClearErrors) {
@@ -491,4 +574,55 @@ TEST(ServeHotReload, NewVersionSwitchesWithoutFailuresAndBadVersionKeepsOld) {
     Response r = c.request("POST", "/v2/models/hr/infer", body);
     ASSERT_EQ(r.status, 200);
     EXPECT_EQ(json::parse(r.body)["model_version"], "2");
+}
+
+// Hot reload of a model with a worker and a queue, under concurrent load: requests queued on the
+// old version when the new one is swapped in still run there (the old worker drains, then stops);
+// none fails or is dropped.
+TEST(ServeHotReload, WorkerDrainsQueuedRequestsAcrossSwaps) {
+    TmpDir t;
+    std::string repo = t.path + "/repo";
+    put_model(repo, "hq", 1);
+    write(repo + "/hq/config.yaml", "inputs:\n  x.1: [1, 16, 96]\nwarmup_runs: 1\nexecution: worker\nmax_queue_size: 4096\n");
+    Server s;
+    ASSERT_TRUE(s.start(kBin, {"--model-repository", repo, "--repository-poll-ms", "20"}, t.path + "/server.log"));
+    std::string body = jarvis_request(random_floats(16 * 96, 12)).dump();
+    std::atomic<bool> stop{false};
+    std::atomic<int> ok{0}, failed{0}, newest{0};
+    std::mutex fail_mu;
+    std::string last_fail;
+    std::vector<std::thread> load;
+    for (int k = 0; k < 4; ++k)
+        load.emplace_back([&] {
+            Client c(s.port());
+            while (!stop) {
+                Response r = c.request("POST", "/v2/models/hq/infer", body);
+                if (r.status != 200) {
+                    ++failed;
+                    std::lock_guard<std::mutex> g(fail_mu);
+                    last_fail = std::to_string(r.status) + " " + r.body;
+                    continue;
+                }
+                ++ok;
+                if (json::parse(r.body)["model_version"] == "3") ++newest;
+            }
+        });
+    // Replace version 1 in place (same number: its worker is retired), then add 2 and 3.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    fs::copy_file(kJarvis, repo + "/hq/1/model.onnx.tmp");
+    fs::rename(repo + "/hq/1/model.onnx.tmp", repo + "/hq/1/model.onnx");
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    put_model(repo, "hq", 2);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    put_model(repo, "hq", 3);
+    for (int i = 0; i < 100 && newest == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stop = true;
+    for (auto& th : load) th.join();
+    EXPECT_GT(newest.load(), 0) << "version 3 never served";
+    EXPECT_EQ(failed.load(), 0) << last_fail;
+    EXPECT_GT(ok.load(), 40);
+    Client c(s.port());
+    Response m = c.request("GET", "/metrics");
+    EXPECT_NE(m.body.find("jiffy_queue_depth{model=\"hq\",version=\"1\"} 0"), std::string::npos) << m.body;
 }

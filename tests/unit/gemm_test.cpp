@@ -1,5 +1,6 @@
 // Packed-B SGEMM microkernels on every ISA this CPU has, against the plain reference, on sizes
-// below, at and above the tiles (MR 8/4, NR 32/16), with bias, ReLU and strided rows.
+// below, at and above the tiles (MR 8/4, NR 32/16), with bias, ReLU and strided rows (NEON too
+// when built for aarch64: scripts/test_arm.sh).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@ std::vector<Isa> isas() {
     std::vector<Isa> r{Isa::kScalar};
     if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
     if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
+    if (cpu_isa() == Isa::kNeon) r.push_back(Isa::kNeon);
     return r;
 }
 

@@ -441,6 +441,48 @@ TEST(RnnOps, BidirectionalIsForwardPlusReverse) {
     }
 }
 
+// Float LSTMs with constant W, R (and B) take the packed-GEMV path (rnn.cpp LstmFast); the same
+// node with W, R, B as graph inputs runs the reference loops. Odd sizes (not multiples of 16),
+// both directions, sequence_lens, batch 2, with and without B, run twice (state must not leak).
+TEST(RnnOps, LstmPackedGemvPathMatchesReference) {
+    for (bool with_bias : {true, false})
+        for (const char* dir : {"forward", "bidirectional"}) {
+            RecCase rc;
+            rc.S = 4;
+            rc.B = 2;
+            rc.I = 37;
+            rc.H = 19;
+            rc.dir = dir;
+            rc.with_lens = true;
+            auto in = rc.inputs(77, {4, 3});
+            in[0] = rnd(in[0].size(), 5);
+            for (double& v : in[0]) v *= 3;  // saturate some gates
+            if (!with_bias) std::fill(in[3].begin(), in[3].end(), 0.0);
+            RunResult ref = run(rc.build(), in, 2);
+            ASSERT_TRUE(ref.st.ok()) << ref.st.message();
+
+            const int64_t D = rc.D(), G = 4, H = rc.H, I = rc.I, S = rc.S, B = rc.B;
+            Builder b;
+            b.input("X", DType::kF32, {S, B, I});
+            b.constant("W", DType::kF32, {D, G * H, I}, in[1]);
+            b.constant("R", DType::kF32, {D, G * H, H}, in[2]);
+            if (with_bias) b.constant("B", DType::kF32, {D, 2 * G * H}, in[3]);
+            b.input("L", DType::kI32, {B});
+            b.input("h0", DType::kF32, {D, B, H});
+            b.input("c0", DType::kF32, {D, B, H});
+            b.node("LSTM", {"X", "W", "R", with_bias ? "B" : "", "L", "h0", "c0"}, {"Y", "Yh", "Yc"},
+                   {{"direction", str(dir)}, {"hidden_size", i1(H)}});
+            for (const char* o : {"Y", "Yh", "Yc"}) b.output(o);
+            RunResult fast = run(b.g, {in[0], in[4], in[5], in[6]}, 2);
+            ASSERT_TRUE(fast.st.ok()) << fast.st.message();
+            ASSERT_EQ(fast.outs.size(), 3u);
+            for (size_t o = 0; o < 3; ++o) {
+                SCOPED_TRACE(std::string(dir) + (with_bias ? " bias" : " no bias") + " output " + std::to_string(o));
+                expect_near(fast.outs[o], ref.outs[o], 2e-5);
+            }
+        }
+}
+
 TEST(RnnOps, Float64AndRunTwice) {
     Builder b;
     b.input("X", DType::kF64, {2, 1, 1});

@@ -23,7 +23,7 @@ namespace {
 const char* kUsage =
     "usage:\n"
     "  jiffy run MODEL [--input NAME=FILE.npy]... [--shape NAME=DxDx..]... [--output-dir DIR] [--threads N]\n"
-    "  jiffy bench MODEL [--input ...] [--shape ...] [--threads N] [--warmup N] [--iters N | --seconds S] [--json]\n"
+    "  jiffy bench MODEL [--input ...] [--shape ...] [--threads N] [--warmup N] [--iters N | --seconds S] [--json] [--profile]\n"
     "  jiffy inspect MODEL [--shape ...] [--json]\n"
     "  jiffy ops                      list supported ops\n"
     "  jiffy serve --model-repository DIR [--host H] [--http-port N] ...  KServe v2 REST server (serve --help)\n"
@@ -37,6 +37,7 @@ struct Args {
     int64_t iters = -1;
     double seconds = 2.0;
     bool json = false;
+    bool profile = false;  // bench: per-step time table
     uint64_t max_bytes = uint64_t(4) << 30;
 };
 
@@ -97,6 +98,7 @@ Args parse(int argc, char** argv) {
         else if (s == "--iters") a.iters = parse_int(next(), s);
         else if (s == "--seconds") a.seconds = std::atof(next().c_str());
         else if (s == "--json") a.json = true;
+        else if (s == "--profile") a.profile = true;
         else if (s == "--max-memory") a.max_bytes = uint64_t(parse_int(next(), s));
         else if (s == "-h" || s == "--help") throw CliError{0, kUsage};
         else if (!s.empty() && s[0] == '-') bad("unknown option '" + s + "' (see jiffy --help)");
@@ -233,6 +235,35 @@ int cmd_run(const Args& a) {
     return 0;
 }
 
+// Per-step median time over `runs` extra runs (a timer around each step: ~30 ns of overhead
+// each; medians so that the machine's noise spikes do not dominate), sorted by time, with each
+// step's op, output shape and node name.
+void print_profile(const Loaded& L, Session& s, int64_t runs) {
+    const Plan& p = *L.plan;
+    const size_t n = p.steps.size();
+    std::vector<double> all(size_t(runs) * n, 0.0);
+    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(all.data() + size_t(r) * n));
+    std::vector<double> med(n), col(static_cast<size_t>(runs));
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+        for (int64_t r = 0; r < runs; ++r) col[size_t(r)] = all[size_t(r) * n + i];
+        std::nth_element(col.begin(), col.begin() + runs / 2, col.end());
+        med[i] = col[size_t(runs / 2)];
+        total += med[i];
+    }
+    std::vector<size_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return med[x] > med[y]; });
+    std::printf("per-step profile (median of %lld runs; sum of the medians %.2f us):\n", (long long)runs, total / 1e3);
+    std::printf("  %10s %6s  %-20s %-28s %s\n", "us", "%", "op", "out shape", "node");
+    for (size_t i : order) {
+        const StepInfo* info = i < p.step_info.size() ? &p.step_info[i] : nullptr;
+        std::string shp = info && !info->out_shapes.empty() ? json_shape(info->out_shapes[0]) : "";
+        std::printf("  %10.3f %6.1f  %-20s %-28s %s\n", med[i] / 1e3, 100.0 * med[i] / std::max(total, 1.0),
+                    info ? info->op.c_str() : "?", shp.c_str(), info ? info->name.c_str() : "");
+    }
+}
+
 int cmd_bench(const Args& a) {
     Loaded L = load_and_compile(a);
     Session s(L.plan);
@@ -268,6 +299,7 @@ int cmd_bench(const Args& a) {
         std::printf("  min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  mean %.2f  (us)\n", sorted.front(),
                     pct(0.5), pct(0.9), pct(0.99), sorted.back(), mean);
     }
+    if (a.profile) print_profile(L, s, std::min<int64_t>(std::max<int64_t>(n, 10), 20000));
     return 0;
 }
 

@@ -1,0 +1,107 @@
+// NEON (AArch64 Advanced SIMD) forms of the activations in kernels/activation.h, on 4-float
+// registers, for the per-ISA translation units under src/kernels/arm/:
+//   exp_v128 / sigmoid_v128 / tanh_v128   the same Cephes-style algorithms as exp_v512/_v256
+//                                         (same constants, FMA steps, two-half 2^n scaling)
+//   act_v128(act, v)                      the full Activation on a register, with the scalar
+//                                         reference's NaN / signed-zero behaviour: Relu(NaN) = 0,
+//                                         HardSigmoid(NaN) = 1 (fmin/fmax semantics), Clip and
+//                                         LeakyRelu pass NaN through.
+#pragma once
+#if !defined(__aarch64__)
+#error "kernels/arm/activation_neon.h is for AArch64 builds only"
+#endif
+#include <arm_neon.h>
+
+#include "kernels/activation.h"
+
+namespace jiffy::kernels {
+
+inline float32x4_t exp_v128(float32x4_t x) {
+    constexpr float kExpHi = 88.7228394f, kExpLo = -103.972084f;
+    constexpr float kLog2e = 1.44269504088896341f;
+    constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;
+    constexpr float kP0 = 1.9875691500E-4f, kP1 = 1.3981999507E-3f;
+    constexpr float kP2 = 8.3334519073E-3f, kP3 = 4.1665795894E-2f;
+    constexpr float kP4 = 1.6666665459E-1f, kP5 = 5.0000001201E-1f;
+    // FMIN / FMAX return NaN when either input is NaN, so NaN stays NaN through the clamp.
+    x = vminq_f32(vdupq_n_f32(kExpHi + 1.0f), x);
+    x = vmaxq_f32(vdupq_n_f32(kExpLo - 1.0f), x);
+    const float32x4_t fx = vrndnq_f32(vmulq_f32(x, vdupq_n_f32(kLog2e)));  // ties to even
+    float32x4_t r = vfmsq_f32(x, fx, vdupq_n_f32(kLn2Hi));                  // x - fx * ln2hi
+    r = vfmsq_f32(r, fx, vdupq_n_f32(kLn2Lo));
+    float32x4_t p = vdupq_n_f32(kP0);
+    p = vfmaq_f32(vdupq_n_f32(kP1), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kP2), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kP3), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kP4), p, r);
+    p = vfmaq_f32(vdupq_n_f32(kP5), p, r);
+    const float32x4_t r2 = vmulq_f32(r, r);
+    p = vfmaq_f32(vaddq_f32(r, vdupq_n_f32(1.0f)), p, r2);
+    // 2^n as 2^n1 * 2^n2 (n1 = n >> 1), both normal floats for n in [-151, 129]. fx is integral,
+    // so the truncating convert is exact (NaN converts to 0; p is NaN then anyway).
+    const int32x4_t n = vcvtq_s32_f32(fx);
+    const int32x4_t n1 = vshrq_n_s32(n, 1);
+    const int32x4_t n2 = vsubq_s32(n, n1);
+    const int32x4_t bias = vdupq_n_s32(127);
+    const float32x4_t s1 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n1, bias), 23));
+    const float32x4_t s2 = vreinterpretq_f32_s32(vshlq_n_s32(vaddq_s32(n2, bias), 23));
+    return vmulq_f32(vmulq_f32(p, s1), s2);
+}
+
+inline float32x4_t sigmoid_v128(float32x4_t x) {
+    // 1 / (1 + exp(-x)): exp(-x) overflows to inf for x << 0, giving 0 (the exact limit).
+    const float32x4_t e = exp_v128(vnegq_f32(x));
+    return vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
+}
+
+inline float32x4_t tanh_v128(float32x4_t x) {
+    constexpr float kT0 = -5.70498872745E-3f, kT1 = 2.06390887954E-2f;
+    constexpr float kT2 = -5.37397155531E-2f, kT3 = 1.33314422036E-1f;
+    constexpr float kT4 = -3.33332819422E-1f;
+    const float32x4_t ax = vabsq_f32(x);
+    const float32x4_t z = vmulq_f32(x, x);
+    float32x4_t p = vdupq_n_f32(kT0);
+    p = vfmaq_f32(vdupq_n_f32(kT1), p, z);
+    p = vfmaq_f32(vdupq_n_f32(kT2), p, z);
+    p = vfmaq_f32(vdupq_n_f32(kT3), p, z);
+    p = vfmaq_f32(vdupq_n_f32(kT4), p, z);
+    const float32x4_t small = vfmaq_f32(x, vmulq_f32(p, z), x);  // x + (p z) x
+    const float32x4_t e = exp_v128(vaddq_f32(ax, ax));
+    float32x4_t big = vsubq_f32(vdupq_n_f32(1.0f), vdivq_f32(vdupq_n_f32(2.0f), vaddq_f32(e, vdupq_n_f32(1.0f))));
+    // big >= 0: give it x's sign bit.
+    big = vbslq_f32(vdupq_n_u32(0x80000000u), x, big);
+    return vbslq_f32(vcltq_f32(ax, vdupq_n_f32(0.625f)), small, big);
+}
+
+// The kind is usually a compile-time constant in callers (a template over ActKind), so the
+// switch folds away.
+inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    switch (a.kind) {
+        case ActKind::kNone: return x;
+        case ActKind::kRelu: return vbslq_f32(vcgtq_f32(x, zero), x, zero);  // x > 0 ? x : 0
+        case ActKind::kLeakyRelu:                                            // x >= 0 ? x : al x
+            return vbslq_f32(vcgeq_f32(x, zero), x, vmulq_f32(x, vdupq_n_f32(a.alpha)));
+        case ActKind::kClip: {  // x < lo ? lo : (x > hi ? hi : x); NaN passes through
+            const float32x4_t lo = vdupq_n_f32(a.alpha), hi = vdupq_n_f32(a.beta);
+            x = vbslq_f32(vcltq_f32(x, lo), lo, x);
+            return vbslq_f32(vcgtq_f32(x, hi), hi, x);
+        }
+        case ActKind::kHardSigmoid: {
+            // mul + add, not fma: the scalar form's rounding. FMINNM / FMAXNM are fmin / fmax.
+            const float32x4_t v = vaddq_f32(vmulq_f32(x, vdupq_n_f32(a.alpha)), vdupq_n_f32(a.beta));
+            return vmaxnmq_f32(zero, vminnmq_f32(vdupq_n_f32(1.0f), v));
+        }
+        case ActKind::kHardSwish: {
+            float32x4_t v = vaddq_f32(vdivq_f32(x, vdupq_n_f32(6.0f)), vdupq_n_f32(0.5f));
+            v = vmaxnmq_f32(zero, vminnmq_f32(vdupq_n_f32(1.0f), v));
+            return vmulq_f32(x, v);
+        }
+        case ActKind::kSigmoid: return sigmoid_v128(x);
+        case ActKind::kTanh: return tanh_v128(x);
+        case ActKind::kExp: return exp_v128(x);
+    }
+    return x;
+}
+
+}  // namespace jiffy::kernels

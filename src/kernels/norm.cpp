@@ -1,0 +1,51 @@
+#include "kernels/norm.h"
+
+#include <cmath>
+
+namespace jiffy::kernels {
+
+void softmax_rows_scalar(const float* x, float* y, int64_t rows, int64_t n) {
+    for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+        float mx = x[0];
+        for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+        float s[4] = {0, 0, 0, 0};
+        for (int64_t i = 0; i < n; ++i) {
+            const float e = std::exp(x[i] - mx);
+            y[i] = e;
+            s[i & 3] += e;
+        }
+        const float inv = 1.0f / ((s[0] + s[1]) + (s[2] + s[3]));
+        for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+    }
+}
+
+void layernorm_rows_scalar(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
+                           const float* bias, float eps) {
+    for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+        float s[4] = {0, 0, 0, 0};
+        for (int64_t i = 0; i < n; ++i) s[i & 3] += x[i];
+        const float mean = ((s[0] + s[1]) + (s[2] + s[3])) / float(n);
+        float q[4] = {0, 0, 0, 0};
+        for (int64_t i = 0; i < n; ++i) q[i & 3] += (x[i] - mean) * (x[i] - mean);
+        const float inv = 1.0f / std::sqrt(((q[0] + q[1]) + (q[2] + q[3])) / float(n) + eps);
+        for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.0f);
+    }
+}
+
+SoftmaxRowsFn softmax_rows_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return softmax_rows_avx512;
+    if (isa == Isa::kAvx2) return softmax_rows_avx2;
+#endif
+    return softmax_rows_scalar;
+}
+
+LayerNormRowsFn layernorm_rows_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return layernorm_rows_avx512;
+    if (isa == Isa::kAvx2) return layernorm_rows_avx2;
+#endif
+    return layernorm_rows_scalar;
+}
+
+}  // namespace jiffy::kernels

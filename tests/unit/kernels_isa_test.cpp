@@ -1,0 +1,440 @@
+// Kernel-level tests that need only src/kernels (no engine): the same binary runs in the x86 unit
+// tests and, cross-compiled for aarch64, under qemu-aarch64 (scripts/test_arm.sh), where it is the
+// check of the NEON kernels. Every ISA this CPU has is compared with the scalar reference on odd
+// sizes and edge values (NaN, +-inf, denormals, exp over/underflow), with the tolerances of
+// linalg_fast_test / conv_fast_test. Sizes stay small: under qemu this runs ~65x slower.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/activation.h"
+#include "kernels/binary.h"
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
+#include "kernels/gemm.h"
+
+using namespace jiffy::kernels;
+
+namespace {
+
+std::vector<Isa> isas() {
+    std::vector<Isa> r{Isa::kScalar};
+    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
+    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
+    if (cpu_isa() == Isa::kNeon) r.push_back(Isa::kNeon);
+    return r;
+}
+
+const float kInf = std::numeric_limits<float>::infinity();
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+std::vector<float> edge_values() {
+    std::vector<float> v = {0.0f,    -0.0f,   1e-30f,  -1e-30f, 1e-40f,  -1e-40f, 1e-7f,   -1e-7f,  1e-3f,
+                            0.5f,    -0.5f,   0.6249f, 0.625f,  0.6251f, -0.625f, 1.0f,    -1.0f,   2.5f,
+                            -3.0f,   3.0f,    6.0f,    -6.0f,   9.0f,    20.0f,   -20.0f,  80.0f,   -80.0f,
+                            87.0f,   -87.0f,  88.5f,   88.72f,  88.8f,   89.0f,   -88.0f,  -100.0f, -103.0f,
+                            -104.0f, -110.0f, 1e10f,   -1e10f,  kInf,    -kInf,   kNaN,    3.4e38f, -3.4e38f};
+    for (int i = -400; i <= 400; ++i) v.push_back(float(i) * 0.05f + 0.003f);
+    for (int i = -120; i <= 120; ++i) v.push_back(float(i) * 0.9f);
+    return v;
+}
+
+bool close_rel(float got, float want, float rel, float abs_tol = 1e-37f) {
+    if (std::isnan(want)) return std::isnan(got);
+    if (std::isinf(want)) return got == want;
+    return std::fabs(got - want) <= rel * std::fabs(want) + abs_tol;
+}
+
+// ---------------------------------------------------------------- dispatch
+
+TEST(KernelsIsa, ActiveIsaHonoursEnvironment) {
+    const char* e = std::getenv("JIFFY_ISA");
+    const Isa best = cpu_isa();
+    Isa want = best;
+    if (e) {
+        const std::string s = e;
+        Isa asked = best;
+        if (s == "scalar") asked = Isa::kScalar;
+        else if (s == "neon" && best == Isa::kNeon) asked = Isa::kNeon;
+        else if (s == "avx2" && int(best) >= int(Isa::kAvx2)) asked = Isa::kAvx2;
+        else if (s == "avx512" && int(best) >= int(Isa::kAvx512)) asked = Isa::kAvx512;
+        want = int(asked) < int(best) ? asked : best;
+    }
+    EXPECT_EQ(int(active_isa()), int(want)) << "JIFFY_ISA=" << (e ? e : "") << " active "
+                                            << isa_name(active_isa());
+#if defined(__aarch64__)
+    EXPECT_EQ(int(best), int(Isa::kNeon));
+    EXPECT_STREQ(isa_name(Isa::kNeon), "neon");
+#endif
+    // The dispatchers hand out the active ISA's kernels; for a lower ISA, its own ones.
+    for (Isa isa : isas()) {
+        EXPECT_NE(sgemm_for(isa), nullptr);
+        EXPECT_NE(sgemv_for(isa), nullptr);
+        EXPECT_NE(act_apply_for(isa), nullptr);
+    }
+    if (active_isa() != Isa::kScalar) {
+        EXPECT_NE(sgemm_for(active_isa()), sgemm_for(Isa::kScalar));
+        EXPECT_NE(sgemv_for(active_isa()), sgemv_for(Isa::kScalar));
+        EXPECT_NE(act_apply_for(active_isa()), act_apply_for(Isa::kScalar));
+    }
+}
+
+// ---------------------------------------------------------------- activations
+
+const Activation kAllActs[] = {
+    {ActKind::kNone, 0, 0},        {ActKind::kRelu, 0, 0},       {ActKind::kLeakyRelu, 0.1f, 0},
+    {ActKind::kClip, -1.5f, 2.0f}, {ActKind::kClip, 0.0f, 6.0f}, {ActKind::kHardSigmoid, 0.2f, 0.5f},
+    {ActKind::kHardSwish, 0, 0},   {ActKind::kSigmoid, 0, 0},    {ActKind::kTanh, 0, 0},
+    {ActKind::kExp, 0, 0},
+};
+
+TEST(KernelsIsa, ActivationsMatchScalarOnEdgeValues) {
+    const std::vector<float> x = edge_values();
+    for (Isa isa : isas()) {
+        ActApplyFn fn = act_apply_for(isa);
+        for (const Activation& a : kAllActs) {
+            const bool hard = a.kind == ActKind::kHardSigmoid || a.kind == ActKind::kHardSwish;
+            for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(3), int64_t(7), int64_t(13)}) {
+                std::vector<float> y(x.size() + 1, 12345.0f);
+                fn(a, x.data(), y.data(), n);
+                for (int64_t i = 0; i < n; ++i) {
+                    const float want = act_scalar(a, x[size_t(i)]);
+                    ASSERT_TRUE(close_rel(y[size_t(i)], want, 2e-6f, hard ? 1e-7f : 1e-37f))
+                        << isa_name(isa) << " act " << int(a.kind) << " x=" << x[size_t(i)] << " got "
+                        << y[size_t(i)] << " want " << want;
+                }
+                EXPECT_EQ(y[size_t(n)], 12345.0f) << isa_name(isa) << " wrote past n";
+            }
+            std::vector<float> y = x;  // in place
+            fn(a, y.data(), y.data(), int64_t(y.size()));
+            for (size_t i = 0; i < x.size(); ++i)
+                ASSERT_TRUE(close_rel(y[i], act_scalar(a, x[i]), 2e-6f, 1e-7f)) << isa_name(isa) << " in place";
+        }
+    }
+}
+
+TEST(KernelsIsa, ExpDenormalAndOverflowEdges) {
+    // exp down to the denormal range and past the overflow threshold, every ISA.
+    const float xs[] = {-87.3f, -88.5f, -95.0f, -100.0f, -103.5f, -103.9f, 88.7f, 88.73f, 90.0f};
+    const Activation e{ActKind::kExp, 0, 0};
+    for (Isa isa : isas()) {
+        float y[9];
+        act_apply_for(isa)(e, xs, y, 9);
+        for (int i = 0; i < 9; ++i) {
+            const float want = std::exp(xs[i]);
+            if (std::isinf(want) || want < 1e-38f) {
+                // Denormal results: within a few ulps of the denormal spacing.
+                EXPECT_TRUE(std::isinf(want) ? y[i] == want : std::fabs(y[i] - want) <= 4e-45f + 2e-6f * want)
+                    << isa_name(isa) << " exp(" << xs[i] << ") = " << y[i] << " want " << want;
+            } else {
+                EXPECT_TRUE(close_rel(y[i], want, 2e-6f)) << isa_name(isa) << " exp(" << xs[i] << ")";
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------- binary rows
+
+TEST(KernelsIsa, BinaryRowsMatchScalarExactly) {
+    std::vector<float> a = edge_values(), b = edge_values();
+    std::reverse(b.begin(), b.end());
+    b[3] = kNaN;
+    for (Isa isa : isas())
+        for (int op = 0; op <= int(BinOp::kMin); ++op) {
+            const BinaryRows r = binary_rows_for(isa, BinOp(op));
+            auto ref = [&](float x, float y) -> float {
+                switch (BinOp(op)) {
+                    case BinOp::kAdd: return x + y;
+                    case BinOp::kSub: return x - y;
+                    case BinOp::kMul: return x * y;
+                    case BinOp::kDiv: return x / y;
+                    case BinOp::kMax: return std::isnan(x) || std::isnan(y) ? kNaN : (x > y ? x : y);
+                    case BinOp::kMin: return std::isnan(x) || std::isnan(y) ? kNaN : (x < y ? x : y);
+                }
+                return 0;
+            };
+            for (int64_t n : {int64_t(a.size()), int64_t(0), int64_t(1), int64_t(5), int64_t(11), int64_t(19)}) {
+                std::vector<float> y(size_t(n) + 1, 99.0f);
+                r.vv(a.data(), b.data(), y.data(), n);
+                for (int64_t i = 0; i < n; ++i)
+                    ASSERT_TRUE(close_rel(y[size_t(i)], ref(a[size_t(i)], b[size_t(i)]), 0))
+                        << isa_name(isa) << " op " << op << " vv at " << i;
+                EXPECT_EQ(y[size_t(n)], 99.0f);
+                r.vs(a.data(), 2.5f, y.data(), n);
+                for (int64_t i = 0; i < n; ++i)
+                    ASSERT_TRUE(close_rel(y[size_t(i)], ref(a[size_t(i)], 2.5f), 0))
+                        << isa_name(isa) << " op " << op << " vs at " << i;
+                r.vs(a.data(), kNaN, y.data(), n);
+                for (int64_t i = 0; i < n; ++i)
+                    ASSERT_TRUE(close_rel(y[size_t(i)], ref(a[size_t(i)], kNaN), 0))
+                        << isa_name(isa) << " op " << op << " vs NaN at " << i;
+                r.sv(-1.25f, b.data(), y.data(), n);
+                for (int64_t i = 0; i < n; ++i)
+                    ASSERT_TRUE(close_rel(y[size_t(i)], ref(-1.25f, b[size_t(i)]), 0))
+                        << isa_name(isa) << " op " << op << " sv at " << i;
+                EXPECT_EQ(y[size_t(n)], 99.0f);
+            }
+        }
+}
+
+// ---------------------------------------------------------------- GEMV, GEMM edges, packing
+
+TEST(KernelsIsa, GemvMatchesReference) {
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const int64_t Ks[] = {1, 3, 17, 130};
+    const int64_t Ns[] = {1, 3, 7, 16, 17, 33, 45, 100, 129};
+    for (Isa isa : isas()) {
+        SgemvFn fn = sgemv_for(isa);
+        for (int64_t K : Ks)
+            for (int64_t N : Ns)
+                for (bool trans : {false, true}) {
+                    std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+                    for (auto* v : {&a, &B, &bias})
+                        for (float& x : *v) x = u(rng);
+                    const int64_t ldb = trans ? K : N;
+                    const PackedGemv pg = pack_b_gemv(B.data(), K, N, ldb, trans, 0.5f);
+                    std::vector<float> Bs(B);
+                    for (float& x : Bs) x *= 0.5f;
+                    for (const Activation& act : kAllActs) {
+                        if (act.kind == ActKind::kExp) continue;
+                        for (const float* bp : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
+                            std::vector<float> want(static_cast<size_t>(N)), got(size_t(N) + 1, 7.0f);
+                            sgemm_reference(1, N, K, a.data(), K, Bs.data(), ldb, trans, bp, want.data(), N, Act::kNone);
+                            fn(a.data(), pg, bp, got.data(), act);
+                            for (int64_t j = 0; j < N; ++j)
+                                ASSERT_NEAR(got[size_t(j)], act_scalar(act, want[size_t(j)]),
+                                            2e-5f * (1 + std::sqrt(float(K))))
+                                    << isa_name(isa) << " K" << K << " N" << N << " trans " << trans << " act "
+                                    << int(act.kind) << " at " << j;
+                            EXPECT_EQ(got[size_t(N)], 7.0f) << isa_name(isa) << " wrote past N";
+                        }
+                    }
+                }
+    }
+}
+
+// NaN and infinity in the inputs reach exactly the outputs they touch (the reference sums in
+// double, so an inf meets no -inf here and the sign follows the product).
+TEST(KernelsIsa, GemmAndGemvPropagateNaNAndInf) {
+    const int64_t M = 6, K = 21, N = 37;
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(0.25f, 1.0f);
+    std::vector<float> A(static_cast<size_t>(M * K)), B(static_cast<size_t>(K * N));
+    for (float& x : A) x = u(rng);
+    for (float& x : B) x = (u(rng) > 0.6f ? -1.0f : 1.0f) * u(rng);
+    A[size_t(1 * K + 4)] = kNaN;  // row 1: all NaN
+    A[size_t(3 * K + 7)] = kInf;  // row 3: +-inf by the sign of B[7, n]
+    B[size_t(9 * N + 5)] = -kInf;  // column 5: -inf (NaN in row 1, and in row 3 if B[7, 5] > 0)
+    std::vector<float> want(static_cast<size_t>(M * N));
+    sgemm_reference(M, N, K, A.data(), K, B.data(), N, false, nullptr, want.data(), N, Act::kNone);
+    auto same = [](float g, float w) { return std::isnan(w) ? std::isnan(g) : (std::isinf(w) ? g == w : true); };
+    for (Isa isa : isas()) {
+        const PackedB pb = pack_b(B.data(), K, N, N, false, isa);
+        std::vector<float> got(size_t(M * N), 3.0f);
+        sgemm_for(isa)(M, A.data(), K, pb, nullptr, got.data(), N, Act::kNone);
+        for (int64_t i = 0; i < M * N; ++i) {
+            ASSERT_TRUE(same(got[size_t(i)], want[size_t(i)])) << isa_name(isa) << " gemm at " << i << " got "
+                                                               << got[size_t(i)] << " want " << want[size_t(i)];
+            if (std::isfinite(want[size_t(i)])) {
+                ASSERT_NEAR(got[size_t(i)], want[size_t(i)], 1e-4f * (1 + std::sqrt(float(K)))) << isa_name(isa);
+            }
+        }
+        const PackedGemv pg = pack_b_gemv(B.data(), K, N, N, false);
+        for (int64_t m = 0; m < M; ++m) {
+            std::vector<float> y(static_cast<size_t>(N));
+            sgemv_for(isa)(A.data() + m * K, pg, nullptr, y.data(), Activation{});
+            for (int64_t n = 0; n < N; ++n)
+                ASSERT_TRUE(same(y[size_t(n)], want[size_t(m * N + n)]))
+                    << isa_name(isa) << " gemv row " << m << " col " << n << " got " << y[size_t(n)];
+        }
+    }
+}
+
+TEST(KernelsIsa, PackIntoMatchesPackB) {
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1, 1);
+    for (Isa isa : isas())
+        for (bool trans : {false, true}) {
+            const int64_t K = 19, N = 45;
+            std::vector<float> B(static_cast<size_t>(K * N));
+            for (float& x : B) x = u(rng);
+            const PackedB want = pack_b(B.data(), K, N, trans ? K : N, trans, isa);
+            std::vector<float> buf(size_t(packed_floats(K, N, isa)), 123.0f);
+            const PackedB got = packed_view(K, N, isa, buf.data());
+            pack_b_into(B.data(), trans ? K : N, trans, got);
+            const int64_t panels = (N + want.NR - 1) / want.NR;
+            for (int64_t i = 0; i < panels * K * want.NR; ++i)
+                ASSERT_EQ(buf[size_t(i)], want.data.get()[i]) << isa_name(isa) << " at " << i;
+        }
+}
+
+// ---------------------------------------------------------------- conv kernels
+
+struct ConvCase {
+    int64_t C, H, W, M, kh, kw, sh, sw, dh, dw, ph, pw, pb, pr, G;
+};
+
+Conv2DGeom geom_of(const ConvCase& c, bool depthwise) {
+    Conv2DGeom g;
+    g.C = depthwise ? c.C : c.C / c.G;
+    g.M = depthwise ? c.M : c.M / c.G;
+    g.H = c.H;
+    g.W = c.W;
+    g.kh = c.kh;
+    g.kw = c.kw;
+    g.sh = c.sh;
+    g.sw = c.sw;
+    g.dh = c.dh;
+    g.dw = c.dw;
+    g.ph = c.ph;
+    g.pw = c.pw;
+    g.OH = (c.H + c.ph + c.pb - ((c.kh - 1) * c.dh + 1)) / c.sh + 1;
+    g.OW = (c.W + c.pw + c.pr - ((c.kw - 1) * c.dw + 1)) / c.sw + 1;
+    return g;
+}
+
+double act_ref(double v, const ConvEpi& e) {
+    switch (e.act) {
+        case ConvAct::kNone: return v;
+        case ConvAct::kRelu: return v > 0 ? v : 0;
+        case ConvAct::kLeakyRelu: return v < 0 ? v * e.alpha : v;
+        case ConvAct::kClip: return std::min(std::max(v, double(e.alpha)), double(e.beta));
+        case ConvAct::kHardSigmoid: return std::min(std::max(e.alpha * v + e.beta, 0.0), 1.0);
+        case ConvAct::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
+        case ConvAct::kSigmoid: return 1 / (1 + std::exp(-v));
+        case ConvAct::kTanh: return std::tanh(v);
+    }
+    return v;
+}
+
+// Direct convolution in double: y = act(conv(x, w) + bias + res), groups of C/G -> M/G.
+std::vector<double> conv_ref(const ConvCase& c, const Conv2DGeom& g, const std::vector<float>& x,
+                             const std::vector<float>& w, const float* bias, const float* res, const ConvEpi& e) {
+    const int64_t cg = c.C / c.G, mg = c.M / c.G;
+    std::vector<double> y(static_cast<size_t>(c.M * g.OH * g.OW));
+    for (int64_t m = 0; m < c.M; ++m)
+        for (int64_t oy = 0; oy < g.OH; ++oy)
+            for (int64_t ox = 0; ox < g.OW; ++ox) {
+                double s = bias ? bias[m] : 0.0;
+                const int64_t gi = m / mg;
+                for (int64_t ci = 0; ci < cg; ++ci)
+                    for (int64_t ky = 0; ky < c.kh; ++ky)
+                        for (int64_t kx = 0; kx < c.kw; ++kx) {
+                            const int64_t iy = oy * c.sh - c.ph + ky * c.dh, ix = ox * c.sw - c.pw + kx * c.dw;
+                            if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
+                            s += double(w[size_t(((m * cg + ci) * c.kh + ky) * c.kw + kx)]) *
+                                 x[size_t(((gi * cg + ci) * c.H + iy) * c.W + ix)];
+                        }
+                const size_t o = size_t((m * g.OH + oy) * g.OW + ox);
+                if (res) s += res[o];
+                y[o] = act_ref(s, e);
+            }
+    return y;
+}
+
+std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-scale, scale);
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& f : v) f = u(rng);
+    return v;
+}
+
+void check_conv(const ConvCase& c, bool depthwise, const ConvEpi& e, bool with_res, uint32_t seed) {
+    const Conv2DGeom g = geom_of(c, depthwise);
+    const std::vector<float> x = rnd(c.C * c.H * c.W, seed, 2.0f), w = rnd(c.M * (c.C / c.G) * c.kh * c.kw, seed + 1);
+    const std::vector<float> b = rnd(c.M, seed + 2), r = rnd(c.M * g.OH * g.OW, seed + 3);
+    const std::vector<double> want = conv_ref(c, g, x, w, b.data(), with_res ? r.data() : nullptr, e);
+    for (Isa isa : isas()) {
+        std::vector<float> y(want.size() + 1, 12345.0f);
+        if (depthwise) {
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), with_res ? r.data() : nullptr, y.data(), e);
+        } else {
+            const ConvGemm cg(isa, g, c.G);
+            std::vector<float> wp(cg.packed_w_floats()), scratch(cg.scratch_floats());
+            cg.pack_w(w.data(), wp.data());
+            cg.run(x.data(), wp.data(), b.data(), with_res ? r.data() : nullptr, y.data(), scratch.data(), e);
+        }
+        for (size_t i = 0; i < want.size(); ++i)
+            ASSERT_NEAR(y[i], want[i], 4e-5 * (1 + std::abs(want[i])))
+                << isa_name(isa) << (depthwise ? " depthwise" : " gemm") << " C" << c.C << " " << c.H << "x" << c.W
+                << " M" << c.M << " k" << c.kh << "x" << c.kw << " s" << c.sh << " act " << int(e.act) << " res "
+                << with_res << " at " << i;
+        EXPECT_EQ(y[want.size()], 12345.0f) << isa_name(isa) << " wrote past the output";
+    }
+}
+
+TEST(KernelsIsa, ConvGemmMatchesDirectReference) {
+    const ConvCase cases[] = {
+        // C  H   W   M  kh kw sh sw dh dw ph pw pb pr G
+        {3, 7, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},     // padded 3x3 (implicit GEMM), odd M
+        {8, 5, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // pointwise, 65 pixels
+        {5, 10, 17, 7, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stride 2 (im2col)
+        {4, 9, 12, 11, 3, 2, 1, 2, 2, 1, 2, 0, 1, 3, 1},   // dilation, asymmetric pads
+        {16, 6, 7, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},   // grouped
+        {40, 4, 5, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // K = 360 > one chunk
+        {3, 1, 40, 4, 1, 5, 1, 3, 1, 1, 0, 2, 0, 1, 1},    // 1-D shaped, stride 3
+        {3, 9, 8, 5, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // unpadded stride 1
+    };
+    uint32_t seed = 1;
+    for (const ConvCase& c : cases) {
+        check_conv(c, false, ConvEpi{}, false, seed++);
+        if (HasFatalFailure()) return;
+    }
+}
+
+TEST(KernelsIsa, ConvDepthwiseMatchesDirectReference) {
+    const ConvCase cases[] = {
+        {3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},   // strips + tails
+        {4, 11, 41, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 4},  // stride 2
+        {2, 8, 30, 2, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 2},   // 5x5
+        {2, 9, 31, 2, 3, 3, 1, 3, 2, 2, 2, 2, 1, 0, 2},   // dilation, stride 3
+        {3, 5, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},    // narrower than a vector
+    };
+    uint32_t seed = 100;
+    for (const ConvCase& c : cases) {
+        check_conv(c, true, ConvEpi{}, false, seed++);
+        if (HasFatalFailure()) return;
+    }
+}
+
+TEST(KernelsIsa, ConvEpilogueEveryActivationAndResidual) {
+    const ConvCase gemm{5, 6, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const ConvCase dw{3, 6, 21, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+    const ConvAct acts[] = {ConvAct::kNone,        ConvAct::kRelu,      ConvAct::kLeakyRelu, ConvAct::kClip,
+                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid,   ConvAct::kTanh};
+    uint32_t seed = 200;
+    for (ConvAct a : acts)
+        for (bool res : {false, true}) {
+            ConvEpi e;
+            e.act = a;
+            e.alpha = a == ConvAct::kClip ? -0.3f : a == ConvAct::kHardSigmoid ? 0.25f : 0.07f;
+            e.beta = a == ConvAct::kClip ? 0.4f : 0.45f;
+            check_conv(gemm, false, e, res, seed++);
+            check_conv(dw, true, e, res, seed++);
+            if (HasFatalFailure()) return;
+        }
+    // conv_epilogue on its own, odd lengths, with and without a residual.
+    for (Isa isa : isas())
+        for (int64_t n : {int64_t(1), int64_t(5), int64_t(19)}) {
+            ConvEpi e;
+            e.act = ConvAct::kHardSwish;
+            std::vector<float> y = rnd(n, 5, 4.0f), r = rnd(n, 6);
+            std::vector<float> got = y;
+            conv_epilogue(isa, got.data(), r.data(), n, e);
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_NEAR(got[size_t(i)], act_ref(double(y[size_t(i)]) + r[size_t(i)], e),
+                            1e-6 * (1 + std::abs(got[size_t(i)])))
+                    << isa_name(isa) << " n " << n << " at " << i;
+        }
+}
+
+}  // namespace

@@ -1,0 +1,126 @@
+// Softmax / LayerNorm row kernels (src/kernels/norm.h) on every ISA this machine has, against a
+// float64 reference on odd row lengths (tails of every size), large offsets, constant rows and
+// extreme logits; and the engine's float Softmax / LayerNormalization taking them.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/norm.h"
+
+using namespace jiffy::kernels;
+
+namespace {
+
+std::vector<Isa> isas() {
+    std::vector<Isa> r{Isa::kScalar};
+    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
+    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
+    return r;
+}
+
+std::vector<float> rnd(int64_t n, uint32_t seed, float scale, float offset = 0) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (auto& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale + offset;
+    }
+    return v;
+}
+
+std::vector<double> softmax_ref(const std::vector<float>& x, int64_t rows, int64_t n) {
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(x[size_t(r * n + i)]));
+        for (int64_t i = 0; i < n; ++i) s += std::exp(double(x[size_t(r * n + i)]) - mx);
+        for (int64_t i = 0; i < n; ++i) y[size_t(r * n + i)] = std::exp(double(x[size_t(r * n + i)]) - mx) / s;
+    }
+    return y;
+}
+
+std::vector<double> layernorm_ref(const std::vector<float>& x, int64_t rows, int64_t n, const float* scale,
+                                  const float* bias, double eps) {
+    std::vector<double> y(x.size());
+    for (int64_t r = 0; r < rows; ++r) {
+        double m = 0, q = 0;
+        for (int64_t i = 0; i < n; ++i) m += x[size_t(r * n + i)];
+        m /= double(n);
+        for (int64_t i = 0; i < n; ++i) q += (x[size_t(r * n + i)] - m) * (x[size_t(r * n + i)] - m);
+        const double inv = 1 / std::sqrt(q / double(n) + eps);
+        for (int64_t i = 0; i < n; ++i)
+            y[size_t(r * n + i)] = (x[size_t(r * n + i)] - m) * inv * scale[i] + (bias ? bias[i] : 0.0);
+    }
+    return y;
+}
+
+TEST(NormFast, SoftmaxRowsMatchReferenceEveryIsa) {
+    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 100, 257, 1000};
+    uint32_t seed = 1;
+    for (int64_t n : lens)
+        for (float scale : {1.0f, 30.0f})
+            for (float offset : {0.0f, -500.0f, 80.0f}) {
+                const int64_t rows = 3;
+                const auto x = rnd(rows * n, seed++, scale, offset);
+                const auto want = softmax_ref(x, rows, n);
+                for (Isa isa : isas()) {
+                    std::vector<float> y(x.size(), NAN);
+                    softmax_rows_for(isa)(x.data(), y.data(), rows, n);
+                    for (size_t i = 0; i < y.size(); ++i)
+                        ASSERT_NEAR(y[i], want[i], 2e-6 * want[i] + 1e-7)
+                            << "n " << n << " scale " << scale << " offset " << offset << " isa " << isa_name(isa) << " " << i;
+                    std::vector<float> inplace = x;  // x == y
+                    softmax_rows_for(isa)(inplace.data(), inplace.data(), rows, n);
+                    ASSERT_EQ(0, std::memcmp(inplace.data(), y.data(), y.size() * sizeof(float))) << isa_name(isa);
+                }
+            }
+}
+
+TEST(NormFast, SoftmaxExtremeLogits) {
+    // -inf entries get 0; a huge gap underflows to exact 0 and 1.
+    const std::vector<float> x = {-INFINITY, 0.0f, 1.0f, -INFINITY, 3.4e38f, -3.4e38f, 0.0f, 0.0f, 0.0f};
+    for (Isa isa : isas()) {
+        std::vector<float> y(x.size());
+        softmax_rows_for(isa)(x.data(), y.data(), 3, 3);
+        EXPECT_EQ(y[0], 0.0f) << isa_name(isa);
+        EXPECT_NEAR(y[2], 1 / (1 + std::exp(-1.0)), 1e-6) << isa_name(isa);
+        EXPECT_EQ(y[3], 0.0f) << isa_name(isa);
+        EXPECT_EQ(y[4], 1.0f) << isa_name(isa);
+        EXPECT_EQ(y[5], 0.0f) << isa_name(isa);
+        for (int i = 6; i < 9; ++i) EXPECT_NEAR(y[size_t(i)], 1.0 / 3, 1e-7) << isa_name(isa);
+    }
+}
+
+TEST(NormFast, LayerNormRowsMatchReferenceEveryIsa) {
+    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 128, 257, 1000};
+    uint32_t seed = 50;
+    for (int64_t n : lens)
+        for (float offset : {0.0f, 100.0f})
+            for (bool with_bias : {true, false}) {
+                const int64_t rows = 3;
+                const auto x = rnd(rows * n, seed++, 2.0f, offset);
+                const auto sc = rnd(n, seed++, 1.5f), b = rnd(n, seed++, 1.0f);
+                const auto want = layernorm_ref(x, rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5);
+                for (Isa isa : isas()) {
+                    std::vector<float> y(x.size(), NAN);
+                    layernorm_rows_for(isa)(x.data(), y.data(), rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5f);
+                    for (size_t i = 0; i < y.size(); ++i)
+                        ASSERT_NEAR(y[i], want[i], 2e-5 * (1 + std::abs(want[i])) * (offset > 0 ? 10 : 1))
+                            << "n " << n << " offset " << offset << " isa " << isa_name(isa) << " " << i;
+                }
+            }
+}
+
+TEST(NormFast, LayerNormConstantRowIsBias) {
+    const int64_t n = 21;
+    const std::vector<float> x(size_t(n), 3.25f), sc(size_t(n), 2.0f), b = rnd(n, 9, 1.0f);
+    for (Isa isa : isas()) {
+        std::vector<float> y(static_cast<size_t>(n));
+        layernorm_rows_for(isa)(x.data(), y.data(), 1, n, sc.data(), b.data(), 1e-5f);
+        for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[size_t(i)], b[size_t(i)]) << isa_name(isa) << " " << i;
+    }
+}
+
+}  // namespace
