@@ -1,5 +1,8 @@
 #include "serve/batcher.h"
 
+#include "serve/cache.h"
+#include "serve/shm.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -34,6 +37,19 @@ struct ExecError {
 // The response for rows [row0, row0 + rows) of a batch of `total` rows (total 0: not batched).
 void build_response(const std::string& model, const LoadedVersion& lv, const InferRequest& rq, const Plan& plan,
                     Session& s, int64_t row0, int64_t rows, int64_t total, HttpResponse& res) {
+    // Shared memory outputs must fit their region slice (checked per request: a batch's other
+    // requests are unaffected).
+    for (const InferOutputSpec& o : rq.outputs) {
+        if (!o.shm_region) continue;
+        const IoDesc& d = plan.outputs[o.idx];
+        size_t nbytes = total > 0 ? d.nbytes / size_t(total) * size_t(rows) : d.nbytes;
+        if (o.shm.byte_size < nbytes) {
+            set_error_response(res, 400, "output '" + d.name + "': shared_memory_byte_size " + std::to_string(o.shm.byte_size) +
+                                             " is smaller than the output's " + std::to_string(nbytes) + " bytes (region '" +
+                                             o.shm_region->name + "')");
+            return;
+        }
+    }
     std::string& r = res.body;
     r.clear();
     r.reserve(256);
@@ -74,7 +90,13 @@ void build_response(const std::string& model, const LoadedVersion& lv, const Inf
         r += ",\"datatype\":\"";
         r += kserve_dtype(d.dtype);
         r += "\",\"shape\":" + shape_json(shape);
-        if (rq.outputs[k].binary) {
+        if (const InferOutputSpec& o = rq.outputs[k]; o.shm_region) {
+            std::memcpy(o.shm_region->base + o.shm.offset, p, nbytes);
+            r += ",\"parameters\":{\"shared_memory_region\":";
+            append_json_string(r, o.shm_region->name);
+            r += ",\"shared_memory_offset\":" + std::to_string(o.shm.offset) +
+                 ",\"shared_memory_byte_size\":" + std::to_string(nbytes) + "}}";
+        } else if (rq.outputs[k].binary) {
             r += ",\"parameters\":{\"binary_data_size\":" + std::to_string(nbytes) + "}}";
             bin_total += nbytes;
         } else {
@@ -239,7 +261,16 @@ int Executor::retry_after_s() const {
     return int(std::clamp<int64_t>((us + 999999) / 1000000, 1, 60));
 }
 
+void Executor::retire() {
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        retiring_.store(true);
+    }
+    cv_.notify_all();
+}
+
 bool Executor::submit(std::unique_ptr<Job>& job) {
+    if (retiring_.load(std::memory_order_relaxed)) return false;
     int64_t lim = std::min(adm_.limit(), hard_cap_);
     if (depth_.load(std::memory_order_relaxed) >= lim) return false;
     {
@@ -270,10 +301,14 @@ void Executor::worker() {
             if (depth_.load(std::memory_order_acquire) == 0) {
                 std::unique_lock<std::mutex> lk(mu_);
                 sleeping_.store(true, std::memory_order_seq_cst);
-                cv_.wait(lk, [&] { return stop_.load() || depth_.load(std::memory_order_seq_cst) > 0; });
+                cv_.wait(lk, [&] { return stop_.load() || retiring_.load() || depth_.load(std::memory_order_seq_cst) > 0; });
                 sleeping_.store(false, std::memory_order_relaxed);
             }
             if (stop_.load()) break;
+            if (depth_.load(std::memory_order_acquire) == 0) {
+                if (retiring_.load()) break;  // drained: the version was replaced or unloaded
+                continue;
+            }
         }
         // A batch: wait up to max_queue_delay_us after the oldest request for more rows, unless
         // the rows queued already fill max_batch_size or make a preferred size.
@@ -286,7 +321,7 @@ void Executor::worker() {
             int64_t until = first + cfg_.max_queue_delay_us;
             for (;;) {
                 int64_t r = rows_.load(std::memory_order_acquire);
-                if (r >= cfg_.max_batch_size || preferred(r) || stop_.load()) break;
+                if (r >= cfg_.max_batch_size || preferred(r) || stop_.load() || retiring_.load()) break;
                 int64_t now = mono_us();
                 if (now >= until) break;
                 if (until - now > 200) {
@@ -344,6 +379,8 @@ void Executor::worker() {
         batch.resize(keep);
         if (!batch.empty()) run_batch(batch);
     }
+    batch.clear();
+    finished_.store(true, std::memory_order_release);
 }
 
 void Executor::run_batch(std::vector<std::unique_ptr<Job>>& b) {
@@ -362,6 +399,7 @@ void Executor::run_batch(std::vector<std::unique_ptr<Job>>& b) {
     avg_batch_us_.store(prev ? (prev * 7 + (now - t0)) / 8 : now - t0, std::memory_order_relaxed);
     for (size_t j = 0; j < n; ++j) {
         bool ok = res[j].status == 200;
+        if (ok && b[j]->cache) cache_store(*b[j]->cache, b[j]->cache_key, b[j]->id_json, res[j], m_);  // serve/cache.h
         m_->observe(uint64_t(now - b[j]->t0_us), ok);
         adm_.record(now - b[j]->t0_us, now);
         server_->complete(b[j]->token, std::move(res[j]));

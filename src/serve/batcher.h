@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "serve/admission.h"
+#include "serve/cache.h"
 #include "serve/http.h"
 #include "serve/json_fast.h"
 #include "serve/repository.h"
@@ -37,8 +38,14 @@ struct Job {
     int64_t t0_us = 0;        // request parsed (for the total latency)
     int64_t deadline_us = 0;  // 0: none (the `timeout` parameter)
     uint64_t token = 0;       // HttpServer::complete
+    // Response cache (serve/cache.h): a miss is stored here once computed, on the worker.
+    std::shared_ptr<ResponseCache> cache;
+    CacheKey cache_key;
+    std::string id_json;
 };
 
+// The worker of one model version (LoadedVersion::exec). It keeps a raw pointer to its version:
+// the version owns it, and outlives it (a replaced version is retired, drained, then dropped).
 class Executor {
 public:
     Executor(std::string model, LoadedVersion* lv, const SchedConfig& cfg, uint64_t max_bytes, HttpServer* server);
@@ -52,6 +59,11 @@ public:
     // answers 503 at once; the job is left untouched).
     bool submit(std::unique_ptr<Job>& job);
     int64_t limit() const { return adm_.limit(); }
+    // I/O thread, when the version is replaced or unloaded: no new jobs; the worker runs what is
+    // queued, then exits (finished()). The version must stay alive until then (Repository keeps
+    // it in its retiring list; serve/repository.h).
+    void retire();
+    bool finished() const { return finished_.load(std::memory_order_acquire); }
     // Seconds a rejected client should wait before retrying (Retry-After).
     int retry_after_s() const;
 
@@ -74,6 +86,7 @@ private:
     std::atomic<int64_t> depth_{0}, rows_{0};
     std::atomic<bool> sleeping_{false};
     std::atomic<bool> stop_{false};
+    std::atomic<bool> retiring_{false}, finished_{false};
     std::atomic<int64_t> avg_batch_us_{0};
     std::thread th_;
 };

@@ -445,12 +445,50 @@ struct RawInput {
     bool shape_bad = false;
     int64_t bsize = -1;
     bool bsize_bad = false;
+    ShmParams shm;
+    std::string shm_bad;         // a malformed shared_memory_* parameter
+    bool has_shm_size = false;
     const char* data = nullptr;  // position of the `data` value
     std::string unknown;         // the first unknown field, if any
     bool direct = false;         // `data` came after name, datatype and shape: parsed in the first pass
     int64_t direct_n = 0;        // elements seen then
     std::vector<uint8_t> storage;
 };
+
+// A shared_memory_* key of a tensor's parameters: parsed into *shm (true), else false (not one).
+bool parse_shm_param(Parser& ps, const std::string& pk, ShmParams* shm, bool* has_size, std::string* bad) {
+    if (pk == "shared_memory_region") {
+        if (ps.peek() != '"') {
+            ps.skip(4);
+            if (bad->empty()) *bad = "shared_memory_region must be a string";
+        } else {
+            shm->region = ps.string();
+            if (shm->region.empty() && bad->empty()) *bad = "shared_memory_region must not be empty";
+        }
+        return true;
+    }
+    if (pk != "shared_memory_offset" && pk != "shared_memory_byte_size") return false;
+    bool is_int = false;
+    uint64_t v = 0;
+    bool ok = false;
+    if (ps.peek() >= '0' && ps.peek() <= '9') {
+        std::string_view tok = ps.number(&is_int);
+        auto r = std::from_chars(tok.data(), tok.data() + tok.size(), v);
+        ok = is_int && r.ec == std::errc();
+    } else {
+        ps.skip(4);
+    }
+    if (!ok) {
+        if (bad->empty()) *bad = pk + " must be a non-negative integer";
+        return true;
+    }
+    if (pk == "shared_memory_offset") shm->offset = v;
+    else {
+        shm->byte_size = v;
+        *has_size = true;
+    }
+    return true;
+}
 
 void parse(std::string_view head, std::string_view bin, const InferSchema& sc, InferRequest* out) {
     Parser ps(head);
@@ -546,6 +584,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
                         }
                         ri.has_params = true;
                         ps.object([&](const std::string& pk) {
+                            if (parse_shm_param(ps, pk, &ri.shm, &ri.has_shm_size, &ri.shm_bad)) return;
                             if (pk != "binary_data_size") return ps.skip(4);
                             bool is_int = false;
                             if (ps.peek() == '-' || (ps.peek() >= '0' && ps.peek() <= '9')) {
@@ -634,7 +673,16 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
         size_t want = size_t(numel) * esz;
         if (ri.bsize == -2) fail("input '" + tn + "': 'parameters' must be an object");
         if (ri.bsize_bad) fail("input '" + tn + "': binary_data_size must be a non-negative integer");
-        if (ri.bsize >= 0) {
+        if (!ri.shm_bad.empty()) fail("input '" + tn + "': " + ri.shm_bad);
+        if (!ri.shm.region.empty()) {
+            if (ri.data || ri.bsize >= 0) fail("input '" + tn + "': has both shared memory and 'data'/binary_data_size");
+            if (!ri.has_shm_size) fail("input '" + tn + "': shared_memory_region needs shared_memory_byte_size");
+            if (ri.shm.byte_size != want)
+                fail("input '" + tn + "': shared_memory_byte_size is " + std::to_string(ri.shm.byte_size) + " bytes, expected " +
+                     std::to_string(want) + " for " + kserve_dtype(m.dtype) + " shape " + shape_json(it.shape));
+            it.shm = std::move(ri.shm);
+            it.nbytes = want;  // data: resolved by the handler (serve/shm.h)
+        } else if (ri.bsize >= 0) {
             if (ri.data) fail("input '" + tn + "': has both 'data' and binary_data_size");
             if (uint64_t(ri.bsize) != want)
                 fail("input '" + tn + "': binary_data_size is " + std::to_string(ri.bsize) + " bytes, expected " +
@@ -678,8 +726,9 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
         ps.set(outputs_at);
         ps.array([&] {
             if (ps.peek() != '{') fail("each requested output needs a 'name' string");
-            std::string on, unknown;
-            bool has_name = false, bad_params = false, bad_bin = false;
+            std::string on, unknown, shm_bad;
+            ShmParams shm;
+            bool has_name = false, bad_params = false, bad_bin = false, has_shm_size = false;
             int binary = -1;
             ps.object([&](const std::string& k) {
                 if (k == "name" && ps.peek() == '"') {
@@ -691,6 +740,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
                         return ps.skip(3);
                     }
                     ps.object([&](const std::string& pk) {
+                        if (parse_shm_param(ps, pk, &shm, &has_shm_size, &shm_bad)) return;
                         if (pk != "binary_data") return ps.skip(4);
                         if (ps.literal("true")) binary = 1;
                         else if (ps.literal("false")) binary = 0;
@@ -715,9 +765,12 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             if (!unknown.empty()) fail("output '" + on + "': unknown field '" + unknown + "'");
             if (bad_params) fail("output '" + on + "': 'parameters' must be an object");
             if (bad_bin) fail("output '" + on + "': binary_data must be a boolean");
+            if (!shm_bad.empty()) fail("output '" + on + "': " + shm_bad);
+            if (!shm.region.empty() && !has_shm_size) fail("output '" + on + "': shared_memory_region needs shared_memory_byte_size");
             for (const InferOutputSpec& x : out->outputs)
                 if (x.idx == idx) fail("output '" + on + "' is requested twice");
-            out->outputs.push_back({idx, binary < 0 ? out->binary_output : binary == 1});
+            if (!shm.region.empty()) out->outputs.push_back({idx, false, std::move(shm), nullptr});
+            else out->outputs.push_back({idx, binary < 0 ? out->binary_output : binary == 1, {}, nullptr});
         });
     } else {
         for (size_t i = 0; i < outs.size(); ++i) out->outputs.push_back({i, out->binary_output});

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,17 +16,29 @@
 
 namespace jiffy::serve {
 
+struct ShmRegion;  // serve/shm.h
+
+// A tensor's shared_memory_region / _offset / _byte_size parameters (system shared memory
+// extension), as given; the handler resolves the region (serve/shm.h).
+struct ShmParams {
+    std::string region;  // empty: the tensor names no region
+    uint64_t offset = 0, byte_size = 0;
+};
+
 struct InferInput {
     const TensorMeta* meta = nullptr;  // null: not given
     Shape shape;
     const uint8_t* data = nullptr;  // into the request body (binary) or `storage` (JSON data)
     size_t nbytes = 0;
     std::vector<uint8_t> storage;
+    ShmParams shm;  // read from shared memory (data stays null until the handler resolves it)
 };
 
 struct InferOutputSpec {
     size_t idx = 0;  // index into the model's outputs
     bool binary = false;
+    ShmParams shm;                          // written into shared memory (not binary, not in the JSON)
+    std::shared_ptr<ShmRegion> shm_region;  // set by the handler once resolved
 };
 
 struct InferRequest {

@@ -39,11 +39,13 @@ struct VersionMetrics {
     std::atomic<uint64_t> failures{0};    // inference requests answered with an error (rejections included)
     std::atomic<uint64_t> rejections{0};  // refused by admission control (503) before queueing
     std::atomic<uint64_t> timeouts{0};    // expired in the queue (their `timeout` parameter)
-    std::atomic<uint64_t> cache_hits{0};  // answered from the response cache (bumped by the cache)
-    std::atomic<uint64_t> cache_misses{0};
     std::atomic<int64_t> queue_depth{0};  // requests waiting for the model's worker
     std::atomic<int64_t> queue_limit{0};  // admission controller's current depth limit (0: no queue)
     std::atomic<uint64_t> compute_sum_us{0};  // time inside Session::run
+    // Response cache (serve/cache.h): hits in process (l1) and in Redis (l2), misses (computed),
+    // entries evicted by the byte bound, Redis commands that failed (counted as misses).
+    std::atomic<uint64_t> cache_hits_l1{0}, cache_hits_l2{0}, cache_misses{0}, cache_evictions{0},
+        cache_redis_errors{0};
     LatencyHistogram total;    // parsed request -> response built (all requests)
     LatencyHistogram queue;    // enqueued -> taken by the worker (queued models)
     LatencyHistogram compute;  // Session::run per batch

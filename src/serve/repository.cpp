@@ -2,10 +2,15 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <sys/stat.h>
+
 #include "serve/admission.h"
+#include "serve/batcher.h"
 
 #include <algorithm>
 #include <filesystem>
+
+#include "serve/cache.h"
 
 namespace fs = std::filesystem;
 
@@ -121,6 +126,30 @@ Status parse_model_config(const std::string& path, ModelConfig* out) {
                 } else {
                     return invalid(at(path, v), "'version_policy' must be latest, all, {latest: N} or {specific: [versions]}");
                 }
+            } else if (key == "response_cache") {
+                if (!v.IsMap()) return invalid(at(path, v), "'response_cache' must be a mapping, e.g. {enable: true, ttl_ms: 60000, max_bytes: 67108864}");
+                for (auto jt = v.begin(); jt != v.end(); ++jt) {
+                    std::string ck = jt->first.IsScalar() ? jt->first.Scalar() : "";
+                    const YAML::Node& cv = jt->second;
+                    int64_t x;
+                    if (ck == "enable") {
+                        if (!cv.IsScalar() || (cv.Scalar() != "true" && cv.Scalar() != "false"))
+                            return invalid(at(path, cv), "'response_cache.enable' must be true or false");
+                        out->cache.enable = cv.Scalar() == "true";
+                    } else if (ck == "ttl_ms") {
+                        if (!as_int(cv, &x) || x < 0) return invalid(at(path, cv), "'response_cache.ttl_ms' must be a non-negative integer (0: no expiry)");
+                        out->cache.ttl_ms = x;
+                    } else if (ck == "max_bytes") {
+                        if (!as_int(cv, &x) || x <= 0) return invalid(at(path, cv), "'response_cache.max_bytes' must be a positive integer");
+                        out->cache.max_bytes = uint64_t(x);
+                    } else {
+                        return invalid(at(path, jt->first), "unknown key '", ck, "' in response_cache (known: enable, ttl_ms, max_bytes)");
+                    }
+                }
+            } else if (key == "warmup_runs") {
+                int64_t x;
+                if (!as_int(v, &x) || x < 0 || x > 1000) return invalid(at(path, v), "'warmup_runs' must be an integer in 0..1000");
+                out->warmup_runs = x;
             } else {
                 Status st;
                 if (parse_sched_key(key, v, path, &out->sched, &st)) {
@@ -128,8 +157,8 @@ Status parse_model_config(const std::string& path, ModelConfig* out) {
                     continue;
                 }
                 return invalid(at(path, k), "unknown key '", key,
-                               "' (known: inputs, max_request_bytes, version_policy, max_batch_size, dynamic_batching, "
-                               "latency_target_us, max_queue_size, execution)");
+                               "' (known: inputs, max_request_bytes, version_policy, response_cache, warmup_runs, "
+                               "max_batch_size, dynamic_batching, latency_target_us, max_queue_size, execution)");
             }
         }
         JIFFY_RETURN_IF_ERROR(check_sched_config(path, out->sched));
@@ -181,9 +210,51 @@ Session* LoadedVersion::session_for(const std::shared_ptr<const Plan>& p) {
     return raw;
 }
 
-Status Repository::load_version(const std::string& name, const ModelConfig& cfg, int64_t v, const std::string& path,
-                                std::unique_ptr<LoadedVersion>* out) {
+uint64_t Repository::fingerprint(const std::string& model_dir, int64_t version) {
+    struct stat m{}, c{};
+    std::string vdir = model_dir + "/" + std::to_string(version);
+    if (::stat((vdir + "/model.onnx").c_str(), &m) != 0 || !S_ISREG(m.st_mode)) return 0;
+    bool has_cfg = ::stat((model_dir + "/config.yaml").c_str(), &c) == 0;
+    KeyHasher h;
+    h.u64(uint64_t(m.st_size));
+    h.u64(uint64_t(m.st_mtim.tv_sec));
+    h.u64(uint64_t(m.st_mtim.tv_nsec));
+    h.u64(has_cfg ? uint64_t(c.st_size) : ~0ull);
+    h.u64(has_cfg ? uint64_t(c.st_mtim.tv_sec) : 0);
+    h.u64(has_cfg ? uint64_t(c.st_mtim.tv_nsec) : 0);
+    uint64_t r = h.digest().lo;
+    return r ? r : 1;
+}
+
+std::vector<int64_t> Repository::versions_on_disk(const std::string& model_dir) {
+    std::vector<int64_t> found;
+    std::error_code ec;
+    for (const auto& d : fs::directory_iterator(model_dir, ec)) {
+        std::string n = d.path().filename().string();
+        if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
+        if (fs::is_regular_file(d.path() / "model.onnx", ec)) found.push_back(std::stoll(n));
+    }
+    std::sort(found.begin(), found.end());
+    return found;
+}
+
+std::vector<int64_t> Repository::wanted_versions(const ModelConfig& cfg, const std::vector<int64_t>& found) {
+    std::vector<int64_t> want;
+    if (cfg.policy == ModelConfig::kAll) want = found;
+    else if (cfg.policy == ModelConfig::kLatest)
+        want.assign(found.end() - std::min<ptrdiff_t>(ptrdiff_t(found.size()), cfg.latest), found.end());
+    else
+        for (int64_t v : cfg.specific)
+            if (std::binary_search(found.begin(), found.end(), v)) want.push_back(v);
+    return want;
+}
+
+Status Repository::prepare_version(const std::string& name, const ModelConfig& cfg, int64_t v,
+                                   std::unique_ptr<LoadedVersion>* out) const {
+    std::string dir = (fs::path(root_) / name).string();
+    std::string path = (fs::path(dir) / std::to_string(v) / "model.onnx").string();
     auto lv = std::make_unique<LoadedVersion>();
+    lv->fingerprint = fingerprint(dir, v);
     lv->version = v;
     lv->path = path;
     ImportOptions io;
@@ -237,9 +308,98 @@ Status Repository::load_version(const std::string& name, const ModelConfig& cfg,
         }
         // Else: compiled per request, with the values of small integer inputs.
     }
-    lv->metrics = metrics_for(name, v);
+    // Warm-up: run the fixed plan on zero inputs (its session is the one requests will use), so
+    // the first request pays no first-touch page faults, and a model that cannot run never serves.
+    if (lv->fixed)
+        for (int64_t i = 0; i < cfg.warmup_runs; ++i) {
+            Status st = lv->session_for(lv->fixed)->run();
+            if (!st.ok()) return invalid(path, ": warm-up run ", i + 1, " failed: ", st.message());
+        }
     *out = std::move(lv);
     return {};
+}
+
+std::shared_ptr<LoadedVersion> Repository::get(const std::string& name, int64_t version) {
+    std::lock_guard<std::mutex> g(mu_);
+    auto it = models_.find(name);
+    if (it == models_.end() || it->second->versions.empty()) return nullptr;
+    auto& vs = it->second->versions;
+    if (version < 0) return vs.rbegin()->second;
+    auto jt = vs.find(version);
+    return jt == vs.end() ? nullptr : jt->second;
+}
+
+ModelEntry* Repository::entry(const std::string& name) {
+    if (ModelEntry* e = find(name)) return e;
+    std::lock_guard<std::mutex> g(mu_);  // get() reads models_ from other threads
+    auto& slot = models_[name];
+    slot = std::make_unique<ModelEntry>();
+    slot->name = name;
+    return slot.get();
+}
+
+void Repository::attach_cache(ModelEntry* e, const ModelConfig& cfg) {
+    if (!cfg.cache.enable) {
+        e->cache.reset();
+        return;
+    }
+    if (!e->cache || e->cache->ttl_ms() != cfg.cache.ttl_ms || e->cache->max_bytes() != cfg.cache.max_bytes)
+        e->cache = std::make_shared<ResponseCache>(cfg.cache.ttl_ms, cfg.cache.max_bytes, l2_);
+}
+
+void Repository::retire(std::shared_ptr<LoadedVersion> lv) {
+    if (!lv || !lv->exec) return;  // no worker: the last shared_ptr holder frees it
+    lv->exec->retire();
+    retiring_.push_back(std::move(lv));
+}
+
+void Repository::reap() {
+    if (retiring_.empty()) return;
+    std::erase_if(retiring_, [](const std::shared_ptr<LoadedVersion>& lv) { return lv->exec->finished(); });
+}
+
+void Repository::install(const std::string& name, const ModelConfig& cfg, std::unique_ptr<LoadedVersion> lv) {
+    ModelEntry* e = entry(name);
+    attach_cache(e, cfg);
+    int64_t v = lv->version;
+    lv->metrics = metrics_for(name, v);
+    lv->cache = e->cache;
+    std::shared_ptr<LoadedVersion> sp(std::move(lv));
+    std::vector<int64_t> have;
+    for (const auto& [k, x] : e->versions) have.push_back(k);
+    if (!std::binary_search(have.begin(), have.end(), v)) have.insert(std::upper_bound(have.begin(), have.end(), v), v);
+    std::vector<int64_t> keep = wanted_versions(cfg, have);
+    std::shared_ptr<LoadedVersion> old;  // dropped after the lock: the last user frees it
+    std::vector<std::shared_ptr<LoadedVersion>> dropped;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        auto it = e->versions.find(v);
+        if (it != e->versions.end()) old = std::move(it->second);
+        e->versions[v] = sp;
+        for (auto jt = e->versions.begin(); jt != e->versions.end();)
+            if (!std::binary_search(keep.begin(), keep.end(), jt->first)) {
+                dropped.push_back(std::move(jt->second));
+                jt = e->versions.erase(jt);
+            } else {
+                ++jt;
+            }
+        e->config = cfg;
+        for (auto& [k, x] : e->versions) x->cache = e->cache;
+        e->version_reason.erase(v);
+        e->failed_fingerprint.erase(v);
+        e->reason.clear();
+    }
+    retire(std::move(old));
+    for (auto& d : dropped) retire(std::move(d));
+    reap();
+}
+
+void Repository::record_failure(const std::string& name, int64_t v, uint64_t fp, const std::string& why) {
+    ModelEntry* e = entry(name);
+    std::lock_guard<std::mutex> g(mu_);
+    e->version_reason[v] = why;
+    e->failed_fingerprint[v] = fp;
+    if (e->versions.empty()) e->reason = why;
 }
 
 Status Repository::load(const std::string& name) {
@@ -250,12 +410,7 @@ Status Repository::load(const std::string& name) {
         if (ModelEntry* old = find(name)) old->reason = "not in the repository";
         return invalid("model '", name, "' is not in the repository (no folder ", dir.string(), ")");
     }
-    auto& slot = models_[name];
-    if (!slot) {
-        slot = std::make_unique<ModelEntry>();
-        slot->name = name;
-    }
-    ModelEntry* e = slot.get();
+    ModelEntry* e = entry(name);
     auto fail = [&](Status st) {
         e->reason = st.message();
         return st;
@@ -266,33 +421,38 @@ Status Repository::load(const std::string& name) {
         Status st = parse_model_config(cfgp.string(), &cfg);
         if (!st.ok()) return fail(st);
     }
-    std::vector<int64_t> found;
-    for (const auto& d : fs::directory_iterator(dir, ec)) {
-        std::string n = d.path().filename().string();
-        if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; })) continue;
-        if (fs::is_regular_file(d.path() / "model.onnx", ec)) found.push_back(std::stoll(n));
-    }
-    std::sort(found.begin(), found.end());
-    std::vector<int64_t> want;
-    if (cfg.policy == ModelConfig::kAll) want = found;
-    else if (cfg.policy == ModelConfig::kLatest)
-        want.assign(found.end() - std::min<ptrdiff_t>(ptrdiff_t(found.size()), cfg.latest), found.end());
-    else
-        for (int64_t v : cfg.specific) {
+    std::vector<int64_t> found = versions_on_disk(dir.string());
+    if (cfg.policy == ModelConfig::kSpecific)
+        for (int64_t v : cfg.specific)
             if (!std::binary_search(found.begin(), found.end(), v))
                 return fail(invalid("model '", name, "': version ", v, " named by version_policy has no ", v, "/model.onnx"));
-            want.push_back(v);
-        }
+    std::vector<int64_t> want = wanted_versions(cfg, found);
     if (want.empty()) return fail(invalid("model '", name, "' has no version folder with a model.onnx (expected ", (dir / "1" / "model.onnx").string(), ")"));
-    std::map<int64_t, std::unique_ptr<LoadedVersion>> loaded;
+    std::map<int64_t, std::shared_ptr<LoadedVersion>> loaded;
     for (int64_t v : want) {
         std::unique_ptr<LoadedVersion> lv;
-        Status st = load_version(name, cfg, v, (dir / std::to_string(v) / "model.onnx").string(), &lv);
-        if (!st.ok()) return fail(st);
+        Status st = prepare_version(name, cfg, v, &lv);
+        if (!st.ok()) {
+            std::lock_guard<std::mutex> g(mu_);
+            e->version_reason[v] = st.message();
+            e->failed_fingerprint[v] = fingerprint(dir.string(), v);
+            return fail(st);
+        }
+        lv->metrics = metrics_for(name, v);
         loaded[v] = std::move(lv);
     }
-    e->config = cfg;
-    e->versions = std::move(loaded);
+    attach_cache(e, cfg);
+    for (auto& [v, lv] : loaded) lv->cache = e->cache;
+    std::map<int64_t, std::shared_ptr<LoadedVersion>> old;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        old.swap(e->versions);
+        e->versions = std::move(loaded);
+        e->config = cfg;
+        e->version_reason.clear();
+        e->failed_fingerprint.clear();
+    }
+    for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason.clear();
     return {};
 }
@@ -300,7 +460,12 @@ Status Repository::load(const std::string& name) {
 Status Repository::unload(const std::string& name) {
     ModelEntry* e = find(name);
     if (!e) return invalid("model '", name, "' is not loaded");
-    e->versions.clear();
+    std::map<int64_t, std::shared_ptr<LoadedVersion>> old;
+    {
+        std::lock_guard<std::mutex> g(mu_);
+        old.swap(e->versions);
+    }
+    for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason = "unloaded";
     return {};
 }

@@ -16,10 +16,14 @@
 #include <utility>
 
 #include "serve/batcher.h"
+#include "serve/cache.h"
 #include "serve/http.h"
 #include "serve/json_fast.h"
 #include "serve/metrics.h"
+#include "serve/reload.h"
 #include "serve/repository.h"
+#include "serve/shm.h"
+#include "serve/shm_ring.h"
 
 namespace jiffy::serve {
 
@@ -39,7 +43,11 @@ const char* kUsage =
     "  --drain-ms N            after SIGTERM: keep answering 503 for this long (default 500)\n"
     "  --exit-timeout-ms N     after SIGTERM: exit after this even if requests are unfinished (default 30000)\n"
     "  --max-memory BYTES      per model (default 4 GiB)\n"
-    "  --no-exit-on-error      keep serving when a model fails to load at start\n";
+    "  --no-exit-on-error      keep serving when a model fails to load at start\n"
+    "  --cache-redis HOST:PORT second level for the response cache (config.yaml response_cache)\n"
+    "  --cache-redis-timeout-ms N  Redis connect/command timeout (default 20); failures count as misses\n"
+    "  --repository-poll-ms N  hot reload: scan the repository every N ms for new or changed versions (0: off)\n"
+    "  --local-ring NAME       serve local clients over a shared-memory ring (jiffy/client.h)\n";
 
 struct Options {
     std::string repo, host = "127.0.0.1";
@@ -48,6 +56,8 @@ struct Options {
     int drain_ms = 500, exit_timeout_ms = 30000;
     uint64_t max_bytes = uint64_t(4) << 30;
     bool exit_on_error = true;
+    std::string cache_redis, local_ring;
+    int cache_redis_timeout_ms = 20, repository_poll_ms = 0;
 };
 
 struct ArgError {
@@ -99,7 +109,8 @@ std::vector<std::string> split_path(const std::string& p) {
 
 class KServeHandler : public HttpHandler {
 public:
-    KServeHandler(Repository& repo, const Options& opt, HttpServer& server) : repo_(repo), opt_(opt), server_(server) {}
+    KServeHandler(Repository& repo, const Options& opt, HttpServer& server, ShmRegistry& shm)
+        : repo_(repo), opt_(opt), server_(server), shm_(shm) {}
 
     size_t body_limit(const HttpRequest& req, size_t server_limit) override {
         auto seg = split_path(req.path);
@@ -149,9 +160,11 @@ private:
         if (seg.size() == 1) {
             need(get, "GET");
             return set_json(res, 200,
-                            json{{"name", "jiffy"}, {"version", "0.1.0"}, {"extensions", {"binary_tensor_data", "model_repository"}}});
+                            json{{"name", "jiffy"}, {"version", "0.1.0"},
+                                 {"extensions", {"binary_tensor_data", "model_repository", "system_shared_memory"}}});
         }
         if (seg[1] == "repository") return repository(req, seg, post, res);
+        if (seg[1] == "systemsharedmemory") return shm_.route(req, seg, res);  // serve/shm.h
         if (seg[1] != "models" || seg.size() < 3) fail(404, "unknown endpoint " + req.path);
         // /v2/models/{name}[/versions/{v}][/ready|/infer]
         const std::string& name = seg[2];
@@ -174,7 +187,10 @@ private:
             return set_json(res, ready ? 200 : 400, j);
         }
         if (!e || !e->ready()) fail(404, "unknown model '" + name + "'" + (e ? " (not loaded: " + e->reason + ")" : ""));
-        LoadedVersion* lv = find_version(e, version, true);
+        repo_.reap();  // versions retired by a reload/unload whose worker has drained
+        // A shared_ptr: a worker's job must not outlive its version (reload swaps on this thread,
+        // and a replaced version is retired until its queue drains; serve/repository.h).
+        std::shared_ptr<LoadedVersion> lv = find_version(e, version, true);
         if (action.empty()) {
             need(get, "GET");
             json vs = json::array();
@@ -194,12 +210,12 @@ private:
         if (!res.deferred) lv->metrics->observe(uint64_t(now_us() - t0), res.status == 200);  // else the worker does
     }
 
-    LoadedVersion* find_version(ModelEntry* e, const std::string& v, bool throw_404) {
-        if (v.empty()) return e->latest();
+    std::shared_ptr<LoadedVersion> find_version(ModelEntry* e, const std::string& v, bool throw_404) {
+        if (v.empty()) return e->versions.empty() ? nullptr : e->versions.rbegin()->second;
         bool digits = !v.empty() && v.size() <= 18 && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
         if (digits) {
             auto it = e->versions.find(std::stoll(v));
-            if (it != e->versions.end()) return it->second.get();
+            if (it != e->versions.end()) return it->second;
         }
         if (throw_404) fail(404, "unknown version '" + v + "' of model '" + e->name + "'");
         return nullptr;
@@ -207,7 +223,9 @@ private:
 
     // ---------------------------------------------------------------- infer
 
-    void infer(const HttpRequest& req, const std::string& name, ModelEntry* e, LoadedVersion* lv, int64_t t0, HttpResponse& res) {
+    void infer(const HttpRequest& req, const std::string& name, ModelEntry* e, const std::shared_ptr<LoadedVersion>& lvp,
+               int64_t t0, HttpResponse& res) {
+        LoadedVersion* lv = lvp.get();
         std::string_view body = req.body;
         std::string_view head = body, bin;
         if (const std::string* h = req.header("inference-header-content-length")) {
@@ -229,6 +247,57 @@ private:
                 fail(400, "invalid Timeout header '" + *h + "' (expected microseconds)");
             rq.timeout_us = std::stoll(*h);
         }
+        // System shared memory (serve/shm.h): inputs are copied out of their region now (the
+        // client may rewrite it once answered; a queued request must not see that), outputs are
+        // written into theirs by whichever thread runs the request.
+        bool shm_out = false;
+        for (InferInput& in : rq.inputs) {
+            if (in.shm.region.empty()) continue;
+            ShmRef ref;
+            std::string serr;
+            if (!shm_.check(in.shm.region, in.shm.offset, in.shm.byte_size, "input '" + in.meta->name + "'", in.nbytes, &ref, &serr))
+                fail(400, serr);
+            in.storage.assign(ref.data(), ref.data() + in.nbytes);
+            in.data = in.storage.data();
+        }
+        for (InferOutputSpec& o : rq.outputs) {
+            if (o.shm.region.empty()) continue;
+            ShmRef ref;
+            std::string serr;
+            if (!shm_.check(o.shm.region, o.shm.offset, o.shm.byte_size, "output '" + lv->outputs[o.idx].name + "'", SIZE_MAX,
+                            &ref, &serr))
+                fail(400, serr);
+            o.shm_region = std::move(ref.region);
+            shm_out = true;
+        }
+        // Response cache (serve/cache.h), looked up before any queue: a hit never waits for the
+        // worker or counts against admission. Key: model, version, files, inputs, requested outputs.
+        // Responses that write shared memory are not cached (the side effect is the point).
+        std::shared_ptr<ResponseCache> cache = shm_out ? nullptr : lv->cache;
+        CacheKey ckey;
+        std::string id_json;
+        if (cache) {
+            if (rq.has_id) append_json_string(id_json, rq.id);  // the writer's exact text (spliced on a hit)
+            KeyHasher h;
+            h.str(name);
+            h.u64(uint64_t(lv->version));
+            h.u64(lv->fingerprint);
+            for (const InferInput& t : rq.inputs) {
+                h.str(t.meta->name);
+                h.u64(uint64_t(t.meta->dtype));
+                h.u64(t.shape.size());
+                h.bytes(t.shape.data(), t.shape.size() * sizeof(int64_t));
+                h.bytes(t.data, t.nbytes);
+            }
+            h.u64(rq.has_outputs);
+            h.u64(rq.outputs.size());
+            for (const InferOutputSpec& o : rq.outputs) {
+                h.u64(o.idx);
+                h.u64(o.binary);
+            }
+            ckey = h.digest();
+            if (cache_respond(*cache, ckey, id_json, res, lv->metrics)) return;
+        }
         const SchedConfig& sc = e->config.sched;
         if (!sc.wants_worker()) {
             // Inline on the I/O thread: no hand-off at all (docs/serving.md: the fastest path for
@@ -236,6 +305,7 @@ private:
             const InferRequest* p = &rq;
             int64_t rows = 1;
             execute(name, lv, &p, &rows, 1, false, opt_.max_bytes, &res);
+            if (cache && res.status == 200) cache_store(*cache, ckey, id_json, res, lv->metrics);
             return;
         }
         if (!lv->exec) lv->exec = std::make_shared<Executor>(name, lv, sc, opt_.max_bytes, &server_);
@@ -250,6 +320,9 @@ private:
         job->t0_us = t0;
         job->deadline_us = job->rq.timeout_us > 0 ? t0 + job->rq.timeout_us : 0;
         job->token = req.token;
+        job->cache = std::move(cache);
+        job->cache_key = ckey;
+        job->id_json = std::move(id_json);
         if (!lv->exec->submit(job)) {
             lv->metrics->rejections.fetch_add(1, std::memory_order_relaxed);
             res.headers.emplace_back("Retry-After", std::to_string(lv->exec->retry_after_s()));
@@ -290,8 +363,17 @@ private:
             for (const auto& n : names) {
                 ModelEntry* e = repo_.find(n);
                 if (e && e->ready()) {
-                    for (const auto& [v, lv] : e->versions)
-                        a.push_back({{"name", n}, {"version", std::to_string(v)}, {"state", "READY"}, {"reason", ""}});
+                    // Loaded versions, and (hot reload) versions whose last load failed, with why.
+                    std::set<int64_t> vs;
+                    for (const auto& [v, lv] : e->versions) vs.insert(v);
+                    for (const auto& [v, why] : e->version_reason) vs.insert(v);
+                    for (int64_t v : vs) {
+                        bool ready = e->versions.count(v) > 0;
+                        if (only_ready && !ready) continue;
+                        auto why = e->version_reason.find(v);
+                        std::string reason = why == e->version_reason.end() ? "" : (ready ? "reload failed (still serving the previous files): " : "") + why->second;
+                        a.push_back({{"name", n}, {"version", std::to_string(v)}, {"state", ready ? "READY" : "UNAVAILABLE"}, {"reason", reason}});
+                    }
                 } else if (!only_ready) {
                     a.push_back({{"name", n}, {"state", "UNAVAILABLE"}, {"reason", e ? e->reason : "not loaded"}});
                 }
@@ -352,10 +434,6 @@ private:
                 [&](const VersionMetrics& m) { return ld(m.rejections); });
         counter("jiffy_inference_timeouts_total", "counter", "Requests whose timeout expired in the queue (not run).",
                 [&](const VersionMetrics& m) { return ld(m.timeouts); });
-        counter("jiffy_cache_hits_total", "counter", "Requests answered from the response cache.",
-                [&](const VersionMetrics& m) { return ld(m.cache_hits); });
-        counter("jiffy_cache_misses_total", "counter", "Cache lookups that missed.",
-                [&](const VersionMetrics& m) { return ld(m.cache_misses); });
         counter("jiffy_inference_compute_microseconds_total", "counter", "Time spent running the model.",
                 [&](const VersionMetrics& m) { return ld(m.compute_sum_us); });
         counter("jiffy_queue_depth", "gauge", "Requests waiting in the model's queue.",
@@ -384,6 +462,20 @@ private:
              [](const VersionMetrics& m) -> const LatencyHistogram& { return m.compute; });
         hist("jiffy_inference_batch_size", "Rows per model run (1 without batching).",
              [](const VersionMetrics& m) -> const BatchHistogram& { return m.batch; });
+        // Response cache (serve/cache.h): hits by level (l1 in process, l2 Redis), misses (computed),
+        // entries evicted by the byte bound, Redis commands that failed (counted as misses).
+        s += "# HELP jiffy_cache_hits_total Requests answered from the response cache (level l1: in process, l2: Redis).\n"
+             "# TYPE jiffy_cache_hits_total counter\n";
+        for (const auto& m : all) {
+            s += "jiffy_cache_hits_total{level=\"l1\"," + lbl(*m) + "} " + std::to_string(ld(m->cache_hits_l1)) + "\n";
+            s += "jiffy_cache_hits_total{level=\"l2\"," + lbl(*m) + "} " + std::to_string(ld(m->cache_hits_l2)) + "\n";
+        }
+        counter("jiffy_cache_misses_total", "counter", "Cache lookups that missed (the request was computed).",
+                [&](const VersionMetrics& m) { return ld(m.cache_misses); });
+        counter("jiffy_cache_evictions_total", "counter", "Cache entries evicted by the byte bound.",
+                [&](const VersionMetrics& m) { return ld(m.cache_evictions); });
+        counter("jiffy_cache_redis_errors_total", "counter", "Redis commands that failed (counted as misses).",
+                [&](const VersionMetrics& m) { return ld(m.cache_redis_errors); });
         s += "# HELP jiffy_model_ready Whether a model version is loaded and ready.\n# TYPE jiffy_model_ready gauge\n";
         for (const auto& m : all) {
             ModelEntry* e = repo_.find(m->model);
@@ -396,6 +488,7 @@ private:
     Repository& repo_;
     const Options& opt_;
     HttpServer& server_;
+    ShmRegistry& shm_;
 };
 
 int64_t parse_num(const std::string& flag, const std::string& s, int64_t lo, int64_t hi) {
@@ -428,6 +521,17 @@ Options parse_args(int argc, char** argv) {
         else if (a == "--exit-timeout-ms") o.exit_timeout_ms = int(parse_num(a, next(), 0, 86400000));
         else if (a == "--max-memory") o.max_bytes = uint64_t(parse_num(a, next(), 1, INT64_MAX));
         else if (a == "--no-exit-on-error") o.exit_on_error = false;
+        else if (a == "--cache-redis") {
+            o.cache_redis = next();
+            std::string h;
+            int p;
+            if (!RedisL2::parse_address(o.cache_redis, &h, &p)) throw ArgError{"bad value for --cache-redis: '" + o.cache_redis + "' (expected HOST:PORT)"};
+        } else if (a == "--cache-redis-timeout-ms") o.cache_redis_timeout_ms = int(parse_num(a, next(), 1, 60000));
+        else if (a == "--repository-poll-ms") o.repository_poll_ms = int(parse_num(a, next(), 0, 86400000));
+        else if (a == "--local-ring") {
+            o.local_ring = next();
+            if (!Repository::valid_name(o.local_ring)) throw ArgError{"bad value for --local-ring: '" + o.local_ring + "' (letters, digits, _ - .)"};
+        }
         else if (a == "-h" || a == "--help") throw ArgError{""};
         else throw ArgError{"unknown option '" + a + "' (see jiffy serve --help)"};
     }
@@ -464,6 +568,14 @@ int serve_main(int argc, char** argv) {
     int sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 
     Repository repo(opt.repo, opt.max_bytes);
+    std::unique_ptr<RedisL2> l2;
+    if (!opt.cache_redis.empty()) {
+        std::string h;
+        int p = 0;
+        RedisL2::parse_address(opt.cache_redis, &h, &p);
+        l2 = std::make_unique<RedisL2>(h, p, opt.cache_redis_timeout_ms);
+        repo.set_cache_l2(l2.get());
+    }
     for (const std::string& name : repo.scan()) {
         Status st = repo.load(name);
         if (!st.ok()) {
@@ -503,11 +615,27 @@ int serve_main(int argc, char** argv) {
             }
         }
     });
-    KServeHandler handler(repo, opt, server);
+    ShmRegistry shm;
+    KServeHandler handler(repo, opt, server, shm);
+    // Hot reload (serve/reload.h): a background thread loads and warms up; the swap runs here.
+    std::unique_ptr<Reloader> reloader;
+    if (opt.repository_poll_ms > 0) reloader = std::make_unique<Reloader>(repo, server, opt.repository_poll_ms);
+    // Local clients over a shared-memory ring (serve/shm_ring.h, jiffy/client.h).
+    std::unique_ptr<RingServer> ring;
+    if (!opt.local_ring.empty()) {
+        ring = std::make_unique<RingServer>(repo, opt.max_bytes);
+        Status st = ring->start(opt.local_ring);
+        if (!st.ok()) {
+            std::fprintf(stderr, "jiffy: error: --local-ring: %s\n", st.message().c_str());
+            return 2;
+        }
+    }
     std::printf("jiffy serve: listening on http://%s:%d\n", opt.host.c_str(), port);
     if (mport >= 0) std::printf("jiffy serve: metrics on http://%s:%d/metrics\n", opt.host.c_str(), mport);
     std::fflush(stdout);
     server.run(handler);
+    reloader.reset();
+    ring.reset();
     std::fprintf(stderr, "jiffy serve: stopped\n");
     close(sfd);
     return 0;

@@ -1,0 +1,134 @@
+// The local fast path: `jiffy serve --local-ring NAME` creates the POSIX shared memory object
+// /jiffy-ring-NAME holding a control block and kSlots slots, each with a request and a response
+// area. A client (include/jiffy/client.h) claims a slot, writes a request (model, version, input
+// tensors) into its request area and bumps req_seq; a server thread spinning over the slots
+// sees it, runs the model (its own sessions: Session objects are not thread-safe) and writes the
+// outputs or an error into the response area, then publishes resp_seq. Both sides spin on those
+// sequence words for a bounded time, then sleep on them with FUTEX_WAIT and are woken with
+// FUTEX_WAKE only when the other side announced that it sleeps: while both are busy no syscall
+// is made per request.
+#pragma once
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+
+namespace jiffy {
+struct Plan;
+}
+
+namespace jiffy::serve {
+
+class Repository;
+
+namespace ring {
+
+inline constexpr uint32_t kMagic = 0x4a52494e;  // "JRIN"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kSlots = 8;
+inline constexpr size_t kAreaBytes = size_t(1) << 20;  // request and response area, each
+inline constexpr size_t kHeaderBytes = 4096;             // the control block's page
+inline constexpr size_t kSlotHeaderBytes = 256;
+
+struct Control {
+    uint32_t magic, layout, slots;
+    uint32_t server_pid;
+    uint64_t area_bytes;
+    alignas(64) std::atomic<uint32_t> doorbell;         // futex word: bumped to wake a sleeping server
+    std::atomic<uint32_t> server_sleeping;              // the server is (about to be) in FUTEX_WAIT
+    alignas(64) std::atomic<uint32_t> shutdown;         // the server is gone or going
+};
+
+struct SlotHeader {
+    alignas(64) std::atomic<uint32_t> owner;       // pid of the client holding the slot; 0 free
+    alignas(64) std::atomic<uint32_t> req_seq;     // client: a new request is in the request area
+    alignas(64) std::atomic<uint32_t> resp_seq;    // server: the response for req_seq is ready (futex word)
+    std::atomic<uint32_t> client_waiting;          // the client is (about to be) in FUTEX_WAIT
+    uint32_t req_bytes, resp_bytes;
+};
+
+inline size_t total_bytes() { return kHeaderBytes + kSlots * kSlotHeaderBytes + kSlots * 2 * kAreaBytes; }
+inline std::string shm_name(const std::string& ring) { return "/jiffy-ring-" + ring; }
+inline Control* control(void* base) { return static_cast<Control*>(base); }
+inline SlotHeader* slot(void* base, uint32_t i) {
+    return reinterpret_cast<SlotHeader*>(static_cast<uint8_t*>(base) + kHeaderBytes + i * kSlotHeaderBytes);
+}
+inline uint8_t* request_area(void* base, uint32_t i) {
+    return static_cast<uint8_t*>(base) + kHeaderBytes + kSlots * kSlotHeaderBytes + size_t(i) * 2 * kAreaBytes;
+}
+inline uint8_t* response_area(void* base, uint32_t i) { return request_area(base, i) + kAreaBytes; }
+
+// futex on a word in shared memory (not FUTEX_PRIVATE: the waiter may be another process).
+int futex_wait(std::atomic<uint32_t>* w, uint32_t expected, int timeout_ms);
+void futex_wake(std::atomic<uint32_t>* w, int n);
+
+// Messages. Request: u32 model_len, u32 n_inputs, i64 version (-1 latest), model bytes, then per
+// input: u32 name_len, u32 dtype_len, u32 rank, u32 pad, u64 nbytes, i64 dims[rank], name, dtype,
+// padding to 64, data. Response: u32 status (0 ok), u32 n (outputs, or the error's length), then
+// the error text or per output the same record as an input.
+struct Writer {
+    uint8_t* p;
+    size_t cap, n = 0;
+    bool ok = true;
+    void* take(size_t k) {
+        if (!ok || k > cap - n) {
+            ok = false;
+            return nullptr;
+        }
+        void* r = p + n;
+        n += k;
+        return r;
+    }
+    void put(const void* s, size_t k);
+    template <typename T> void num(T v) { put(&v, sizeof v); }
+    void align64() { n = (n + 63) & ~size_t(63); ok = ok && n <= cap; }
+};
+struct Reader {
+    const uint8_t* p;
+    size_t cap, n = 0;
+    bool ok = true;
+    const uint8_t* take(size_t k) {
+        if (!ok || k > cap - n) {
+            ok = false;
+            return nullptr;
+        }
+        const uint8_t* r = p + n;
+        n += k;
+        return r;
+    }
+    template <typename T> T num() {
+        T v{};
+        if (const uint8_t* s = take(sizeof v)) __builtin_memcpy(&v, s, sizeof v);
+        return v;
+    }
+    void align64() { n = (n + 63) & ~size_t(63); ok = ok && n <= cap; }
+};
+
+}  // namespace ring
+
+class RingServer {
+public:
+    RingServer(Repository& repo, uint64_t max_bytes);
+    ~RingServer();
+    Status start(const std::string& name);  // creates the shm object and the server thread
+
+private:
+    void loop();
+    bool pending() const;
+    void handle(uint32_t i);
+    Repository& repo_;
+    uint64_t max_bytes_;
+    std::string shm_;
+    void* base_ = nullptr;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+    struct SessionSlot;
+    std::map<const Plan*, std::unique_ptr<SessionSlot>> sessions_;  // the ring thread's own
+};
+
+}  // namespace jiffy::serve
