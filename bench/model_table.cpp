@@ -3,17 +3,14 @@
 // Markdown table with p50/p99 and ONNX Runtime's native p50 (bench/peers/ort_native.tsv).
 //   jiffy_models [--seconds S] [--json FILE] [--filter SUBSTRING]
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 
-#include "../tests/models/refs.h"
+#include "bench_common.h"
 #include "kernels/cpu.h"
 
 using namespace jiffy;
-using namespace jiffy::testing;
+using namespace jiffy::bench;
 
 namespace {
 
@@ -25,75 +22,32 @@ struct Row {
     int64_t iters = 0;
 };
 
-std::map<std::string, double> ort_p50() {
-    std::map<std::string, double> r;
-    std::ifstream f(source_dir() + "/bench/peers/ort_native.tsv");
-    std::string line;
-    while (std::getline(f, line)) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream is(line);
-        std::string name;
-        double p50;
-        if (is >> name >> p50) r[name] = p50;
-    }
-    return r;
-}
-
-Row measure(const std::string& name, double seconds, const std::map<std::string, double>& ort) {
+Row measure(const std::string& name, double seconds, const std::map<std::string, PeerFigures>& ort) {
     Row row;
     row.name = name;
     auto it = ort.find(name);
-    row.ort_p50 = it == ort.end() ? 0 : it->second;
-    RefCase rc;
-    Status st = load_ref_inputs(name, &rc);
-    std::shared_ptr<Model> m;
-    if (st.ok()) st = Model::load(rc.model_path, ImportOptions{}, &m);
-    std::shared_ptr<const Plan> plan;
-    if (st.ok()) st = m->compile(rc.opt, rc.inputs, &plan);
+    row.ort_p50 = it == ort.end() ? 0 : it->second.p50;
+    JiffyCase c;
+    Status st = c.prepare(name);
     if (!st.ok()) {
         row.status = "ERROR: " + st.message();
         return row;
     }
-    row.flops = plan->flops();
-    row.arena = plan->arena_bytes;
-    Session s(plan);
-    for (size_t i = 0; i < plan->inputs.size(); ++i)
-        std::memcpy(s.input_data(i), rc.inputs.at(plan->inputs[i].name)->data(), plan->inputs[i].nbytes);
-    st = s.run();
-    if (!st.ok()) {
-        row.status = "ERROR: " + st.message();
+    row.flops = c.plan->flops();
+    row.arena = c.plan->arena_bytes;
+    row.rel_err = rel_error_vs_refs(c);
+    if (row.rel_err < 0) {
+        row.status = "MISMATCH (shape)";
         return row;
-    }
-    auto want = read_pairs(rc.ref_dir + "/outputs.txt");
-    for (size_t i = 0; i < want.size() && i < plan->outputs.size(); ++i) {
-        Tensor ref;
-        if (!read_npy(rc.ref_dir + "/" + want[i].second, &ref).ok() || ref.shape() != plan->outputs[i].shape) {
-            row.status = "MISMATCH (shape)";
-            return row;
-        }
-        Tensor got(plan->outputs[i].dtype, plan->outputs[i].shape);
-        std::memcpy(got.data(), s.output_data(i), plan->outputs[i].nbytes);
-        double mag = 0, err = 0;
-        for (int64_t k = 0; k < ref.numel(); ++k) {
-            mag = std::max(mag, std::abs(ref.get_f64(k)));
-            err = std::max(err, std::abs(ref.get_f64(k) - got.get_f64(k)));
-        }
-        row.rel_err = std::max(row.rel_err, err / std::max(mag, 1e-3));
     }
     row.status = row.rel_err <= 1e-4 ? "ok" : "MISMATCH";
-    using clk = std::chrono::steady_clock;
-    for (int i = 0; i < 10; ++i) (void)s.run();
+    for (int i = 0; i < 10; ++i) (void)c.session->run();
     std::vector<double> us;
-    auto end = clk::now() + std::chrono::duration<double>(seconds);
-    while (clk::now() < end || us.size() < 5) {
-        auto t0 = clk::now();
-        (void)s.run();
-        us.push_back(std::chrono::duration<double, std::micro>(clk::now() - t0).count());
-    }
-    std::sort(us.begin(), us.end());
-    row.iters = int64_t(us.size());
-    row.p50 = us[us.size() / 2];
-    row.p99 = us[std::min(us.size() - 1, size_t(double(us.size()) * 0.99))];
+    time_runs([&] { (void)c.session->run(); }, seconds, 5, &us);
+    Percentiles p = percentiles(us);
+    row.iters = p.n;
+    row.p50 = p.p50;
+    row.p99 = p.p99;
     return row;
 }
 
@@ -108,7 +62,7 @@ int main(int argc, char** argv) {
         else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
         else if (a == "--filter" && i + 1 < argc) filter = argv[++i];
     }
-    auto ort = ort_p50();
+    auto ort = peer_figures();
     std::vector<Row> rows;
     std::printf("| model | MFLOP | arena KiB | max err / magnitude | check | p50 us | p99 us | ORT p50 us (PEERS.md) | p50 ratio |\n");
     std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
