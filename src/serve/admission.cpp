@@ -12,8 +12,21 @@ AdmissionController::AdmissionController(int64_t target_us, int64_t max_depth, i
     samples_.reserve(4096);
 }
 
-void AdmissionController::record(int64_t latency_us, int64_t now_us) {
+int64_t AdmissionController::cap() const {
+    if (svc_us_ <= 0) return max_;
+    double d = (double(target_) - batch_us_) / svc_us_;
+    return std::clamp<int64_t>(d < 0 ? 0 : int64_t(d), min_, max_);
+}
+
+void AdmissionController::record(int64_t latency_us, int64_t now_us, int64_t batch_us, int64_t batch_requests) {
     if (target_ <= 0) return;
+    if (batch_us > 0) {
+        double per = double(batch_us) / double(std::max<int64_t>(1, batch_requests));
+        svc_us_ = svc_us_ > 0 ? svc_us_ * 0.9 + per * 0.1 : per;
+        batch_us_ = batch_us_ > 0 ? batch_us_ * 0.9 + double(batch_us) * 0.1 : double(batch_us);
+        int64_t c = cap();
+        if (limit_.load(std::memory_order_relaxed) > c) limit_.store(c, std::memory_order_relaxed);
+    }
     if (window_start_ == 0) window_start_ = now_us;
     if (samples_.size() < 4096) samples_.push_back(latency_us);
     if (now_us - window_start_ < kWindowUs || samples_.size() < kMinSamples) return;
@@ -23,7 +36,7 @@ void AdmissionController::record(int64_t latency_us, int64_t now_us) {
     last_p99_.store(p99, std::memory_order_relaxed);
     int64_t l = limit_.load(std::memory_order_relaxed);
     if (p99 > target_) l = std::max(min_, l * 7 / 10);
-    else if (p99 * 10 < target_ * 7) l = std::min(max_, l + std::max<int64_t>(1, l / 8));
+    else if (p99 * 10 < target_ * 7) l = std::min(std::min(max_, cap()), l + std::max<int64_t>(1, l / 8));
     limit_.store(l, std::memory_order_relaxed);
     samples_.clear();
     window_start_ = now_us;

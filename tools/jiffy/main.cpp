@@ -13,6 +13,7 @@
 #include "core/npy.h"
 #include "runtime/model.h"
 #ifdef JIFFY_WITH_SERVE
+#include "serve/loadtest.h"
 #include "serve/serve.h"
 #endif
 #ifdef JIFFY_WITH_AGENT
@@ -31,6 +32,7 @@ const char* kUsage =
     "  jiffy ops                      list supported ops\n"
     "  jiffy serve --model-repository DIR [--host H] [--http-port N] ...  KServe v2 REST server (serve --help)\n"
     "  jiffy agent CONFIG.yaml [--metrics-port N] [--fast] [--duration S]  run agents (agent --help)\n"
+    "  jiffy loadtest --url http://H:P --model M (--rps R,.. | --step A:B:xF) --duration S ...  open-loop load (loadtest --help)\n"
     "common: --max-memory BYTES (default 4 GiB)\n";
 
 struct Args {
@@ -444,6 +446,14 @@ int main(int argc, char** argv) {
         return jiffy::agent::agent_main(argc - 1, argv + 1);
 #else
         std::fprintf(stderr, "jiffy: error: this build has no agent runtime (configure with -DJIFFY_SERVE=ON)\n");
+        return 2;
+#endif
+    }
+    if (argc >= 2 && std::strcmp(argv[1], "loadtest") == 0) {
+#ifdef JIFFY_WITH_SERVE
+        return jiffy::serve::loadtest_main(argc - 1, argv + 1);
+#else
+        std::fprintf(stderr, "jiffy: error: this build has no server tools (configure with -DJIFFY_SERVE=ON)\n");
         return 2;
 #endif
     }
