@@ -77,7 +77,11 @@ public:
     // Observability (read from any thread).
     observe::Histogram h_source, h_queue, h_sink, h_e2e, h_overhead, h_wake;
     std::atomic<uint64_t> events{0}, actions{0}, misses{0}, stale{0}, over_budget{0}, bad_input{0}, skipped{0};
-    uint64_t drops() const { return queue_ ? queue_->drops() : 0; }
+    uint64_t drops() const {  // the input queue's and the sources' own (e.g. a full MQTT inbox)
+        uint64_t d = queue_ ? queue_->drops() : 0;
+        for (const auto& s : pipe_.sources) d += s->dropped();
+        return d;
+    }
     size_t queue_bytes() const { return queue_ ? queue_->bytes() : 0; }
     std::string last_bad_input() const;
 

@@ -343,7 +343,7 @@ void MqttClient::settle_locked(Out& o) {
 }
 
 Status MqttClient::publish(const std::string& topic, const void* data, size_t n, int qos,
-                           uint64_t* seq_out) {
+                           uint64_t* seq_out, uint64_t want_seq) {
     JIFFY_CHECK(qos == 0 || qos == 1, "mqtt: publish QoS ", qos, " is not supported (0 or 1)");
     JIFFY_CHECK(valid_pub_topic(topic), "mqtt: publish topic '", topic,
                 "' is empty or contains a wildcard");
@@ -353,6 +353,11 @@ Status MqttClient::publish(const std::string& topic, const void* data, size_t n,
     bool need_wake = false;
     {
         std::lock_guard<std::mutex> lk(mu_);
+        if (want_seq > 0) {
+            JIFFY_CHECK(want_seq >= next_seq_, "mqtt: publish seq ", want_seq,
+                        " is not above the last one (", next_seq_ - 1, ")");
+            next_seq_ = want_seq;
+        }
         if (qos == 1) {
             if (pending_ >= opts_.outbox_capacity) {
                 n_.out_rejected_full.fetch_add(1, std::memory_order_relaxed);

@@ -100,9 +100,11 @@ public:
     Status subscribe(const std::string& topic, int qos);
     // QoS 1: accepted into the outbox (also while disconnected) unless it is full; *seq_out gets
     // the message's sequence number. QoS 0: sent now if connected, else dropped and counted
-    // (out_dropped_offline). Thread-safe.
+    // (out_dropped_offline). Thread-safe. `seq` > 0 sets the message's sequence number (it must be
+    // above every earlier one of this client; gaps are allowed), e.g. an agent's action number, so
+    // the "seq" property and the payload agree; 0 takes the next one.
     Status publish(const std::string& topic, const void* data, size_t n, int qos,
-                   uint64_t* seq_out = nullptr);
+                   uint64_t* seq_out = nullptr, uint64_t seq = 0);
     // Oldest inbound message; waits up to timeout_us (0: do not wait, <0: forever).
     bool pop(MqttMessage* out, int timeout_us);
     bool connected() const { return connected_.load(std::memory_order_acquire); }

@@ -117,10 +117,16 @@ std::string format_table(const std::vector<Agent*>& agents) {
                 o += b;
             }
         }
+        for (const auto& s : a->pipeline().sources) {
+            std::string r = s->report();
+            if (!r.empty()) o += "  source " + s->name + " (" + s->type + "): " + r + "\n";
+        }
         for (const auto& s : a->sinks()) {
-            std::snprintf(b, sizeof b, "  sink %s (%s): %" PRIu64 " sent, %" PRIu64 " errors, %" PRIu64 " dropped\n", s->name.c_str(),
+            std::snprintf(b, sizeof b, "  sink %s (%s): %" PRIu64 " sent, %" PRIu64 " errors, %" PRIu64 " dropped", s->name.c_str(),
                           s->type.c_str(), s->sent.load(), s->errors.load(), s->dropped.load());
             o += b;
+            std::string r = s->report();
+            o += r.empty() ? "\n" : "; " + r + "\n";
         }
         if (a->h_overhead.count()) {
             std::snprintf(b, sizeof b, "  pipeline overhead p50: %.1f us (event -> action p50 %.1f us minus model time)\n",

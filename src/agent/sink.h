@@ -37,6 +37,8 @@ public:
     // `json` is format_action_json(a). Must not throw or block for long.
     virtual void emit(const Action& a, const std::string& json) = 0;
     virtual void stop() {}
+    // One line about the sink's own state for the exit table (e.g. the MQTT outbox); may be empty.
+    virtual std::string report() const { return ""; }
     std::string name, type;
     bool drop_stale = false;
     std::atomic<uint64_t> sent{0}, errors{0}, dropped{0};

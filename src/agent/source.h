@@ -47,6 +47,11 @@ public:
     // Push sources: runs until `stop` (or end of input), delivering to `sink`.
     virtual void run(FrameSink* sink, const std::atomic<bool>& stop) {}
 
+    // Frames the source itself dropped (e.g. a full MQTT inbox; counted in the agent's drops) and
+    // one line about its own state for the exit table (e.g. the MQTT connection); may be empty.
+    virtual uint64_t dropped() const { return 0; }
+    virtual std::string report() const { return ""; }
+
     std::string name, type;
 };
 
