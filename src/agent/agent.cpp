@@ -384,11 +384,15 @@ void Agent::process(const FrameMeta& m, int64_t deadline_ns) {
     ev_event_ns_ = m.event_us * 1000;
     ev_deadline_ns_ = deadline_ns;
     ev_media_s_ = m.media_s;
+    ev_media_ = m.media;
+    pipe_.frame = &m;
     ev_model_ns_ = 0;
     ev_stage_ns_ = 0;
     ev_rule_ = nullptr;
+    int64_t begin = now_ns();
     run_from(0);
     int64_t end = now_ns();
+    h_event.record_ns(end - begin);
     if (deadline_ns > 0 && end > deadline_ns) misses.fetch_add(1, std::memory_order_relaxed);
     if (opt_.budget_us > 0 && ev_stage_ns_ > opt_.budget_us * 1000) over_budget.fetch_add(1, std::memory_order_relaxed);
 }
@@ -431,7 +435,7 @@ void Agent::run_from(size_t i) {
         ev_stage_ns_ += acc;
         acc = 0;
         if (!more) break;
-        if (s.is_rule()) ev_rule_ = s.name.c_str();
+        if (s.is_rule()) ev_rule_ = s.rule_name();
         run_from(i + 1);
     }
     s.hist.record_ns(total);
@@ -447,6 +451,7 @@ void Agent::emit_action() {
     a.action_unix_us = t / 1000 + unix_offset_us_;
     a.latency_us = (t - ev_event_ns_) / 1000;
     a.media_s = ev_media_s_;
+    a.media = ev_media_;
     a.stale = ev_deadline_ns_ > 0 && t > ev_deadline_ns_;
     a.rule = ev_rule_;
     a.names = &emit_names_;

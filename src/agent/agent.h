@@ -34,6 +34,7 @@ public:
     std::vector<std::unique_ptr<Stage>> stages;
     std::vector<std::unique_ptr<Source>> sources;
     size_t prepared = 0;
+    const FrameMeta* frame = nullptr;  // the event being processed (agent thread; null before the first)
     Port input_;
     std::vector<float> input_buf_;
 };
@@ -76,6 +77,7 @@ public:
 
     // Observability (read from any thread).
     observe::Histogram h_source, h_queue, h_sink, h_e2e, h_overhead, h_wake;
+    observe::Histogram h_event;  // every stage of one event (rules that gate included), per event
     std::atomic<uint64_t> events{0}, actions{0}, misses{0}, stale{0}, over_budget{0}, bad_input{0}, skipped{0};
     uint64_t drops() const {  // the input queue's and the sources' own (e.g. a full MQTT inbox)
         uint64_t d = queue_ ? queue_->drops() : 0;
@@ -117,6 +119,7 @@ private:
     uint64_t seq_ = 0;
     int64_t ev_event_ns_ = 0, ev_deadline_ns_ = 0, ev_model_ns_ = 0, ev_stage_ns_ = 0;
     double ev_media_s_ = -1;
+    const char* ev_media_ = nullptr;
     const char* ev_rule_ = nullptr;
     uint64_t event_count_ = 0;
     std::string json_;

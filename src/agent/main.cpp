@@ -16,13 +16,25 @@
 
 #include "agent/config.h"
 #include "agent/fields.h"
+#include "agent/voice_agent_yaml.h"
 
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <filesystem>
 namespace jiffy::agent {
 
 namespace {
 
 const char* kUsage =
     "usage: jiffy agent CONFIG.yaml [options]\n"
+    "       jiffy agent [--demo] [CLIP.wav | DIR]... [--models DIR] [--scores FILE] [--realtime]\n"
+    "  --demo             the built-in voice agent (examples/voice/agent.yaml: openWakeWord gated by Silero\n"
+    "                     VAD) over the clips given, or every .wav in .cache/clips; models from --models\n"
+    "                     (default .cache/models); as fast as possible unless --realtime. Also without CONFIG.\n"
+    "  --scores FILE      (demo) write every step's wake-word scores and VAD probabilities to FILE\n"
+    "  --print-config     (demo) print the built-in config and exit\n"
     "  --metrics-port N   serve Prometheus text on http://127.0.0.1:N/metrics (0 = any free port, printed)\n"
     "  --fast             replay file sources as fast as possible (not in real time)\n"
     "  --duration S       stop after S seconds (default: when every agent's input ends)\n"
@@ -99,13 +111,49 @@ private:
     std::vector<Agent*> agents_;
 };
 
+// The built-in voice agent over `clips` (files or folders of .wav), as YAML text.
+Status demo_config(const std::vector<std::string>& clips_in, const std::string& models, const std::string& scores,
+                   std::string* out) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> clips;
+    std::error_code ec;
+    for (const auto& c : clips_in.empty() ? std::vector<std::string>{".cache/clips"} : clips_in) {
+        if (fs::is_directory(c, ec)) {
+            std::vector<std::string> in_dir;
+            for (const auto& e : fs::directory_iterator(c, ec))
+                if (e.path().extension() == ".wav") in_dir.push_back(fs::absolute(e.path()).string());
+            std::sort(in_dir.begin(), in_dir.end());
+            if (in_dir.empty()) return invalid(c, ": no .wav clips in this folder (scripts/make_clips.sh makes them)");
+            clips.insert(clips.end(), in_dir.begin(), in_dir.end());
+        } else if (fs::is_regular_file(c, ec)) {
+            clips.push_back(fs::absolute(c).string());
+        } else {
+            return invalid(c, ": no such clip or folder", clips_in.empty() ? " (run scripts/setup.sh or scripts/make_clips.sh)" : "");
+        }
+    }
+    std::string m = fs::absolute(models).string();
+    YAML::Node root = YAML::Load(kVoiceAgentYaml);
+    YAML::Node agent = root["agents"][0];
+    agent["sources"][0]["files"] = clips;
+    for (YAML::Node st : agent["stages"]) {
+        std::string type = st["type"].as<std::string>();
+        if (type == "silero_vad") st["model"] = m + "/silero_vad_v5.onnx";
+        if (type == "openwakeword") st["models"] = m;
+        if (!scores.empty() && (type == "silero_vad" || type == "openwakeword")) st["scores"] = fs::absolute(scores).string();
+    }
+    *out = YAML::Dump(root);
+    return {};
+}
+
 }  // namespace
 
 int agent_main(int argc, char** argv) {
     std::string config;
     int metrics_port = -1;
     double duration = 0;
-    bool check = false;
+    bool check = false, demo = false, realtime = false, print_config = false;
+    std::string models = ".cache/models", scores;
+    std::vector<std::string> args;
     LoadOptions lo;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
@@ -121,6 +169,16 @@ int agent_main(int argc, char** argv) {
             return 0;
         } else if (a == "--fast") {
             lo.fast = true;
+        } else if (a == "--demo") {
+            demo = true;
+        } else if (a == "--realtime") {
+            realtime = true;
+        } else if (a == "--print-config") {
+            print_config = true;
+        } else if (a == "--models" || a == "--scores") {
+            const char* v = need(a.c_str());
+            if (!v) return 2;
+            (a == "--models" ? models : scores) = v;
         } else if (a == "--check") {
             check = true;
         } else if (a == "--metrics-port") {
@@ -140,19 +198,37 @@ int agent_main(int argc, char** argv) {
         } else if (!a.empty() && a[0] == '-') {
             std::fprintf(stderr, "jiffy agent: error: unknown option '%s'\n%s", a.c_str(), kUsage);
             return 2;
-        } else if (config.empty()) {
-            config = a;
         } else {
-            std::fprintf(stderr, "jiffy agent: error: one config file only (got '%s' and '%s')\n", config.c_str(), a.c_str());
-            return 2;
+            args.push_back(a);
         }
     }
-    if (config.empty()) {
-        std::fprintf(stderr, "jiffy agent: error: no config file\n%s", kUsage);
-        return 2;
+    // A first argument ending in .yaml/.yml is a config; otherwise (or with --demo) the arguments
+    // are clips for the built-in voice agent.
+    auto is_yaml = [](const std::string& s) {
+        return (s.size() > 5 && s.compare(s.size() - 5, 5, ".yaml") == 0) || (s.size() > 4 && s.compare(s.size() - 4, 4, ".yml") == 0);
+    };
+    if (!demo && (args.empty() || !is_yaml(args[0]))) demo = true;
+    if (print_config) {
+        std::printf("%s", kVoiceAgentYaml);
+        return 0;
     }
     std::vector<std::unique_ptr<Agent>> agents;
-    Status st = load_agents(config, lo, &agents);
+    Status st;
+    if (demo) {
+        std::string text;
+        st = demo_config(args, models, scores, &text);
+        if (st.ok()) {
+            lo.fast = !realtime;
+            st = load_agents_text(text, "<built-in voice agent>", "", lo, &agents);
+        }
+    } else {
+        if (args.size() > 1) {
+            std::fprintf(stderr, "jiffy agent: error: one config file only (got '%s' and '%s')\n", args[0].c_str(), args[1].c_str());
+            return 2;
+        }
+        config = args[0];
+        st = load_agents(config, lo, &agents);
+    }
     if (!st.ok()) {
         std::fprintf(stderr, "jiffy agent: error: %s\n", st.message().c_str());
         return 2;
@@ -209,6 +285,17 @@ int agent_main(int argc, char** argv) {
     if (metrics_port >= 0) ms.stop();
     std::fflush(stdout);
     std::fprintf(stderr, "%s", format_table(raw).c_str());
+    if (demo && !raw.empty()) {
+        // One event = one 80 ms step of audio (1280 samples at 16 kHz).
+        const Agent& a = *raw[0];
+        double audio_s = double(a.events.load()) * 0.08;
+        double busy_s = a.h_event.sum_us() * 1e-6;
+        std::fprintf(stderr,
+                     "voice demo: %" PRIu64 " steps (%.1f s of audio), %" PRIu64 " detections; whole chain (vad + mel + embedding + "
+                     "heads + rules) p50 %.0f us per 80 ms step, real-time factor %.4f (%.1f ms busy per s of audio)\n",
+                     a.events.load(), audio_s, a.actions.load(), a.h_event.quantile_us(0.5), audio_s > 0 ? busy_s / audio_s : 0.0,
+                     audio_s > 0 ? busy_s / audio_s * 1e3 : 0.0);
+    }
     return rc;
 }
 

@@ -26,6 +26,8 @@ struct FrameMeta {
     int64_t enqueue_us = 0;  // steady clock, when it entered the queue
     double media_s = -1;     // position in a replayed file, seconds (-1: none)
     size_t n = 0;            // floats
+    const char* media = nullptr;  // name of the replayed stream (file stem), owned by the source
+    uint32_t stream = 0;     // stream number: a change means a new stream (stateful stages reset)
 };
 
 class InputQueue {

@@ -70,6 +70,7 @@ void register_builtins() {
         register_stage("topk", make_topk_stage);
         register_stage("rule", make_rule_stage);
         register_stage("threshold", make_rule_stage);
+        register_stage("rules", make_rules_stage);
         register_stage("ratelimit", make_ratelimit_stage);
         register_sink("stdout", make_stdout_sink);
         register_sink("file", make_stdout_sink);

@@ -51,6 +51,7 @@ Status make_window_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>*
 Status make_frame_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
 Status make_topk_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);       // argmax, topk
 Status make_rule_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);       // rule, threshold
+Status make_rules_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);       // rules (side by side)
 Status make_ratelimit_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
 Status make_stdout_sink(Fields& f, const BuildEnv& env, std::unique_ptr<Sink>* out);       // stdout, file
 Status make_webhook_sink(Fields& f, const BuildEnv& env, std::unique_ptr<Sink>* out);

@@ -100,6 +100,7 @@ std::string format_table(const std::vector<Agent*>& agents) {
         row("source", a->h_source);
         row(a->options().period_us > 0 ? "wake-up lateness" : "queue / wake-up", a->h_queue);
         if (a->options().period_us > 0) row("tick lateness", a->h_wake);
+        row("all stages, per event", a->h_event);
         for (const auto& s : a->pipeline().stages) {
             row("stage " + s->name + " (" + s->type + ")", s->hist);
             for (const auto& [n, h] : s->sub_timings()) row("  " + n, *h);

@@ -4,6 +4,7 @@
 // after it. Its own value (`<name>`) is 1 while active, else 0.
 #include <cctype>
 #include <regex>
+#include <set>
 
 #include "agent/agent.h"
 #include "agent/registry.h"
@@ -59,6 +60,16 @@ public:
         return level;
     }
 
+    // Back to the start (a new stream): inactive, no debounce run, no cooldown pending.
+    void reset() {
+        active_ = false;
+        active_f_ = 0.0f;
+        run_ = 0;
+        since_fire_ = INT64_MAX;
+        last_fire_ns_ = 0;
+    }
+    float active() const { return active_f_; }
+
 protected:
     Status run(bool* emit) override {
         *emit = step(now_ns());
@@ -112,6 +123,74 @@ private:
     float held_f_ = 0;
 };
 
+// Several rules side by side (`rules: [{name, when, ...}, ...]`), each with its own debounce,
+// hysteresis and cooldown; unlike a chain of `rule` stages they do not gate one another. The rest
+// of the pipeline runs once per rule that fires on a frame, and the action names that rule.
+// Values: `<stage>.<rule>` (1 while active), `<stage>.score` (the firing rule's `score`
+// expression at the time it fired). All rules start over when a new stream begins.
+class RulesStage : public Stage {
+public:
+    struct Entry {
+        std::unique_ptr<RuleStage> rule;
+        std::string score_text;
+        Expr score;
+    };
+    std::vector<Entry> rules;
+
+    Status prepare(const Port& in, Pipeline& pipe) override {
+        out_ = in;
+        pipe_ = &pipe;
+        for (auto& e : rules) {
+            Status st = e.rule->prepare(in, pipe);
+            if (st.ok() && !e.score_text.empty()) st = Expr::compile(e.score_text, pipe.resolver(), &e.score);
+            if (!st.ok()) return st.prefix("rule '" + e.rule->name + "': ");
+        }
+        fired_.assign(rules.size(), 0);
+        return {};
+    }
+    Status push() override {
+        if (pipe_->frame && pipe_->frame->stream != stream_) {
+            stream_ = pipe_->frame->stream;
+            for (auto& e : rules) e.rule->reset();
+        }
+        int64_t now = now_ns();
+        n_fired_ = 0;
+        next_ = 0;
+        for (size_t i = 0; i < rules.size(); ++i)
+            if (rules[i].rule->step(now)) fired_[n_fired_++] = i;
+        return {};
+    }
+    bool next() override {
+        if (next_ >= n_fired_) return false;
+        cur_ = fired_[next_++];
+        Entry& e = rules[cur_];
+        score_ = e.score_text.empty() ? 1.0f : float(e.score.eval());
+        return true;
+    }
+    bool is_rule() const override { return true; }
+    const char* rule_name() const override { return rules[cur_].rule->name.c_str(); }
+    Status value(const std::string& sub, int index, const float** p) const override {
+        if (index > 0) return invalid("rules '", name, "': values take no index");
+        if (sub == "score") {
+            *p = &score_;
+            return {};
+        }
+        std::string list;
+        for (const auto& e : rules) {
+            if (e.rule->name == sub) return e.rule->value("", -1, p);
+            list += ", " + e.rule->name;
+        }
+        return invalid("rules '", name, "' has no value '", sub, "' (values: score", list, ")");
+    }
+
+private:
+    Pipeline* pipe_ = nullptr;
+    std::vector<size_t> fired_;
+    size_t n_fired_ = 0, next_ = 0, cur_ = 0;
+    uint32_t stream_ = 0;
+    float score_ = 0;
+};
+
 }  // namespace
 
 // "score > 0.5 for 3 frames" -> ("score > 0.5", 3).
@@ -124,9 +203,7 @@ static bool split_for(std::string* text, int64_t* n) {
     return true;
 }
 
-Status make_rule_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out) {
-    auto s = std::make_unique<RuleStage>();
-    std::string type = f.node()["type"].Scalar();
+static Status read_rule(Fields& f, const std::string& type, RuleStage* s) {
     if (type == "rule") {
         JIFFY_RETURN_IF_ERROR(f.get_string("when", &s->when_text, true));
         int64_t n;
@@ -156,6 +233,38 @@ Status make_rule_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out) 
     std::string mode = "edge";
     JIFFY_RETURN_IF_ERROR(f.get_enum("mode", &mode, {"edge", "level"}));
     s->level = mode == "level";
+    return {};
+}
+
+Status make_rule_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out) {
+    auto s = std::make_unique<RuleStage>();
+    JIFFY_RETURN_IF_ERROR(read_rule(f, f.node()["type"].Scalar(), s.get()));
+    *out = std::move(s);
+    return {};
+}
+
+Status make_rules_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out) {
+    auto s = std::make_unique<RulesStage>();
+    YAML::Node list = f.get("rules");
+    if (!list.IsDefined() || !list.IsSequence() || list.size() == 0)
+        return f.error(list.IsDefined() ? list : f.node(), "'rules' must be a non-empty list of {name, when, ...}");
+    std::set<std::string> names;
+    for (const auto& n : list) {
+        if (!n.IsMap()) return f.error(n, "each entry of 'rules' must be a mapping {name, when, ...}");
+        Fields rf(n, f.file(), f.what() + " rule");
+        RulesStage::Entry e;
+        e.rule = std::make_unique<RuleStage>();
+        std::string type = "rule";
+        JIFFY_RETURN_IF_ERROR(rf.get_string("name", &e.rule->name, true));
+        JIFFY_RETURN_IF_ERROR(rf.get_enum("type", &type, {"rule", "threshold"}));
+        if (!names.insert(e.rule->name).second || e.rule->name == "score")
+            return rf.error(n["name"], "rule name '" + e.rule->name + "' is used twice (or is 'score')");
+        JIFFY_RETURN_IF_ERROR(read_rule(rf, type, e.rule.get()));
+        JIFFY_RETURN_IF_ERROR(rf.get_string("score", &e.score_text));
+        JIFFY_RETURN_IF_ERROR(rf.finish());
+        e.rule->type = type;
+        s->rules.push_back(std::move(e));
+    }
     *out = std::move(s);
     return {};
 }

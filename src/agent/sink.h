@@ -21,6 +21,7 @@ struct Action {
     int64_t event_unix_us = 0, action_unix_us = 0;  // wall clock
     int64_t latency_us = 0;                          // event -> action, steady clock
     double media_s = -1;                             // position in a replayed file (-1: none)
+    const char* media = nullptr;                     // the replayed stream's name (file stem), if any
     bool stale = false;
     const char* rule = nullptr;                      // the rule that fired, if any
     const std::vector<std::string>* names = nullptr;  // value names ...

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cctype>
 #include <cinttypes>
 #include <cmath>
 #include <condition_variable>
@@ -58,6 +60,10 @@ void format_action_json(const Action& a, std::string* o) {
     int n = std::snprintf(b, sizeof b, ",\"seq\":%" PRIu64 ",\"event_us\":%" PRId64 ",\"action_us\":%" PRId64 ",\"latency_us\":%" PRId64,
                           a.seq, a.event_unix_us, a.action_unix_us, a.latency_us);
     o->append(b, size_t(n));
+    if (a.media) {
+        *o += ",\"media\":";
+        append_str(o, a.media);
+    }
     if (a.media_s >= 0) {
         *o += ",\"media_s\":";
         append_num(o, a.media_s);
@@ -95,7 +101,87 @@ public:
         own = true;
         return {};
     }
-    void emit(const Action&, const std::string& json) override {
+    // `template:` (text lines instead of JSON): literal text with {field} or {field:FMT} (a printf
+    // conversion for a number, e.g. {score:.3f}); fields: agent, seq, media, rule, media_s,
+    // latency_us, stale, and the action's value names. Parsed once; a value name is looked up on
+    // the first action only (the names are fixed per agent).
+    struct Piece {
+        std::string text;  // literal, or the field name
+        std::string fmt;   // printf conversion for numbers ("%.3f")
+        bool field = false;
+        int value = -2;    // index into the action's values: -2 not looked up yet, -1 not a value
+    };
+    std::vector<Piece> pieces;
+    std::string line;
+
+    static Status parse_template(const std::string& t, std::vector<Piece>* out) {
+        size_t i = 0;
+        while (i < t.size()) {
+            size_t b = t.find('{', i);
+            if (b == std::string::npos) b = t.size();
+            if (b > i) out->push_back({t.substr(i, b - i), "", false, -1});
+            if (b == t.size()) break;
+            size_t e = t.find('}', b);
+            if (e == std::string::npos) return invalid("'template': '{' at column ", b + 1, " has no closing '}'");
+            std::string in = t.substr(b + 1, e - b - 1), fmt = "%g";
+            size_t c = in.find(':');
+            if (c != std::string::npos) {
+                fmt.assign(1, '%');
+                fmt.append(in, c + 1, std::string::npos);
+                in = in.substr(0, c);
+                char last = fmt.back();
+                if (fmt.size() > 12 || (last != 'f' && last != 'g' && last != 'e'))
+                    return invalid("'template': field '", in, "': format '", fmt.substr(1), "' must be a printf float format such as .3f");
+                for (size_t k = 1; k + 1 < fmt.size(); ++k)
+                    if (!std::isdigit(static_cast<unsigned char>(fmt[k])) && fmt[k] != '.' && fmt[k] != '-' && fmt[k] != '+')
+                        return invalid("'template': field '", in, "': bad format '", fmt.substr(1), "'");
+            }
+            if (in.empty()) return invalid("'template': empty field '{}' at column ", b + 1);
+            out->push_back({in, fmt, true, -2});
+            i = e + 1;
+        }
+        return {};
+    }
+    void format_text(const Action& a) {
+        line.clear();
+        char b[64];
+        auto num = [&](const std::string& fmt, double v) {
+            int n = std::snprintf(b, sizeof b, fmt.c_str(), v);
+            if (n > 0) line.append(b, size_t(std::min(n, int(sizeof b) - 1)));
+        };
+        for (Piece& p : pieces) {
+            if (!p.field) {
+                line += p.text;
+                continue;
+            }
+            if (p.value == -2) {
+                p.value = -1;
+                if (a.names)
+                    for (size_t k = 0; k < a.names->size(); ++k)
+                        if ((*a.names)[k] == p.text) p.value = int(k);
+            }
+            if (p.value >= 0) num(p.fmt, a.values[p.value]);
+            else if (p.text == "agent") line += a.agent;
+            else if (p.text == "media") line += a.media ? a.media : "-";
+            else if (p.text == "rule") line += a.rule ? a.rule : "-";
+            else if (p.text == "media_s") num(p.fmt, a.media_s);
+            else if (p.text == "latency_us") num(p.fmt, double(a.latency_us));
+            else if (p.text == "seq") num("%.0f", double(a.seq));
+            else if (p.text == "stale") line += a.stale ? "stale" : "fresh";
+            else {
+                line += '{';
+                line += p.text;
+                line += "?}";
+            }
+        }
+    }
+    void emit(const Action& act, const std::string& json_line) override {
+        const std::string* out = &json_line;
+        if (!pieces.empty()) {
+            format_text(act);
+            out = &line;
+        }
+        const std::string& json = *out;
         if (std::fwrite(json.data(), 1, json.size(), f) != json.size() || std::fputc('\n', f) == EOF || std::fflush(f) != 0) {
             errors.fetch_add(1, std::memory_order_relaxed);
             return;
@@ -272,6 +358,14 @@ Status make_stdout_sink(Fields& f, const BuildEnv& env, std::unique_ptr<Sink>* o
         std::string p;
         JIFFY_RETURN_IF_ERROR(f.get_string("path", &p, true));
         s->path = env.path(p);
+    }
+    std::string t;
+    JIFFY_RETURN_IF_ERROR(f.get_string("template", &t));
+    if (f.has("template")) {
+        if (t.empty()) return f.error(f.node()["template"], "'template' is empty");
+        Status st = LineSink::parse_template(t, &s->pieces);
+        if (!st.ok()) return f.error(f.node()["template"], st.message());
+        s->line.reserve(512);
     }
     *out = std::move(s);
     return {};

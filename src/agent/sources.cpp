@@ -36,24 +36,42 @@ public:
     }
     std::vector<std::string> channels() const override { return names; }
     bool can_pull() const override { return true; }
+    // Several WAV files (`files:`) replay one after the other, each a stream of its own: frames
+    // never straddle two files (a file's last partial chunk is dropped), media_s restarts at 0,
+    // and FrameMeta::stream changes so that stateful stages start over.
+    struct Stream {
+        std::string name;
+        size_t begin = 0, end = 0;  // rows
+    };
+    std::vector<Stream> streams;
+
     Pull pull(float* out, FrameMeta* m, int64_t start_us) override {
-        if (pos_ + size_t(chunk) > rows()) {
-            if (++loop_ >= loops) return kEnd;
+        if (streams.empty()) streams.push_back({"", 0, rows()});
+        for (;;) {
+            const Stream& s = streams[cur_];
+            if (s.begin + pos_ + size_t(chunk) <= s.end) break;
             pos_ = 0;
+            if (++cur_ < streams.size()) continue;
+            cur_ = 0;
+            if (++loop_ >= loops) return kEnd;
             base_rows_ += rows();
             if (size_t(chunk) > rows()) return kEnd;
         }
-        std::memcpy(out, &data[pos_ * cols], frame_size() * sizeof(float));
+        const Stream& s = streams[cur_];
+        size_t at = s.begin + pos_;
+        std::memcpy(out, &data[at * cols], frame_size() * sizeof(float));
         size_t end = pos_ + size_t(chunk);
         m->n = frame_size();
         m->media_s = rate > 0 ? double(end) / rate : -1;
-        m->event_us = (realtime && rate > 0) ? start_us + int64_t(double(base_rows_ + end) * 1e6 / rate) : 0;
+        m->media = s.name.empty() ? nullptr : s.name.c_str();
+        m->stream = uint32_t(size_t(loop_) * streams.size() + cur_);
+        m->event_us = (realtime && rate > 0) ? start_us + int64_t(double(base_rows_ + at + size_t(chunk)) * 1e6 / rate) : 0;
         pos_ += size_t(hop > 0 ? hop : chunk);
         return kFrame;
     }
 
 private:
-    size_t pos_ = 0, base_rows_ = 0;
+    size_t pos_ = 0, base_rows_ = 0, cur_ = 0;
     int64_t loop_ = 0;
 };
 
@@ -209,7 +227,10 @@ private:
 Status make_file_source(Fields& f, const BuildEnv& env, std::unique_ptr<Source>* out) {
     auto s = std::make_unique<FileSource>();
     std::string type = f.node()["type"].Scalar(), file;
-    JIFFY_RETURN_IF_ERROR(f.get_string("file", &file, true));
+    std::vector<std::string> files;
+    if (type == "wav") JIFFY_RETURN_IF_ERROR(f.get_strings("files", &files));
+    if (files.empty() || f.has("file")) JIFFY_RETURN_IF_ERROR(f.get_string("file", &file, true));
+    if (!files.empty() && !file.empty()) return f.error(f.node()["files"], "give 'file' or 'files', not both");
     std::string path = env.path(file);
     JIFFY_RETURN_IF_ERROR(f.get_int("chunk", &s->chunk, false, 1, 1 << 24));
     JIFFY_RETURN_IF_ERROR(f.get_int("hop", &s->hop, false, 1, 1 << 24));
@@ -218,12 +239,24 @@ Status make_file_source(Fields& f, const BuildEnv& env, std::unique_ptr<Source>*
     if (env.fast) s->realtime = false;
     YAML::Node file_node = f.node()["file"];
     if (type == "wav") {
-        WavData w;
-        Status st = read_wav(path, &w);
-        if (!st.ok()) return f.error(file_node, st.message());
-        s->rate = w.sample_rate;
-        s->data.assign(w.samples.begin(), w.samples.end());
+        const bool many = !files.empty();
+        if (!many) files.push_back(file);
+        const YAML::Node wav_node = many ? f.node()["files"] : f.node()["file"];
         if (!f.has("chunk")) s->chunk = 1280;
+        for (const auto& one : files) {
+            WavData w;
+            Status st = read_wav(env.path(one), &w);
+            if (!st.ok()) return f.error(wav_node, st.message());
+            if (s->rate != 0 && w.sample_rate != int(s->rate))
+                return f.error(wav_node, str_cat(env.path(one), ": sample rate ", w.sample_rate, " differs from the first file's ", s->rate));
+            if (w.samples.size() < size_t(s->chunk))
+                return f.error(wav_node, str_cat(env.path(one), ": shorter (", w.samples.size(), " samples) than one chunk (", s->chunk, ")"));
+            s->rate = w.sample_rate;
+            std::string stem = one.substr(one.rfind('/') == std::string::npos ? 0 : one.rfind('/') + 1);
+            if (stem.size() > 4 && stem.compare(stem.size() - 4, 4, ".wav") == 0) stem.resize(stem.size() - 4);
+            s->streams.push_back({stem, s->data.size(), s->data.size() + w.samples.size()});
+            s->data.insert(s->data.end(), w.samples.begin(), w.samples.end());
+        }
     } else if (type == "raw") {
         std::string fmt = "f32";
         JIFFY_RETURN_IF_ERROR(f.get_enum("format", &fmt, {"f32", "i16"}));

@@ -48,6 +48,8 @@ public:
     virtual bool is_model() const { return false; }
     // A rule that fired may add its name to the action.
     virtual bool is_rule() const { return false; }
+    // The name an action carries for the rule that fired (a multi-rule stage: the one that fired).
+    virtual const char* rule_name() const { return name.c_str(); }
     // Value names an action carries by default (rules: the names their expressions read).
     virtual std::vector<std::string> emit_defaults() const { return {}; }
     // Sub-timings a composite stage wants in the table (name, histogram); default none.
