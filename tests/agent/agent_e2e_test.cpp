@@ -1,6 +1,7 @@
 // End-to-end tests of `jiffy agent`: the real binary over a CSV with a real ONNX model, the
 // webhook sink against a loopback HTTP listener, a flood, a periodic agent, and the pipeline
 // overhead with an in-process source.
+#include <chrono>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -274,15 +275,17 @@ TEST(AgentE2E, PeriodicKeepsPeriod) {
     auto agents = load(yaml);
     ASSERT_EQ(agents.size(), 1u);
     Agent& a = *agents[0];
+    const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(a.start().ok());
-    usleep(400000);
+    usleep(400000);  // may oversleep on a loaded machine: the tick bound uses the measured time
     a.stop();
     a.join();
+    const double ran_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     uint64_t ev = a.events.load(), miss = a.misses.load();
     std::printf("periodic 2 ms for 0.4 s: %llu ticks, %llu misses, tick lateness p50 %.1f us p99 %.1f us\n",
                 (unsigned long long)ev, (unsigned long long)miss, a.h_wake.quantile_us(0.5), a.h_wake.quantile_us(0.99));
-    EXPECT_GE(ev, 180u);
-    EXPECT_LE(ev, 202u);
+    EXPECT_GE(ev, 150u);
+    EXPECT_LE(double(ev), ran_ms / 2.0 + 2.0) << "more ticks than 2 ms periods in " << ran_ms << " ms";
     // Every tick that woke later than its 2 ms deadline is counted as a miss (a lower bound from the
     // lateness histogram, clear of its bucket edges).
     uint64_t late = a.h_wake.count() - a.h_wake.count_le_us(2300);
