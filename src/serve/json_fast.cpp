@@ -181,6 +181,7 @@ public:
     }
 
     bool literal(const char* w) {
+        ws();  // after "key:" a value may follow whitespace ("binary_data": true, as Python writes it)
         size_t n = std::strlen(w);
         if (size_t(e_ - p_) >= n && std::memcmp(p_, w, n) == 0) {
             p_ += n;
@@ -699,7 +700,9 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
         if (!ri.has_dt) fail("input '" + tn + "': missing 'datatype'");
         if (ri.dt != kserve_dtype(m.dtype)) {
             DType tmp;
-            fail("input '" + tn + "': datatype " + ri.dt + (dtype_from_kserve(ri.dt, &tmp) ? "" : " (unknown)") +
+            fail("input '" + tn + "': datatype " + ri.dt + (dtype_from_kserve(ri.dt, &tmp) ? ""
+                                                                  : ri.dt == "BYTES" ? " (BYTES tensors are not supported)"
+                                                                                     : " (unknown)") +
                  " does not match the model's " + kserve_dtype(m.dtype));
         }
         if (!ri.has_shape) fail("input '" + tn + "': missing 'shape' array");
@@ -771,7 +774,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             if (ps.peek() != '{') fail("each requested output needs a 'name' string");
             std::string on, unknown, shm_bad;
             ShmParams shm;
-            bool has_name = false, bad_params = false, bad_bin = false, has_shm_size = false;
+            bool has_name = false, bad_params = false, bad_bin = false, has_shm_size = false, classification = false;
             int binary = -1;
             ps.object([&](const std::string& k) {
                 if (k == "name" && ps.peek() == '"') {
@@ -784,6 +787,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
                     }
                     ps.object([&](const std::string& pk) {
                         if (parse_shm_param(ps, pk, &shm, &has_shm_size, &shm_bad)) return;
+                        if (pk == "classification") classification = true;  // Triton's classification extension
                         if (pk != "binary_data") return ps.skip(4);
                         if (ps.literal("true")) binary = 1;
                         else if (ps.literal("false")) binary = 0;
@@ -808,6 +812,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             if (!unknown.empty()) fail("output '" + on + "': unknown field '" + unknown + "'");
             if (bad_params) fail("output '" + on + "': 'parameters' must be an object");
             if (bad_bin) fail("output '" + on + "': binary_data must be a boolean");
+            if (classification) fail("output '" + on + "': the classification extension is not supported (request the raw output)");
             if (!shm_bad.empty()) fail("output '" + on + "': " + shm_bad);
             if (!shm.region.empty() && !has_shm_size) fail("output '" + on + "': shared_memory_region needs shared_memory_byte_size");
             for (const InferOutputSpec& x : out->outputs)
