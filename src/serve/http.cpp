@@ -121,6 +121,12 @@ struct HttpServer::Conn {
     size_t scan = 0;  // where to resume looking for the end of the head
     bool have_head = false;
     size_t head_len = 0, body_len = 0;
+    // Transfer-Encoding: chunked: chunks are decoded in place, the body growing at
+    // in[head_len, head_len + body_len) while raw chunk bytes are read from in[raw, ...).
+    bool chunked = false, chunks_done = false;
+    int chunk_state = 0;  // 0 size line, 1 data, 2 CRLF after data, 3 trailer lines
+    size_t raw = 0, chunk_left = 0, body_limit = 0;
+    bool head_only = false;  // HEAD: answer as GET without the body
     HttpRequest req;
     bool keep_alive = true;
     std::string out;
@@ -441,8 +447,15 @@ void HttpServer::flush(Conn* c) {
     }
 }
 
-void HttpServer::send(Conn* c, const HttpResponse& res, bool) {
+void HttpServer::send(Conn* c, const HttpResponse& res, bool head_only) {
     if (c->closed) return;
+    if (head_only) {  // HEAD: the headers GET would get (Content-Length included), no body
+        HttpResponse h = res;
+        std::string n = std::to_string(res.body.size());
+        h.body.clear();
+        h.headers.emplace_back("Content-Length", n);
+        return send(c, h, false);
+    }
     if (res.close || !c->keep_alive) c->close_after = true;
     std::string head;
     head.reserve(256);
@@ -452,8 +465,12 @@ void HttpServer::send(Conn* c, const HttpResponse& res, bool) {
     head += http_reason(res.status);
     head += "\r\nContent-Type: ";
     head += res.content_type;
-    head += "\r\nContent-Length: ";
-    head += std::to_string(res.body.size());
+    bool has_cl = false;
+    for (const auto& kv : res.headers) has_cl |= kv.first == "Content-Length";
+    if (!has_cl) {
+        head += "\r\nContent-Length: ";
+        head += std::to_string(res.body.size());
+    }
     head += "\r\n";
     for (const auto& [k, v] : res.headers) {
         head += k;
@@ -588,7 +605,16 @@ bool HttpServer::parse_head(Conn* c, size_t head_len) {
             have_cl = true;
             cl = v;
         } else if (ln == "transfer-encoding") {
-            return send_error(c, 501, "Transfer-Encoding is not supported; send a Content-Length body", true), false;
+            if (lower(value) != "chunked")
+                return send_error(c, 501, "Transfer-Encoding '" + std::string(value) + "' is not supported (only chunked)", true), false;
+            if (c->chunked) return send_error(c, 400, "repeated Transfer-Encoding header", true), false;
+            c->chunked = true;
+        } else if (ln == "content-encoding") {
+            std::string v = lower(value);
+            if (!v.empty() && v != "identity")
+                return send_error(c, 415, "Content-Encoding '" + std::string(value) + "' is not supported; send the body uncompressed",
+                                  true),
+                       false;
         } else if (ln == "connection") {
             std::string v = lower(value);
             if (v.find("close") != std::string::npos) conn_close = true;
@@ -596,6 +622,13 @@ bool HttpServer::parse_head(Conn* c, size_t head_len) {
         }
     }
     if (r.minor == 1 && !r.header("host")) return send_error(c, 400, "missing Host header (required by HTTP/1.1)", true), false;
+    if (c->chunked && have_cl)
+        return send_error(c, 400, "both Transfer-Encoding and Content-Length given (send one of them)", true), false;
+    if (c->chunked && r.minor == 0) return send_error(c, 400, "Transfer-Encoding in an HTTP/1.0 request", true), false;
+    if (r.method == "HEAD") {
+        c->head_only = true;
+        r.method = "GET";  // answered as GET, without the body
+    }
     c->keep_alive = r.minor == 1 ? !conn_close : (conn_keep && !conn_close);
     size_t limit = handler_->body_limit(r, limits_.max_body_bytes);
     if (cl > limit)
@@ -603,9 +636,10 @@ bool HttpServer::parse_head(Conn* c, size_t head_len) {
                                       std::to_string(limit) + " bytes", true),
                false;
     c->body_len = size_t(cl);
+    c->body_limit = limit;
     if (const std::string* ex = r.header("expect")) {
         if (lower(*ex) != "100-continue") return send_error(c, 417, "unsupported Expect value '" + *ex + "'", true), false;
-        if (c->body_len > 0 && c->in.size() == head_len + 2) {
+        if ((c->body_len > 0 || c->chunked) && c->in.size() == head_len + 2) {
             static const char kCont[] = "HTTP/1.1 100 Continue\r\n\r\n";
             c->out.append(kCont, sizeof kCont - 1);
             flush(c);
@@ -636,12 +670,20 @@ void HttpServer::process(Conn* c) {
                 send_error(c, 431, "request head exceeds " + std::to_string(limits_.max_header_bytes) + " bytes", true);
                 return;
             }
+            c->chunked = c->chunks_done = false;
+            c->chunk_state = 0;
+            c->head_only = false;
             if (!parse_head(c, e + 2)) return;
             c->have_head = true;
             c->head_len = e + 4;
+            c->raw = c->head_len;
             if (c->in.capacity() < c->head_len + c->body_len) c->in.reserve(c->head_len + c->body_len);
         }
-        if (c->in.size() < c->head_len + c->body_len) return;
+        if (c->chunked) {
+            if (!dechunk(c)) return;
+        } else if (c->in.size() < c->head_len + c->body_len) {
+            return;
+        }
         c->req.body = std::string_view(c->in.data() + c->head_len, c->body_len);
         c->req.token = (uint64_t(c->slot) << 32) | c->gen;
         HttpResponse res;
@@ -656,7 +698,8 @@ void HttpServer::process(Conn* c) {
             res.status = 500;
             res.body = "{\"error\":\"internal error: " + json_escape(ex.what()) + "\"}";
         }
-        size_t used = c->head_len + c->body_len;
+        size_t used = c->chunked ? c->raw : c->head_len + c->body_len;
+        bool head_only = c->head_only;
         c->have_head = false;
         c->scan = 0;
         c->req = HttpRequest{};
@@ -674,8 +717,61 @@ void HttpServer::process(Conn* c) {
             ++outstanding_;
             return;
         }
-        send(c, res);
+        send(c, res, head_only);
     }
+}
+
+// Decodes the chunks that have arrived (RFC 9112 7.1) in place; true once the last chunk and
+// the trailer are in. False: wait for more bytes, or an error response was queued.
+bool HttpServer::dechunk(Conn* c) {
+    std::string& in = c->in;
+    while (!c->chunks_done) {
+        if (c->chunk_state == 0 || c->chunk_state == 3) {  // a size line or a trailer line
+            size_t eol = in.find("\r\n", c->raw);
+            if (eol == std::string::npos) {
+                if (in.size() - c->raw > 4096) return send_error(c, 400, "chunk size or trailer line too long", true), false;
+                return false;
+            }
+            std::string_view line(in.data() + c->raw, eol - c->raw);
+            c->raw = eol + 2;
+            if (c->chunk_state == 3) {
+                if (line.empty()) c->chunks_done = true;  // trailer fields are ignored
+                continue;
+            }
+            std::string_view hex = line.substr(0, line.find(';'));  // chunk extensions are ignored
+            while (!hex.empty() && (hex.back() == ' ' || hex.back() == '\t')) hex.remove_suffix(1);
+            if (hex.empty() || hex.size() > 15) return send_error(c, 400, "invalid chunk size line", true), false;
+            uint64_t n = 0;
+            for (char ch : hex) {
+                int v = hexval(ch);
+                if (v < 0) return send_error(c, 400, "invalid chunk size '" + std::string(hex) + "'", true), false;
+                n = n * 16 + uint64_t(v);
+            }
+            if (n == 0) {
+                c->chunk_state = 3;
+                continue;
+            }
+            if (c->body_len + n > c->body_limit)
+                return send_error(c, 413, "chunked request body exceeds the limit of " + std::to_string(c->body_limit) + " bytes", true),
+                       false;
+            c->chunk_left = size_t(n);
+            c->chunk_state = 1;
+        } else if (c->chunk_state == 1) {
+            size_t take = std::min(c->chunk_left, in.size() - c->raw);
+            if (take == 0) return false;
+            std::memmove(in.data() + c->head_len + c->body_len, in.data() + c->raw, take);
+            c->body_len += take;
+            c->raw += take;
+            c->chunk_left -= take;
+            if (c->chunk_left == 0) c->chunk_state = 2;
+        } else {
+            if (in.size() - c->raw < 2) return false;
+            if (in[c->raw] != '\r' || in[c->raw + 1] != '\n') return send_error(c, 400, "chunk data not followed by CRLF", true), false;
+            c->raw += 2;
+            c->chunk_state = 0;
+        }
+    }
+    return true;
 }
 
 void HttpServer::sweep(int64_t t) {

@@ -1,4 +1,4 @@
-// A lean HTTP/1.1 server: one epoll loop on one thread, keep-alive, Content-Length bodies,
+// A lean HTTP/1.1 server: one epoll loop on one thread, keep-alive, Content-Length or chunked bodies,
 // strict parsing with limits (header bytes, body bytes, read timeout for slow clients). The
 // handler runs on the loop thread; it may answer at once or defer the response (set
 // `deferred`), which another thread later hands back with complete() (see docs/serving.md).
@@ -93,6 +93,7 @@ private:
     void on_readable(Conn* c);
     void on_writable(Conn* c);
     void process(Conn* c);
+    bool dechunk(Conn* c);
     bool parse_head(Conn* c, size_t head_end);  // false: error response queued
     void send(Conn* c, const HttpResponse& res, bool head_only = false);
     void send_error(Conn* c, int status, const std::string& msg, bool close);

@@ -24,6 +24,31 @@ std::string shape_json(const Shape& s) {
 }
 
 bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool is_digit(char c) { return unsigned(c - '0') < 10; }
+
+// Eight ASCII digits at p (little-endian load) -> their value; false if any byte is not a digit.
+// Pairs are combined with one multiply-add, then the four pairs with two 32x32 products.
+inline bool eight_digits(const char* p, uint64_t* v) {
+    uint64_t x;
+    std::memcpy(&x, p, 8);
+    // every byte in '0'..'9': adding 0x46 keeps it below 0x80, subtracting 0x30 does not borrow
+    if ((((x + 0x4646464646464646ull) | (x - 0x3030303030303030ull)) & 0x8080808080808080ull) != 0) return false;
+    x -= 0x3030303030303030ull;
+    x = x * 10 + (x >> 8);  // byte 2k: 10*d[2k] + d[2k+1]
+    const uint64_t lo = 0x000000FF000000FFull;
+    x = ((x & lo) * (100 + (1000000ull << 32)) + ((x >> 16) & lo) * (1 + (10000ull << 32))) >> 32;
+    *v = uint32_t(x);
+    return true;
+}
+
+// A number token's decimal parts: value = (neg ? -1 : 1) * m * 10^e10, where m holds the first
+// 19 significant digits (exact: no nonzero digit was dropped after them).
+struct Num {
+    const char* s;
+    uint64_t m;
+    int e10;
+    bool neg, is_int, exact;
+};
 
 class Parser {
 public:
@@ -97,35 +122,66 @@ public:
         }
     }
 
-    // The span of a number token, validated against JSON's grammar; *is_int: no fraction/exponent.
-    std::string_view number(bool* is_int) {
+    // A number token, validated against JSON's grammar in one pass that also collects its
+    // decimal parts (first 19 significant digits, 8 at a time where it can); see Num.
+    void number(Num* n) {
         ws();
-        const char* s = p_;
         const char* q = p_;
-        if (q < e_ && *q == '-') ++q;
-        if (q >= e_ || *q < '0' || *q > '9') syntax("invalid value");
-        if (*q == '0') ++q;
-        else
-            while (q < e_ && *q >= '0' && *q <= '9') ++q;
-        *is_int = true;
+        n->s = q;
+        n->neg = q < e_ && *q == '-';
+        if (n->neg) ++q;
+        if (q >= e_ || !is_digit(*q)) syntax("invalid value");
+        uint64_t m = 0, v8;
+        int nd = 0, e10 = 0;
+        bool exact = true;
+        if (*q == '0') {
+            ++q;
+        } else {
+            while (nd <= 11 && e_ - q >= 8 && eight_digits(q, &v8)) m = m * 100000000 + v8, nd += 8, q += 8;
+            for (; q < e_ && is_digit(*q); ++q) {
+                if (nd < 19) m = m * 10 + uint64_t(*q - '0'), ++nd;
+                else exact &= *q == '0', ++e10;
+            }
+        }
+        n->is_int = true;
         if (q < e_ && *q == '.') {
             ++q;
-            if (q >= e_ || *q < '0' || *q > '9') syntax("invalid number");
-            while (q < e_ && *q >= '0' && *q <= '9') ++q;
-            *is_int = false;
+            if (q >= e_ || !is_digit(*q)) syntax("invalid number");
+            n->is_int = false;
+            if (nd == 0)
+                for (; q < e_ && *q == '0'; ++q) --e10;  // leading zeros are not significant
+            while (nd <= 11 && e_ - q >= 8 && eight_digits(q, &v8)) m = m * 100000000 + v8, nd += 8, q += 8, e10 -= 8;
+            for (; q < e_ && is_digit(*q); ++q) {
+                if (nd < 19) m = m * 10 + uint64_t(*q - '0'), ++nd, --e10;
+                else exact &= *q == '0';
+            }
         }
         if (q < e_ && (*q == 'e' || *q == 'E')) {
             ++q;
+            n->is_int = false;
+            bool en = q < e_ && *q == '-';
             if (q < e_ && (*q == '+' || *q == '-')) ++q;
-            if (q >= e_ || *q < '0' || *q > '9') syntax("invalid number");
-            while (q < e_ && *q >= '0' && *q <= '9') ++q;
-            *is_int = false;
+            if (q >= e_ || !is_digit(*q)) syntax("invalid number");
+            int x = 0;
+            for (; q < e_ && is_digit(*q); ++q)
+                if (x < 100000) x = x * 10 + (*q - '0');
+            e10 += en ? -x : x;
         }
+        n->m = m;
+        n->e10 = e10;
+        n->exact = exact;
         p_ = q;
-        return {s, size_t(q - s)};
+    }
+    // The span of a number token, validated against JSON's grammar; *is_int: no fraction/exponent.
+    std::string_view number(bool* is_int) {
+        Num n;
+        number(&n);
+        *is_int = n.is_int;
+        return {n.s, size_t(p_ - n.s)};
     }
 
     bool literal(const char* w) {
+        ws();  // after "key:" a value may follow whitespace ("binary_data": true, as Python writes it)
         size_t n = std::strlen(w);
         if (size_t(e_ - p_) >= n && std::memcmp(p_, w, n) == 0) {
             p_ += n;
@@ -178,6 +234,38 @@ public:
             bool i;
             number(&i);
         }
+    }
+
+    // Skips a `data` value that a second pass will parse and validate: a flat or nested array of
+    // numbers is passed over by finding its brackets with memchr (no per-number work); anything
+    // else (strings, objects, unbalanced brackets) takes the validating skip().
+    void skip_data(int depth) {
+        const char* start = p_;
+        if (peek() == '[') {
+            const char* q = p_ + 1;
+            int level = 1;
+            while (level > 0 && level <= kMaxDataDepth) {
+                const void* c = std::memchr(q, ']', size_t(e_ - q));
+                if (!c) break;
+                const char* close = static_cast<const char*>(c);
+                size_t len = size_t(close - q);
+                if (std::memchr(q, '"', len) || std::memchr(q, '{', len)) break;
+                const void* o = std::memchr(q, '[', len);
+                if (o) {
+                    ++level;
+                    q = static_cast<const char*>(o) + 1;
+                } else {
+                    --level;
+                    q = close + 1;
+                }
+            }
+            if (level == 0) {
+                p_ = q;
+                return;
+            }
+        }
+        p_ = start;
+        skip(depth);
     }
 
     // Iterates an object: calls fn(key) with the parser positioned at the value.
@@ -256,60 +344,15 @@ private:
 constexpr double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                              1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-// Decimal token (JSON grammar, already checked) -> mantissa digits (first 19) and exponent.
-bool decimal_parts(std::string_view tok, uint64_t* m, int* e10, bool* neg, bool* exact) {
-    const char* p = tok.data();
-    const char* z = p + tok.size();
-    *neg = *p == '-';
-    if (*neg) ++p;
-    uint64_t v = 0;
-    int digits = 0, drop = 0, frac = 0;
-    *exact = true;
-    auto digit = [&](char c, bool after_dot) {
-        if (digits == 0 && c == '0') {
-            if (after_dot) ++frac;
-            return;
-        }
-        if (digits < 19) {
-            v = v * 10 + uint64_t(c - '0');
-            ++digits;
-            if (after_dot) ++frac;
-        } else {
-            if (c != '0') *exact = false;
-            if (!after_dot) ++drop;
-        }
-    };
-    while (p < z && *p >= '0' && *p <= '9') digit(*p++, false);
-    if (p < z && *p == '.') {
-        ++p;
-        while (p < z && *p >= '0' && *p <= '9') digit(*p++, true);
-    }
-    int ex = 0;
-    if (p < z && (*p == 'e' || *p == 'E')) {
-        ++p;
-        bool en = *p == '-';
-        if (*p == '+' || *p == '-') ++p;
-        while (p < z && *p >= '0' && *p <= '9') {
-            if (ex < 100000) ex = ex * 10 + (*p - '0');
-            ++p;
-        }
-        if (en) ex = -ex;
-    }
-    *m = v;
-    *e10 = ex + drop - frac;
-    return true;
-}
-
 // Float parsing, correctly rounded, without the general algorithm for the common case: the
 // decimal is computed in double (error < 4 double ulps) and rounded to float; when that double
 // lies near a float rounding boundary (or out of the easy range) std::from_chars decides.
 // ~3x faster than libstdc++'s from_chars here (23 -> ~7 ns per number).
-inline bool parse_f32(std::string_view tok, float* out) {
-    uint64_t m;
-    int e;
-    bool neg, exact;
-    decimal_parts(tok, &m, &e, &neg, &exact);
-    if (m == 0 && exact) {
+inline bool parse_f32(const Num& n, std::string_view tok, float* out) {
+    uint64_t m = n.m;
+    int e = n.e10;
+    bool neg = n.neg;
+    if (m == 0) {
         *out = neg ? -0.0f : 0.0f;
         return true;
     }
@@ -332,12 +375,11 @@ inline bool parse_f32(std::string_view tok, float* out) {
     return r.ec == std::errc() && r.ptr == tok.data() + tok.size();
 }
 
-inline bool parse_f64(std::string_view tok, double* out) {
-    uint64_t m;
-    int e;
-    bool neg, exact;
-    decimal_parts(tok, &m, &e, &neg, &exact);
-    if (exact && m <= (uint64_t(1) << 53) && e >= -22 && e <= 22) {  // Clinger: one exact rounding
+inline bool parse_f64(const Num& n, std::string_view tok, double* out) {
+    uint64_t m = n.m;
+    int e = n.e10;
+    bool neg = n.neg;
+    if (n.exact && m <= (uint64_t(1) << 53) && e >= -22 && e <= 22) {  // Clinger: one exact rounding
         double d = double(m);
         d = e < 0 ? d / kPow10[-e] : d * kPow10[e];
         *out = neg ? -d : d;
@@ -392,8 +434,10 @@ struct DataWriter {
             ++n;
             return;
         }
-        bool is_int;
-        std::string_view tok = ps.number(&is_int);
+        Num num;
+        ps.number(&num);
+        bool is_int = num.is_int;
+        std::string_view tok(num.s, size_t(ps.pos() - num.s));
         switch (t) {
             case DType::kBool: bad(tok, "true or false");
             case DType::kU8: put_int<uint8_t>(tok, is_int); break;
@@ -406,20 +450,20 @@ struct DataWriter {
             case DType::kI64: put_int<int64_t>(tok, is_int); break;
             case DType::kF32: {
                 float f;
-                if (!parse_f32(tok, &f)) bad(tok, "a number in FP32 range");
+                if (!parse_f32(num, tok, &f)) bad(tok, "a number in FP32 range");
                 if (n < cap) std::memcpy(out + size_t(n) * 4, &f, 4);
                 break;
             }
             case DType::kF64: {
                 double d;
-                if (!parse_f64(tok, &d)) bad(tok, "a number in FP64 range");
+                if (!parse_f64(num, tok, &d)) bad(tok, "a number in FP64 range");
                 if (n < cap) std::memcpy(out + size_t(n) * 8, &d, 8);
                 break;
             }
             case DType::kF16:
             case DType::kBF16: {
                 float f;
-                if (!parse_f32(tok, &f)) bad(tok, "a number in range");
+                if (!parse_f32(num, tok, &f)) bad(tok, "a number in range");
                 uint16_t h = t == DType::kF16 ? f32_to_f16(f) : f32_to_bf16(f);
                 if (n < cap) std::memcpy(out + size_t(n) * 2, &h, 2);
                 break;
@@ -616,7 +660,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
                             ri.direct = true;
                             ri.direct_n = w.n;
                         } else {
-                            ps.skip(3);
+                            ps.skip_data(3);  // parsed (and validated) in the second pass
                         }
                     } else {
                         if (ri.unknown.empty()) ri.unknown = ik;
@@ -656,7 +700,9 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
         if (!ri.has_dt) fail("input '" + tn + "': missing 'datatype'");
         if (ri.dt != kserve_dtype(m.dtype)) {
             DType tmp;
-            fail("input '" + tn + "': datatype " + ri.dt + (dtype_from_kserve(ri.dt, &tmp) ? "" : " (unknown)") +
+            fail("input '" + tn + "': datatype " + ri.dt + (dtype_from_kserve(ri.dt, &tmp) ? ""
+                                                                  : ri.dt == "BYTES" ? " (BYTES tensors are not supported)"
+                                                                                     : " (unknown)") +
                  " does not match the model's " + kserve_dtype(m.dtype));
         }
         if (!ri.has_shape) fail("input '" + tn + "': missing 'shape' array");
@@ -728,7 +774,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             if (ps.peek() != '{') fail("each requested output needs a 'name' string");
             std::string on, unknown, shm_bad;
             ShmParams shm;
-            bool has_name = false, bad_params = false, bad_bin = false, has_shm_size = false;
+            bool has_name = false, bad_params = false, bad_bin = false, has_shm_size = false, classification = false;
             int binary = -1;
             ps.object([&](const std::string& k) {
                 if (k == "name" && ps.peek() == '"') {
@@ -741,6 +787,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
                     }
                     ps.object([&](const std::string& pk) {
                         if (parse_shm_param(ps, pk, &shm, &has_shm_size, &shm_bad)) return;
+                        if (pk == "classification") classification = true;  // Triton's classification extension
                         if (pk != "binary_data") return ps.skip(4);
                         if (ps.literal("true")) binary = 1;
                         else if (ps.literal("false")) binary = 0;
@@ -765,6 +812,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             if (!unknown.empty()) fail("output '" + on + "': unknown field '" + unknown + "'");
             if (bad_params) fail("output '" + on + "': 'parameters' must be an object");
             if (bad_bin) fail("output '" + on + "': binary_data must be a boolean");
+            if (classification) fail("output '" + on + "': the classification extension is not supported (request the raw output)");
             if (!shm_bad.empty()) fail("output '" + on + "': " + shm_bad);
             if (!shm.region.empty() && !has_shm_size) fail("output '" + on + "': shared_memory_region needs shared_memory_byte_size");
             for (const InferOutputSpec& x : out->outputs)

@@ -1,9 +1,9 @@
 // A lean, schema-driven parser for KServe v2 infer requests and a fast writer for tensor data.
 // The request JSON is parsed once, without a DOM: numbers in `data` go straight into the input
-// tensor's buffer (std::from_chars), everything else is validated as strictly as a DOM parse
-// would (nesting depth, element counts, types, shape x count) and errors name the tensor and the
-// expected vs actual value. Replaces nlohmann-json on the infer path (~0.25 us per number there;
-// see docs/serving.md for the measured gain).
+// tensor's buffer (one scanning pass per number; std::from_chars only near float ties), everything
+// else is validated as strictly as a DOM parse would (nesting depth, element counts, types,
+// shape x count) and errors name the tensor and the expected vs actual value. Replaces
+// nlohmann-json on the infer path (~0.25 us per number there; docs/serving.md has the numbers).
 #pragma once
 #include <cstdint>
 #include <map>
