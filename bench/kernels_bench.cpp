@@ -89,7 +89,7 @@ void BM_sgemm_reference(benchmark::State& st) {
 void sizes(benchmark::internal::Benchmark* b) {
     b->Args({1, 128, 64})->Args({1, 128, 96})->Args({1, 1024, 256})->Args({1, 96, 1536})
         ->Args({63, 63, 63})->Args({64, 64, 64})->Args({255, 255, 255})->Args({256, 256, 256})
-        ->Args({3136, 64, 576})->Args({32, 512, 128})->Args({32, 128, 512})->Args({5, 257, 512})->Args({8, 258, 256});
+        ->Args({3136, 64, 576})->Args({32, 512, 128})->Args({32, 128, 512})->Args({5, 257, 512})->Args({8, 258, 256})->Args({32, 128, 128})->Args({32, 384, 128})->Args({32, 32, 32});
 }
 
 // Few-output-pixel conv (melspectrogram's STFT: 1 x 1280 -> 257 x 5, k 512, stride 160; Silero
