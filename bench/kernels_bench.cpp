@@ -54,6 +54,28 @@ void BM_sgemm(benchmark::State& st, Isa isa) {
     set_flops(st, M, N, K);
 }
 
+// M = 1 over the GEMV packing: the MLP layers (weights in L1/L2) and the 256-1024-1024-256
+// MLP's (4 MiB: L3/DRAM); bytes/s counts the weights streamed.
+void BM_sgemv(benchmark::State& st, Isa isa) {
+    int64_t N = st.range(0), K = st.range(1);
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    GemmCase c = make_case(1, N, K, Isa::kScalar);
+    const PackedGemv pg = pack_b_gemv(c.B.data(), K, N, N, false);
+    std::vector<float> bias(size_t(N), 0.5f);
+    SgemvFn fn = sgemv_for(isa);
+    Activation relu;
+    relu.kind = ActKind::kRelu;
+    for (auto _ : st) {
+        fn(c.A.data(), pg, bias.data(), c.C.data(), relu);
+        benchmark::DoNotOptimize(c.C.data());
+    }
+    set_flops(st, 1, N, K);
+    st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
+}
+
 void BM_sgemm_reference(benchmark::State& st) {
     int64_t M = st.range(0), N = st.range(1), K = st.range(2);
     GemmCase c = make_case(M, N, K, Isa::kScalar);
@@ -67,7 +89,7 @@ void BM_sgemm_reference(benchmark::State& st) {
 void sizes(benchmark::internal::Benchmark* b) {
     b->Args({1, 128, 64})->Args({1, 128, 96})->Args({1, 1024, 256})->Args({1, 96, 1536})
         ->Args({63, 63, 63})->Args({64, 64, 64})->Args({255, 255, 255})->Args({256, 256, 256})
-        ->Args({3136, 64, 576})->Args({32, 512, 128})->Args({32, 128, 512})->Args({5, 257, 512})->Args({8, 258, 256});
+        ->Args({3136, 64, 576})->Args({32, 512, 128})->Args({32, 128, 512})->Args({5, 257, 512})->Args({8, 258, 256})->Args({32, 128, 128})->Args({32, 384, 128})->Args({32, 32, 32});
 }
 
 // Few-output-pixel conv (melspectrogram's STFT: 1 x 1280 -> 257 x 5, k 512, stride 160; Silero
@@ -304,6 +326,10 @@ BENCHMARK_CAPTURE(BM_layernorm_rows, scalar, Isa::kScalar)->Args({32, 128})->Arg
 BENCHMARK_CAPTURE(BM_sgemm, avx512, Isa::kAvx512)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, avx2, Isa::kAvx2)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, scalar, Isa::kScalar)->Apply(sizes);
+BENCHMARK_CAPTURE(BM_sgemv, avx512, Isa::kAvx512)
+    ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131});
+BENCHMARK_CAPTURE(BM_sgemv, avx2, Isa::kAvx2)->Args({128, 128})->Args({1024, 1024});
+BENCHMARK_CAPTURE(BM_sgemv, scalar, Isa::kScalar)->Args({128, 128});
 BENCHMARK(BM_sgemm_reference)->Args({1, 128, 64})->Args({64, 64, 64})->Args({256, 256, 256});
 
 #if defined(__x86_64__)

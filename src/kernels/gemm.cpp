@@ -71,22 +71,28 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
     std::memset(d, 0, bytes);
     p.data = std::shared_ptr<float>(d, [](float* q) { std::free(q); });
-    for (int64_t k = 0; k < K; ++k)
-        for (int64_t n = 0; n < N; ++n) d[k * p.ldb + n] = scale * (trans_b ? B[n * ldb + k] : B[k * ldb + n]);
+    for (int64_t n0 = 0; n0 < N; n0 += kGemvPanel) {
+        float* dp = d + n0 * K;
+        const int64_t w = p.stride(n0), nv = std::min(kGemvPanel, N - n0);
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t j = 0; j < nv; ++j)
+                dp[k * w + j] = scale * (trans_b ? B[(n0 + j) * ldb + k] : B[k * ldb + n0 + j]);
+    }
     return p;
 }
 
 // Columns in chunks of 64 accumulated on the stack, k outer so B is read row by row.
 void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    const int64_t K = B.K, N = B.N, ldb = B.ldb;
-    const float* b = B.data.get();
+    const int64_t K = B.K, N = B.N;
     float acc[64];
     for (int64_t n0 = 0; n0 < N; n0 += 64) {
         const int64_t nb = std::min<int64_t>(64, N - n0);
         for (int64_t j = 0; j < nb; ++j) acc[j] = bias ? bias[n0 + j] : 0.0f;
+        const float* b = B.col(n0);
+        const int64_t ldb = B.stride(n0);
         for (int64_t k = 0; k < K; ++k) {
             const float av = a[k];
-            const float* br = b + k * ldb + n0;
+            const float* br = b + k * ldb;
             for (int64_t j = 0; j < nb; ++j) acc[j] += av * br[j];
         }
         for (int64_t j = 0; j < nb; ++j) y[n0 + j] = act_scalar(act, acc[j]);

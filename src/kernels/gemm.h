@@ -41,12 +41,26 @@ int64_t packed_floats(int64_t K, int64_t N, Isa isa);
 PackedB packed_view(int64_t K, int64_t N, Isa isa, float* dst);  // non-owning
 void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into);
 
-// ---- M = 1 (GEMV): y[N] = act(a[K] . B + bias). B is kept row-major K x ldb (ldb = N rounded
-// up to 16, zero-filled) so the kernel streams it once, front to back, with several independent
-// accumulators per column block; the full Activation is applied on the registers.
+// ---- M = 1 (GEMV): y[N] = act(a[K] . B + bias). B is stored as column panels of
+// kGemvPanel = 128 columns (the last one ldb - n0 wide, ldb = N rounded up to 16, zero-filled),
+// each a contiguous K x width row-major block: a kernel working on a column block streams one
+// contiguous stretch of memory front to back (no 4 KiB row stride that defeats the hardware
+// prefetchers once B spills out of L2), with several independent accumulators per column block;
+// the full Activation is applied on the registers. Every ISA's column block (AVX-512 128, AVX2
+// 64, NEON 32, scalar 64) divides the panel width, so one packing serves every ISA.
+constexpr int64_t kGemvPanel = 128;
 struct PackedGemv {
     int64_t K = 0, N = 0, ldb = 0;
     std::shared_ptr<float> data;
+    // Column n0's first row and the row stride of the panel that holds it.
+    int64_t stride(int64_t n0) const {
+        const int64_t rest = ldb - n0 / kGemvPanel * kGemvPanel;
+        return rest < kGemvPanel ? rest : kGemvPanel;
+    }
+    const float* col(int64_t n0) const {
+        const int64_t p0 = n0 / kGemvPanel * kGemvPanel;
+        return data.get() + p0 * K + (n0 - p0);
+    }
 };
 // B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major; scaled by `scale`.
 PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale = 1.0f);

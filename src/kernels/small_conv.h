@@ -35,6 +35,11 @@ private:
     Conv2DGeom g_;
     int64_t K_ = 0, P_ = 0;
     std::vector<int32_t> idx_;  // P x K offsets into x, -1 for padding
+    // When every row of col is a contiguous, unpadded stretch of x at a fixed stride (a 1-D
+    // conv over one channel, e.g. an STFT frame), the GEMM reads A straight from x: rows at
+    // x + a_first_ + p * a_stride_ (no gather).
+    bool direct_a_ = false;
+    int64_t a_first_ = 0, a_stride_ = 0;
     PackedB wt_;
     SgemmFn gemm_ = nullptr;
 };

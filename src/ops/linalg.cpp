@@ -205,9 +205,17 @@ public:
         } else {
             int64_t last = -1;
             for (int64_t i = 0; i < nb; ++i) {
+                const float* bi = b + g_.b_off[size_t(i)];
+                if (N == view_.NR && reinterpret_cast<uintptr_t>(bi) % 64 == 0) {
+                    // One K x NR panel is B itself (e.g. attention's 32-wide heads): no packing.
+                    kernels::PackedB direct = view_;
+                    direct.data = std::shared_ptr<float>(std::shared_ptr<float>(), const_cast<float*>(bi));
+                    gemm_(M, a + g_.a_off[size_t(i)], K, direct, bias, y + i * M * N, N, gemm_act_);
+                    continue;
+                }
                 if (g_.b_off[size_t(i)] != last) {
                     last = g_.b_off[size_t(i)];
-                    kernels::pack_b_into(b + last, N, false, view_);
+                    kernels::pack_b_into(bi, N, false, view_);
                 }
                 gemm_(M, a + g_.a_off[size_t(i)], K, view_, bias, y + i * M * N, N, gemm_act_);
             }

@@ -127,6 +127,17 @@ public:
         contig_ = true;
         for (int64_t j = 0; j < shape_[last]; ++j)
             if (tl[j] != tl[0] + j) contig_ = false;
+        // A transpose of the last two loop dims (e.g. Transpose perm 0,2,3,1 of attention keys):
+        // the last dim strided by sa_, the one before it contiguous, no padding anywhere. Then
+        // run() copies tiles of kTile rows: each column step reads kTile neighbouring elements.
+        if (!contig_ && shape_.size() >= 2 && shape_[last] > 1 && shape_[last - 1] > 1) {
+            const int64_t* t2 = table_.data() + start_[last - 1];
+            sa_ = tl[1] - tl[0];
+            tile_ = sa_ > 0;
+            for (int64_t j = 0; j < shape_[last] && tile_; ++j) tile_ = tl[j] == tl[0] + j * sa_;
+            for (int64_t i = 0; i < shape_[last - 1] && tile_; ++i) tile_ = t2[i] == t2[0] + i;
+            for (int64_t v : table_) tile_ = tile_ && v >= 0;
+        }
     }
     Status run(const void* const* in, void* const* out) const override {
         if (n_ <= 0) return {};
@@ -142,6 +153,7 @@ public:
         int64_t base = 0;
         for (int d = 0; d < last; ++d) base += table_[size_t(start_[size_t(d)])];
         const int64_t rows = n_ / L;
+        if (tile_) return run_tiled(x, y);
         for (int64_t row = 0; row < rows; ++row) {
             if (base < 0) {
                 for (int64_t j = 0; j < L; ++j) y[j] = pv;
@@ -169,12 +181,49 @@ public:
     }
 
 private:
+    // y[o][i][j] = x[base(o) + i + j * sa_] over the last two loop dims (R x L) of every outer index o.
+    Status run_tiled(const T* x, T* y) const {
+        constexpr int64_t kTile = 8;
+        const int r = int(shape_.size());
+        const int64_t R = shape_[size_t(r - 2)], L = shape_[size_t(r - 1)], sa = sa_;
+        const int64_t x0 = table_[size_t(start_[size_t(r - 2)])] + table_[size_t(start_[size_t(r - 1)])];
+        int64_t idx[kMaxLoop] = {0};
+        int64_t base = 0;
+        for (int d = 0; d < r - 2; ++d) base += table_[size_t(start_[size_t(d)])];
+        const int64_t outer = n_ / (R * L);
+        for (int64_t o = 0; o < outer; ++o) {
+            const T* xb = x + base + x0;
+            int64_t i = 0;
+            for (; i + kTile <= R; i += kTile)
+                for (int64_t j = 0; j < L; ++j) {
+                    const T* xs = xb + i + j * sa;
+                    T* ys = y + i * L + j;
+                    for (int64_t ii = 0; ii < kTile; ++ii) ys[ii * L] = xs[ii];
+                }
+            for (; i < R; ++i)
+                for (int64_t j = 0; j < L; ++j) y[i * L + j] = xb[i + j * sa];
+            y += R * L;
+            for (int d = r - 3; d >= 0; --d) {
+                const int64_t* td = table_.data() + start_[size_t(d)];
+                base -= td[idx[d]];
+                if (++idx[d] < shape_[size_t(d)]) {
+                    base += td[idx[d]];
+                    break;
+                }
+                idx[d] = 0;
+                base += td[0];
+            }
+        }
+        return {};
+    }
+
     Shape shape_;
     std::vector<int64_t> table_, start_;
     T pad_;
     int pad_input_;
     int64_t n_ = 0;
-    bool contig_ = false;
+    bool contig_ = false, tile_ = false;
+    int64_t sa_ = 0;
 };
 
 // Declares output 0 as (dtype of input 0, out). When it has no elements, sets a no-op kernel and

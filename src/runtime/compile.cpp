@@ -449,6 +449,33 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         plan->slots.push_back(s);
         return int(plan->slots.size() - 1);
     };
+    // View ops only relabel their input's bytes: unless its output is a graph output, such a step
+    // is dropped and its output reads the input's slot (root_of: the value that owns the bytes).
+    std::vector<int> root_of(nv);
+    for (size_t v = 0; v < nv; ++v) root_of[v] = int(v);
+    {
+        const std::set<int> graph_outs(g_.outputs.begin(), g_.outputs.end());
+        std::vector<PStep> kept;
+        for (PStep& s : steps_) {
+            const Node& n = g_.nodes[size_t(s.node)];
+            const int in = s.ins.empty() ? -1 : s.ins[0], o = s.outs.empty() ? -1 : s.outs[0];
+            int outs = 0;
+            for (int x : s.outs) outs += x >= 0;
+            const bool view = n.domain.empty() &&
+                              (n.op == "Reshape" || n.op == "Flatten" || n.op == "Squeeze" || n.op == "Unsqueeze" ||
+                               n.op == "Identity") &&
+                              in >= 0 && o >= 0 && outs == 1 && !info_[size_t(in)].constant && !graph_outs.count(o) &&
+                              info_[size_t(in)].dtype == info_[size_t(o)].dtype &&
+                              info_[size_t(in)].dtype != DType::kString && nbytes(in) == nbytes(o);
+            if (view) {
+                root_of[size_t(o)] = root_of[size_t(in)];
+                continue;
+            }
+            kept.push_back(std::move(s));
+        }
+        steps_ = std::move(kept);
+    }
+    auto rt = [&](int v) { return v >= 0 ? root_of[size_t(v)] : v; };
     // Graph inputs (and subgraph captures) are bound by the caller.
     std::vector<int> in_values = g_.inputs;
     for (int c : g_.captures) in_values.push_back(c);
@@ -530,9 +557,11 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                 const_slot(in);
     }
     for (size_t si = 0; si < steps_.size(); ++si)
-        for (int in : steps_[si].ins)
+        for (int in0 : steps_[si].ins) {
+            const int in = rt(in0);
             if (in >= 0 && live_of[size_t(in)] >= 0)
                 lives[size_t(live_of[size_t(in)])].last = std::max(lives[size_t(live_of[size_t(in)])].last, int(si));
+        }
     int end = int(steps_.size());
     for (const CopyOut& c : copies)
         if (live_of[size_t(c.value)] >= 0) lives[size_t(live_of[size_t(c.value)])].last = end;
@@ -583,7 +612,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         for (int in : s.ins) {
             int sid = -1;
             if (in >= 0) {
-                sid = slot_of[size_t(in)];
+                sid = slot_of[size_t(rt(in))];
                 if (sid < 0) sid = const_slot(in);  // empty constants
             }
             plan->step_in.push_back(sid);

@@ -355,6 +355,9 @@ TEST(LinalgFast, MatMulConstantAndNonConstantB) {
         {{2, 1, 40}, {40, 7}, true},      {{7, 20}, {20}, true},          {{2, 3, 6, 9}, {3, 9, 11}, true},
         {{4, 9}, {2, 9, 5}, true},        {{2, 8, 16}, {2, 16, 24}, false}, {{6, 12}, {12, 40}, false},
         {{2, 3, 5, 12}, {3, 12, 31}, false}, {{2, 5, 12}, {12, 3}, false},
+        // B as wide as one packed panel (32 on AVX-512, 16 on AVX2): read in place, unpacked.
+        {{4, 32, 32}, {4, 32, 32}, false}, {{2, 6, 16}, {2, 16, 16}, false}, {{3, 9, 20}, {20, 32}, false},
+        {{2, 3, 7, 5}, {3, 5, 32}, false},
     };
     uint32_t seed = 100;
     for (const Case& c : cases) {

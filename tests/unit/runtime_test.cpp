@@ -75,6 +75,45 @@ TEST(Compile, FoldsConstantSubgraphAndRuns) {
     EXPECT_FLOAT_EQ(out[3], -5);
 }
 
+// Reshape/Flatten/Squeeze/Unsqueeze/Identity read their input's slot instead of copying it (the
+// step is dropped), except when their output is a graph output. The root value stays alive
+// until the last reader of any of its views, so nothing else is placed over it.
+TEST(Compile, ViewOpsShareTheirInputsSlot) {
+    G b;
+    int x = b.input("x", DType::kF32, {2, 3});
+    int shp = b.constant("shp", [] {
+        Tensor t(DType::kI64, Shape{1});
+        t.as<int64_t>()[0] = 6;
+        return t;
+    }());
+    int r = b.node("Relu", {x}, "r");                 // 2x3 in the arena
+    int f = b.node("Reshape", {r, shp}, "f");         // view of r: dropped
+    int id = b.node("Identity", {f}, "id");           // view of a view: dropped
+    int n1 = b.node("Neg", {id}, "n1");               // reads r's slot
+    int n2 = b.node("Neg", {n1}, "n2");               // may not land on r's slot while y reads it
+    int y = b.node("Add", {n2, f}, "y");              // a late reader of the view keeps r alive
+    int fx = b.node("Flatten", {x}, "fx");            // view of a graph input, also a graph output: kept
+    b.g.outputs = {y, fx};
+    std::shared_ptr<const Plan> plan;
+    ASSERT_TRUE(compile_graph(b.g, CompileOptions{}, &plan).ok());
+    std::vector<std::string> ops;
+    for (const StepInfo& si : plan->step_info) ops.push_back(si.op);
+    EXPECT_EQ(ops, (std::vector<std::string>{"Relu", "Neg", "Neg", "Add", "Flatten"}));
+    Session s(plan);
+    const float in[6] = {1, -2, 3, -4, 5, -6};
+    std::memcpy(s.input_data(0), in, sizeof(in));
+    for (int rep = 0; rep < 2; ++rep) {
+        ASSERT_TRUE(s.run().ok());
+        const float* out = static_cast<const float*>(s.output_data(0));
+        const float* out2 = static_cast<const float*>(s.output_data(1));
+        for (int i = 0; i < 6; ++i) {
+            EXPECT_FLOAT_EQ(out[i], 2 * std::max(in[i], 0.0f)) << i;
+            EXPECT_FLOAT_EQ(out2[i], in[i]) << i;
+        }
+    }
+    EXPECT_EQ(plan->outputs[0].shape, (Shape{6}));
+}
+
 TEST(Compile, ArenaReusesDeadValues) {
     // A chain x -> r1 -> r2 -> r3 -> r4 -> y: at most two intermediates are alive at once.
     G b;

@@ -2,6 +2,7 @@
 // variants, dtypes, clamping, reductions, constant folding of shape chains) and error handling.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -269,6 +270,39 @@ TEST(ShapeOps, TransposeDefaultAndErrors) {
     expect_error(run1("Transpose", {x}, {{"perm", aints({0, 1})}}), "perm has 2 entries");
     // int64 data and a scalar.
     expect_values(run1("Transpose", {i64({}, {5})}), 0, {}, {5});
+}
+
+// Every permutation of odd-sized rank-2..4 inputs against index arithmetic: covers the row-copy
+// path (last dim kept), the tiled path (input's last dim moved to the second-to-last place:
+// tiles of 8 rows and the leftover rows) and the element-by-element path.
+TEST(ShapeOps, TransposeEveryPermutationOddSizes) {
+    const Shape shapes[] = {{9, 13}, {3, 17, 5}, {2, 5, 3, 11}, {1, 32, 4, 32}};
+    for (const Shape& in : shapes) {
+        const int r = int(in.size());
+        std::vector<int64_t> perm(in.size(), 0);
+        for (int i = 0; i < r; ++i) perm[size_t(i)] = i;
+        Tensor x = iota_f32(in);
+        do {
+            Result res = run1("Transpose", {x}, {{"perm", aints(perm)}});
+            ASSERT_TRUE(res.st.ok()) << res.st.message();
+            Shape out;
+            for (int64_t p : perm) out.push_back(in[size_t(p)]);
+            ASSERT_EQ(res.outs[0].shape(), out);
+            std::vector<int64_t> ist(size_t(r), 1);
+            for (int d = r - 2; d >= 0; --d) ist[size_t(d)] = ist[size_t(d + 1)] * in[size_t(d + 1)];
+            const float* y = res.outs[0].as<float>();
+            std::vector<int64_t> idx(size_t(r), 0);
+            for (int64_t o = 0; o < x.numel(); ++o) {
+                int64_t src = 0;
+                for (int d = 0; d < r; ++d) src += idx[size_t(d)] * ist[size_t(perm[size_t(d)])];
+                ASSERT_EQ(y[o], float(src)) << "shape rank " << r << " at " << o;
+                for (int d = r - 1; d >= 0; --d) {
+                    if (++idx[size_t(d)] < out[size_t(d)]) break;
+                    idx[size_t(d)] = 0;
+                }
+            }
+        } while (std::next_permutation(perm.begin(), perm.end()));
+    }
 }
 
 TEST(ShapeOps, ConcatAndErrors) {

@@ -114,6 +114,9 @@ TEST(SmallConv, MatchesReferenceOnOddShapesEveryIsa) {
         {2, 1, 31, 9, 1, 2, 1, 2, 1, 1, 0, 1, 0, 0},          // 16 pixels (kMaxPixels)
         {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},           // 1x1x1
         {2, 1, 2, 3, 1, 3, 1, 1, 1, 1, 0, 2, 0, 2},           // pads wider than the input
+        {1, 1, 40, 19, 1, 25, 1, 1, 1, 1, 0, 0, 0, 0},        // rows read from x directly, stride 1
+        {3, 2, 5, 7, 2, 5, 1, 1, 1, 1, 0, 0, 0, 0},           // one pixel over the whole image: direct
+        {1, 1, 50, 33, 1, 7, 1, 9, 1, 1, 0, 0, 0, 0},         // direct, stride past the kernel width
     };
     uint32_t seed = 1;
     for (const C& c : cases) {

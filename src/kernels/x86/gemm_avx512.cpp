@@ -10,7 +10,8 @@ namespace jiffy::kernels {
 
 namespace {
 
-template <int MR>
+// TWO = false: a tail panel with at most 16 valid columns (only its first half is read).
+template <int MR, bool TWO = true>
 inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, const float* bias, float* C,
                     int64_t ldc, int64_t nvalid, Act act) {
     __m512 acc0[MR], acc1[MR];
@@ -24,11 +25,15 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     }
     for (int64_t k = 0; k < K; ++k) {
         __m512 b0 = _mm512_load_ps(bp + k * 32);
-        __m512 b1 = _mm512_load_ps(bp + k * 32 + 16);
-        for (int m = 0; m < MR; ++m) {
-            __m512 a = _mm512_set1_ps(A[m * lda + k]);
-            acc0[m] = _mm512_fmadd_ps(a, b0, acc0[m]);
-            acc1[m] = _mm512_fmadd_ps(a, b1, acc1[m]);
+        if constexpr (TWO) {
+            __m512 b1 = _mm512_load_ps(bp + k * 32 + 16);
+            for (int m = 0; m < MR; ++m) {
+                __m512 a = _mm512_set1_ps(A[m * lda + k]);
+                acc0[m] = _mm512_fmadd_ps(a, b0, acc0[m]);
+                acc1[m] = _mm512_fmadd_ps(a, b1, acc1[m]);
+            }
+        } else {
+            for (int m = 0; m < MR; ++m) acc0[m] = _mm512_fmadd_ps(_mm512_set1_ps(A[m * lda + k]), b0, acc0[m]);
         }
     }
     if (act == Act::kRelu) {
@@ -40,7 +45,28 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     }
     for (int m = 0; m < MR; ++m) {
         _mm512_mask_storeu_ps(C + m * ldc, m0, acc0[m]);
-        _mm512_mask_storeu_ps(C + m * ldc + 16, m1, acc1[m]);
+        if constexpr (TWO) _mm512_mask_storeu_ps(C + m * ldc + 16, m1, acc1[m]);
+    }
+}
+
+}  // namespace
+
+namespace {
+
+template <bool TWO>
+void sgemm_panel(int64_t M, const float* A, int64_t lda, const float* bp, const float* bb, float* C, int64_t ldc,
+                 int64_t K, int64_t nv, Act act) {
+    int64_t m = 0;
+    for (; m + 8 <= M; m += 8) ukernel<8, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act);
+    switch (M - m) {
+        case 7: ukernel<7, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 6: ukernel<6, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 5: ukernel<5, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 4: ukernel<4, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 3: ukernel<3, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 2: ukernel<2, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        case 1: ukernel<1, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
+        default: break;
     }
 }
 
@@ -52,19 +78,11 @@ void sgemm_avx512(int64_t M, const float* A, int64_t lda, const PackedB& B, cons
     for (int64_t n0 = 0; n0 < N; n0 += 32) {
         const float* bp = B.panel(n0 / 32);
         const float* bb = bias ? bias + n0 : nullptr;
-        int64_t nv = std::min<int64_t>(32, N - n0);
-        int64_t m = 0;
-        for (; m + 8 <= M; m += 8) ukernel<8>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act);
-        switch (M - m) {
-            case 7: ukernel<7>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 6: ukernel<6>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 5: ukernel<5>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 4: ukernel<4>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 3: ukernel<3>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 2: ukernel<2>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            case 1: ukernel<1>(K, A + m * lda, lda, bp, bb, C + m * ldc + n0, ldc, nv, act); break;
-            default: break;
-        }
+        const int64_t nv = std::min<int64_t>(32, N - n0);
+        if (nv > 16)
+            sgemm_panel<true>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act);
+        else
+            sgemm_panel<false>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act);
     }
 }
 
@@ -109,22 +127,23 @@ template <int KIND>
 void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act0) {
     Activation act = act0;
     if constexpr (KIND >= 0) act.kind = ActKind(KIND);
-    const int64_t K = B.K, N = B.N, ldb = B.ldb;
-    const float* b = B.data.get();
+    const int64_t K = B.K, N = B.N;
     int64_t n0 = 0;
     for (; n0 + 128 <= N; n0 += 128)
-        gemv_block<8, 1>(K, a, b + n0, ldb, bias ? bias + n0 : nullptr, y + n0, 128, act);
+        gemv_block<8, 1>(K, a, B.col(n0), B.stride(n0), bias ? bias + n0 : nullptr, y + n0, 128, act);
     if (n0 >= N) return;
     const float* bb = bias ? bias + n0 : nullptr;
     const int64_t nv = N - n0;
+    const float* b = B.col(n0);
+    const int64_t ldb = B.stride(n0);
     switch ((nv + 15) / 16) {
-        case 1: gemv_block<1, 8>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        case 2: gemv_block<2, 4>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        case 3: gemv_block<3, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        case 4: gemv_block<4, 2>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        case 5: gemv_block<5, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        case 6: gemv_block<6, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
-        default: gemv_block<7, 1>(K, a, b + n0, ldb, bb, y + n0, nv, act); break;
+        case 1: gemv_block<1, 8>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 2: gemv_block<2, 4>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 3: gemv_block<3, 2>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 4: gemv_block<4, 2>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 5: gemv_block<5, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 6: gemv_block<6, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        default: gemv_block<7, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
     }
 }
 
