@@ -88,8 +88,10 @@ public:
     std::vector<TensorInfo> inputs() const;
     std::vector<TensorInfo> outputs() const;
     // Inputs not named keep their declared shape (symbolic dims resolved from the given ones).
+    // threads > 1: large ops split across an intra-op pool of threads - 1 pinned workers owned by
+    // the plan (docs/threading.md); 1 (default): the caller's thread only.
     Compiled compile(const std::map<std::string, std::vector<int64_t>>& shapes, Error* err,
-                     const FrozenInputs& frozen = {}) const;
+                     const FrozenInputs& frozen = {}, int threads = 1) const;
 
 private:
     std::shared_ptr<jiffy::Model> m_;

@@ -53,14 +53,19 @@ std::vector<TensorInfo> Model::outputs() const {
 }
 
 Compiled Model::compile(const std::map<std::string, std::vector<int64_t>>& shapes, Error* err,
-                        const FrozenInputs& frozen) const {
+                        const FrozenInputs& frozen, int threads) const {
     Compiled c;
+    if (threads < 1 || threads > 256) {
+        if (err) *err = Error{2, "threads must be in 1..256, got " + std::to_string(threads)};
+        return c;
+    }
     if (!m_) {
         if (err) *err = Error{2, "model not loaded"};
         return c;
     }
     CompileOptions opt;
     opt.max_bytes = max_bytes_;
+    opt.threads = threads;
     for (const auto& [n, s] : shapes) opt.input_shapes[n] = s;
     ValueMap values;
     for (const auto& [n, bytes] : frozen) {

@@ -26,6 +26,7 @@
 #include "kernels/norm.h"
 #include "ops/conv_small.h"
 #include "ops/util.h"
+#include "runtime/plan.h"
 
 namespace jiffy {
 namespace {
@@ -509,6 +510,7 @@ public:
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
         if (!depthwise_ && !w_const_) gemm_.pack_w(W, wpacked_.data());
+        if (!parts_.empty()) return run_parallel(X, W, B, R, Y);
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* r = R ? R + n * out_img : nullptr;
             if (depthwise_)
@@ -521,7 +523,82 @@ public:
         return {};
     }
 
+    // Splits the conv across `pool` in `chunks` parts (docs/threading.md): the GEMM path by
+    // output-channel blocks (each part has its own ConvGemm, packed weight rows and scratch, so
+    // every output is summed in the same order as on one thread), depthwise by channels.
+    // Needs one group for the GEMM path and constant weights; otherwise the kernel stays serial.
+    void set_parallel(ThreadPool* pool, int chunks, const float* w_const) {
+        if (!pool || chunks < 2) return;
+        const int64_t M = geo_.M;
+        if (!depthwise_) {
+            const int64_t mr = kernels::conv_mr(isa_);
+            // Parts of >= 8 rows keep the microkernel's efficiency; the weights must be known.
+            if (d_.G != 1 || !w_const || M < 16) return;
+            chunks = int(std::min<int64_t>(chunks, M / 8));
+            for (int t = 0; t < chunks; ++t) {
+                Part p;
+                chunk_range(M, chunks, t, M >= chunks * mr ? mr : 8, &p.c0, &p.c1);
+                if (p.c1 <= p.c0) continue;
+                kernels::Conv2DGeom g = geo_;
+                g.M = p.c1 - p.c0;
+                p.gemm = kernels::ConvGemm(isa_, g, 1);
+                p.scratch.resize(p.gemm.scratch_floats());
+                p.w.resize(p.gemm.packed_w_floats());
+                p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
+                parts_.push_back(std::move(p));
+            }
+        } else {
+            chunks = int(std::min<int64_t>(chunks, M));
+            for (int t = 0; t < chunks; ++t) {
+                Part p;
+                chunk_range(M, chunks, t, 1, &p.c0, &p.c1);
+                if (p.c1 <= p.c0) continue;
+                p.scratch.resize(kernels::conv_dw_scratch_floats(geo_));
+                parts_.push_back(std::move(p));
+            }
+        }
+        if (parts_.size() < 2) {
+            parts_.clear();
+            return;
+        }
+        pool_ = pool;
+    }
+
 private:
+    struct Part {
+        int64_t c0 = 0, c1 = 0;  // output channels [c0, c1)
+        kernels::ConvGemm gemm;  // GEMM path: the conv restricted to those channels
+        std::vector<float> w;    // its packed weights
+        mutable std::vector<float> scratch;
+    };
+
+    Status run_parallel(const float* X, const float* W, const float* B, const float* R, float* Y) const {
+        const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
+        const int64_t P = geo_.OH * geo_.OW, HW = geo_.H * geo_.W, khw = geo_.kh * geo_.kw;
+        for (int64_t n = 0; n < d_.N; ++n) {
+            const float* x = X + n * in_img;
+            const float* r = R ? R + n * out_img : nullptr;
+            float* y = Y + n * out_img;
+            auto part = [&](int t) {
+                const Part& p = parts_[size_t(t)];
+                const float* b = B ? B + p.c0 : nullptr;
+                const float* rr = r ? r + p.c0 * P : nullptr;
+                if (depthwise_) {
+                    kernels::Conv2DGeom g = geo_;
+                    g.C = g.M = p.c1 - p.c0;
+                    kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
+                                            p.scratch.data());
+                } else {
+                    p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
+                }
+            };
+            pool_->parallel_for(int(parts_.size()), part);
+        }
+        return {};
+    }
+
+    ThreadPool* pool_ = nullptr;
+    std::vector<Part> parts_;
     ConvDims d_;
     kernels::Isa isa_;
     kernels::Conv2DGeom geo_;
@@ -756,9 +833,13 @@ Status prep_Conv(OpContext& ctx) {
             geo.C = depthwise ? d.C : d.Cg;
             geo.M = depthwise ? d.M : d.Mg;
             const Tensor* wc = ctx.in_const(1);
-            ctx.set_kernel(std::make_unique<ConvFastKernel>(
-                d, kernels::active_isa(), geo, depthwise, wc ? wc->as<float>() : nullptr, epi,
-                has_res));
+            auto k = std::make_unique<ConvFastKernel>(d, kernels::active_isa(), geo, depthwise,
+                                                      wc ? wc->as<float>() : nullptr, epi, has_res);
+            const int64_t flops = 2 * d.N * d.M * geo.C * geo.kh * geo.kw * geo.OH * geo.OW /
+                                  (depthwise ? geo.C : 1);
+            k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
+                            wc ? wc->as<float>() : nullptr);
+            ctx.set_kernel(std::move(k));
             return {};
         }
     }

@@ -9,6 +9,7 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "ops/util.h"
+#include "runtime/plan.h"
 
 namespace jiffy {
 namespace {
@@ -137,6 +138,88 @@ private:
     kernels::Activation act_;
 };
 
+// One GEMM or GEMV split across the intra-op pool (docs/threading.md): GEMM by row blocks when
+// tall enough, else by column panels of the packed B; GEMV by column blocks of 128 (the
+// GEMV kernels' widest block, so each column keeps its accumulation order). The sub-views
+// of B are built at prepare (non-owning), so run only indexes them. Every output is summed in the
+// same order as on one thread.
+class ParGemm {
+public:
+    bool on() const { return pool_ != nullptr; }
+
+    void setup_gemm(ThreadPool* pool, int chunks, int64_t M, const kernels::PackedB& B) {
+        if (!pool || chunks < 2) return;
+        const int64_t panels = (B.N + B.NR - 1) / B.NR;
+        if (M >= 16 * chunks) {
+            rows_ = true;
+        } else if (panels >= 2) {
+            chunks = int(std::min<int64_t>(chunks, panels));
+            for (int t = 0; t < chunks; ++t) {
+                int64_t p0, p1;
+                chunk_range(panels, chunks, t, 1, &p0, &p1);
+                kernels::PackedB v = B;
+                v.N = std::min(B.N, p1 * B.NR) - p0 * B.NR;
+                v.data = std::shared_ptr<float>(std::shared_ptr<float>(), const_cast<float*>(B.panel(p0)));
+                col0_.push_back(p0 * B.NR);
+                gemm_views_.push_back(std::move(v));
+            }
+        } else {
+            return;
+        }
+        chunks_ = chunks;
+        pool_ = pool;
+    }
+
+    void setup_gemv(ThreadPool* pool, int chunks, const kernels::PackedGemv& B) {
+        if (!pool || chunks < 2) return;
+        const int64_t blocks = (B.N + 127) / 128;
+        chunks = int(std::min<int64_t>(chunks, blocks));
+        if (chunks < 2) return;
+        for (int t = 0; t < chunks; ++t) {
+            int64_t b0, b1;
+            chunk_range(blocks, chunks, t, 1, &b0, &b1);
+            kernels::PackedGemv v = B;
+            v.N = std::min(B.N, b1 * 128) - b0 * 128;
+            v.data = std::shared_ptr<float>(std::shared_ptr<float>(), B.data.get() + b0 * 128);
+            col0_.push_back(b0 * 128);
+            gemv_views_.push_back(std::move(v));
+        }
+        chunks_ = chunks;
+        pool_ = pool;
+    }
+
+    void gemm(kernels::SgemmFn fn, int64_t M, const float* A, int64_t lda, const kernels::PackedB& B,
+              const float* bias, float* C, int64_t ldc, kernels::Act act) const {
+        if (rows_) {
+            pool_->parallel_for(chunks_, [&](int t) {
+                int64_t m0, m1;
+                chunk_range(M, chunks_, t, 8, &m0, &m1);
+                if (m1 > m0) fn(m1 - m0, A + m0 * lda, lda, B, bias, C + m0 * ldc, ldc, act);
+            });
+        } else {
+            pool_->parallel_for(chunks_, [&](int t) {
+                const int64_t n0 = col0_[size_t(t)];
+                fn(M, A, lda, gemm_views_[size_t(t)], bias ? bias + n0 : nullptr, C + n0, ldc, act);
+            });
+        }
+    }
+
+    void gemv(kernels::SgemvFn fn, const float* a, const float* bias, float* y, const kernels::Activation& act) const {
+        pool_->parallel_for(chunks_, [&](int t) {
+            const int64_t n0 = col0_[size_t(t)];
+            fn(a, gemv_views_[size_t(t)], bias ? bias + n0 : nullptr, y + n0, act);
+        });
+    }
+
+private:
+    ThreadPool* pool_ = nullptr;
+    int chunks_ = 1;
+    bool rows_ = false;
+    std::vector<int64_t> col0_;
+    std::vector<kernels::PackedB> gemm_views_;
+    std::vector<kernels::PackedGemv> gemv_views_;
+};
+
 // float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
 // matrix; batches that share B and have contiguous A rows run as one tall GEMM, M = 1 as a GEMV).
 // B not constant: packed per run into a scratch buffer sized here (mutable state: this kernel is
@@ -191,12 +274,18 @@ public:
         float* y = static_cast<float*>(out[0]);
         const int64_t M = g_.M, K = g_.K, N = g_.N, nb = int64_t(g_.a_off.size());
         if (gemv_.data) {
-            gemv_fn_(a, gemv_, bias, y, act_);
+            if (par_.on())
+                par_.gemv(gemv_fn_, a, bias, y, act_);
+            else
+                gemv_fn_(a, gemv_, bias, y, act_);
             return {};
         }
         if (!packed_.empty()) {
             if (tall_) {
-                gemm_(nb * M, a, K, packed_[0], bias, y, N, gemm_act_);
+                if (par_.on())
+                    par_.gemm(gemm_, nb * M, a, K, packed_[0], bias, y, N, gemm_act_);
+                else
+                    gemm_(nb * M, a, K, packed_[0], bias, y, N, gemm_act_);
             } else {
                 for (int64_t i = 0; i < nb; ++i)
                     gemm_(M, a + g_.a_off[size_t(i)], K, packed_[size_t(b_index_[size_t(i)])], bias, y + i * M * N, N,
@@ -224,7 +313,16 @@ public:
         return {};
     }
 
+    // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (gemv_.data)
+            par_.setup_gemv(pool, chunks, gemv_);
+        else if (tall_ && !packed_.empty())
+            par_.setup_gemm(pool, chunks, int64_t(g_.a_off.size()) * g_.M, packed_[0]);
+    }
+
 private:
+    ParGemm par_;
     MatMulGeom g_;
     bool has_bias_;
     kernels::Activation act_;
@@ -264,7 +362,10 @@ Status prep_MatMul(OpContext& ctx) {
     // float32: the packed SGEMM when B is constant or the product is tall enough to repay
     // packing B per run.
     if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4)) {
-        ctx.set_kernel(std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act));
+        auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
+        k->set_parallel(ctx.options().pool.get(),
+                        parallel_chunks(ctx.options(), 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N));
+        ctx.set_kernel(std::move(k));
         return {};
     }
     return visit_numeric(t, [&](auto tag) -> Status {
@@ -393,7 +494,10 @@ public:
         const int64_t M = M_, K = K_, N = N_;
         const float* bias = cmode_ == kConstBias ? bias_.data() : (cmode_ == kInputBias ? c : nullptr);
         if (gemv_.data) {
-            gemv_fn_(a, gemv_, bias, y, gemv_act_);
+            if (par_.on())
+                par_.gemv(gemv_fn_, a, bias, y, gemv_act_);
+            else
+                gemv_fn_(a, gemv_, bias, y, gemv_act_);
         } else {
             if (ta_) {  // A is K x M
                 float* at = a_scratch_.data();
@@ -401,7 +505,10 @@ public:
                     for (int64_t i = 0; i < M; ++i) at[i * K + k] = a[k * M + i];
                 a = at;
             }
-            gemm_(M, a, K, packed_, bias, y, N, gemm_act_);
+            if (par_.on())
+                par_.gemm(gemm_, M, a, K, packed_, bias, y, N, gemm_act_);
+            else
+                gemm_(M, a, K, packed_, bias, y, N, gemm_act_);
         }
         if (cmode_ == kGeneralC) {
             for (int64_t i = 0; i < M; ++i) {
@@ -417,7 +524,15 @@ public:
         return {};
     }
 
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (gemv_.data)
+            par_.setup_gemv(pool, chunks, gemv_);
+        else
+            par_.setup_gemm(pool, chunks, M_, packed_);
+    }
+
 private:
+    ParGemm par_;
     int64_t M_, K_, N_;
     bool ta_;
     float beta_;
@@ -490,8 +605,10 @@ Status prep_Gemm(OpContext& ctx) {
                 }
             }
         }
-        ctx.set_kernel(std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
-                                                       std::move(bias), c_rs, c_cs, act));
+        auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
+                                                 std::move(bias), c_rs, c_cs, act);
+        k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 2 * M * K * N));
+        ctx.set_kernel(std::move(k));
         return {};
     }
     return visit_numeric(t, [&](auto tag) -> Status {

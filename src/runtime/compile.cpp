@@ -6,11 +6,14 @@
 //      an `If` with a constant condition is replaced by the chosen branch (and compile restarts);
 //   4. lay out the arena by liveness (docs/memory.md) and emit the flat step list.
 #include <algorithm>
+#include <cstdlib>
 #include <set>
 
 #include "graph/passes/passes.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
+
+#include <cstdlib>
 
 namespace jiffy {
 namespace {
@@ -683,15 +686,28 @@ Status Compiler::run(const std::vector<TensorInfo>* formal, std::shared_ptr<cons
 
 }  // namespace
 
-Status compile_graph(const Graph& g, const CompileOptions& opt, std::shared_ptr<const Plan>* out) {
+int parallel_chunks(const CompileOptions& opt, int64_t flops) {
+    if (!opt.pool || opt.pool->threads() < 2 || flops < opt.parallel_min_flops) return 1;
+    return opt.pool->threads();
+}
+
+Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_ptr<const Plan>* out) {
+    CompileOptions opt = opt_in;
+    if (const char* e = std::getenv("JIFFY_PAR_MIN_FLOPS"); e && *e) opt.parallel_min_flops = std::atoll(e);
+    if (opt.threads > 1 && !opt.pool) opt.pool = std::make_shared<ThreadPool>(opt.threads);
+    if (opt.threads <= 1) opt.pool.reset();
     Compiler c(g, opt);
-    return c.run(nullptr, out);
+    JIFFY_RETURN_IF_ERROR(c.run(nullptr, out));
+    if (opt.pool && *out) std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+    return {};
 }
 
 Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& inputs,
                              const CompileOptions& opt, std::shared_ptr<const Plan>* out) {
     Compiler c(body, opt);
-    return c.run(&inputs, out);
+    JIFFY_RETURN_IF_ERROR(c.run(&inputs, out));
+    if (opt.pool && *out) std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+    return {};
 }
 
 }  // namespace jiffy

@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "ops/op.h"
+#include "runtime/threadpool.h"
 
 namespace jiffy {
 
@@ -27,7 +28,12 @@ struct CompileOptions {
     // condition depends only on such inputs, each a small integer/bool tensor (<= 64 elements,
     // e.g. Silero's sample rate), asks for them (kNeedValue) so that its branch is inlined.
     std::set<std::string> freezable_inputs;
+    // Intra-op threads (docs/threading.md). 1: the caller's thread only (no pool). > 1: compile
+    // creates a pool of threads - 1 pinned workers (unless `pool` is given) and ops of at least
+    // parallel_min_flops (2 x multiply-adds) split their outer loop across it.
     int threads = 1;
+    std::shared_ptr<ThreadPool> pool;
+    int64_t parallel_min_flops = 2'000'000;
     uint64_t max_bytes = uint64_t(4) << 30;  // arena + folded constants
 };
 
@@ -67,6 +73,7 @@ struct StepInfo {
 int64_t step_flops(const StepInfo& s);
 
 struct Plan {
+    std::shared_ptr<ThreadPool> pool;  // threads > 1 only; declared first: outlives the kernels
     std::vector<IoDesc> inputs, outputs;
     std::vector<Slot> slots;
     std::vector<int32_t> step_in, step_out;  // slot ids, -1 for omitted
@@ -82,6 +89,10 @@ struct Plan {
 
     int64_t flops() const;  // 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul/RNNs
 };
+
+// The number of chunks (>= 1) an op of `flops` should be split into under `opt`: 1 without a pool
+// or below opt.parallel_min_flops; kernels call it at prepare and keep per-chunk scratch.
+int parallel_chunks(const CompileOptions& opt, int64_t flops);
 
 // Compiles `g` for the given shapes. Errors: kInvalid/kUnsupported naming the node or tensor;
 // kNeedValue (detail() = input name) when an input's value is needed.

@@ -43,10 +43,12 @@ TEST(ZeroAlloc, HookCountsAllocations) {
 
 class ZeroAllocModel : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(ZeroAllocModel, RunDoesNotAllocate) {
+void expect_no_alloc(const std::string& name, int threads) {
     RefCase rc;
-    Status st = load_ref_inputs(GetParam(), &rc);
+    Status st = load_ref_inputs(name, &rc);
     ASSERT_TRUE(st.ok()) << st.message();
+    rc.opt.threads = threads;
+    rc.opt.parallel_min_flops = 0;  // with threads: every op that can split does
     std::shared_ptr<Model> m;
     ASSERT_TRUE(Model::load(rc.model_path, ImportOptions{}, &m).ok());
     std::shared_ptr<const Plan> plan;
@@ -62,8 +64,12 @@ TEST_P(ZeroAllocModel, RunDoesNotAllocate) {
     for (int i = 0; i < runs; ++i) st = s.run();
     g_counting = false;
     ASSERT_TRUE(st.ok()) << st.message();
-    EXPECT_EQ(g_allocs.load(), 0) << "allocations in " << runs << " runs of " << GetParam();
+    EXPECT_EQ(g_allocs.load(), 0) << "allocations in " << runs << " runs of " << name << " with " << threads
+                                  << " thread(s)";
 }
+
+TEST_P(ZeroAllocModel, RunDoesNotAllocate) { expect_no_alloc(GetParam(), 1); }
+TEST_P(ZeroAllocModel, RunWithTwoThreadsDoesNotAllocate) { expect_no_alloc(GetParam(), 2); }
 
 INSTANTIATE_TEST_SUITE_P(Public, ZeroAllocModel, ::testing::ValuesIn(model_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "refs.h"
 
@@ -74,6 +75,40 @@ TEST_P(ModelVsOrt, MatchesOnnxRuntime) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Public, ModelVsOrt, ::testing::ValuesIn(model_names()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                             std::string s = i.param;
+                             for (char& c : s)
+                                 if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                             return s;
+                         });
+
+// The same model compiled with 2 threads (every op at or above 0 FLOPs eligible, so each split
+// path runs) gives bitwise the outputs of 1 thread: the splits keep every output's summation order.
+class ModelThreads : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ModelThreads, TwoThreadsMatchOneBitwise) {
+    const std::string name = GetParam();
+    RefCase rc;
+    Status st = load_ref_inputs(name, &rc);
+    ASSERT_TRUE(st.ok()) << st.message();
+    std::vector<std::pair<std::string, Tensor>> one, two;
+    st = run_model(rc.model_path, rc, nullptr, &one);
+    ASSERT_TRUE(st.ok()) << st.message();
+    rc.opt.threads = 2;
+    rc.opt.parallel_min_flops = 0;
+    std::shared_ptr<const Plan> plan;
+    st = run_model(rc.model_path, rc, &plan, &two);
+    ASSERT_TRUE(st.ok()) << st.message();
+    ASSERT_TRUE(plan->pool != nullptr);
+    ASSERT_EQ(one.size(), two.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+        ASSERT_EQ(one[i].second.nbytes(), two[i].second.nbytes());
+        EXPECT_EQ(std::memcmp(one[i].second.data(), two[i].second.data(), one[i].second.nbytes()), 0)
+            << name << ":" << one[i].first << " differs with 2 threads";
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Public, ModelThreads, ::testing::ValuesIn(model_names()),
                          [](const ::testing::TestParamInfo<std::string>& i) {
                              std::string s = i.param;
                              for (char& c : s)

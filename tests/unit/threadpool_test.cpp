@@ -1,0 +1,236 @@
+// The intra-op thread pool (src/runtime/threadpool.h): every chunk runs exactly once, start/stop
+// with spinning and with sleeping workers, concurrent callers, and Conv / Gemm / MatMul compiled
+// with 2 threads give bitwise the same outputs as with 1 (the splits keep each output's summation
+// order).
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "attr_util.h"
+#include "runtime/plan.h"
+#include "runtime/threadpool.h"
+
+using namespace jiffy;
+using namespace jiffy::testattr;
+
+namespace {
+
+TEST(ThreadPool, EveryChunkRunsOnce) {
+    for (int spin : {0, 50}) {
+        ThreadPool pool(2, spin);
+        EXPECT_EQ(pool.threads(), 2);
+        std::vector<std::atomic<int>> hits(17);
+        for (int rep = 0; rep < 2000; ++rep) {
+            const int n = 1 + rep % 17;
+            pool.parallel_for(n, [&](int i) { hits[size_t(i)].fetch_add(1); });
+        }
+        int total = 0;
+        for (auto& h : hits) total += h.load();
+        int want = 0;
+        for (int rep = 0; rep < 2000; ++rep) want += 1 + rep % 17;
+        EXPECT_EQ(total, want) << "spin " << spin;
+        EXPECT_EQ(hits[16].load(), 2000 / 17) << "spin " << spin;
+    }
+}
+
+TEST(ThreadPool, WorkersTakeChunks) {
+    // With a long spin the worker is awake; over many jobs it must run some chunks.
+    ThreadPool pool(2, 2000);
+    std::atomic<int> other{0};
+    const auto me = std::this_thread::get_id();
+    for (int rep = 0; rep < 200; ++rep)
+        pool.parallel_for(2, [&](int) {
+            volatile double s = 0;
+            for (int k = 0; k < 20000; ++k) s = s + k;
+            if (std::this_thread::get_id() != me) other.fetch_add(1);
+        });
+    EXPECT_GT(other.load(), 0);
+}
+
+TEST(ThreadPool, StartStopNoHang) {
+    for (int i = 0; i < 50; ++i) {
+        ThreadPool pool(1 + i % 4, i % 2 ? 0 : 20);
+        std::atomic<int> c{0};
+        pool.parallel_for(3, [&](int) { c.fetch_add(1); });
+        EXPECT_EQ(c.load(), 3);
+    }  // destructors join sleeping and spinning workers
+}
+
+TEST(ThreadPool, ConcurrentCallersFallBackToSerial) {
+    ThreadPool pool(2, 10);
+    std::atomic<long> sum{0};
+    auto caller = [&] {
+        for (int rep = 0; rep < 3000; ++rep) pool.parallel_for(4, [&](int i) { sum.fetch_add(i + 1); });
+    };
+    std::thread a(caller), b(caller);
+    a.join();
+    b.join();
+    EXPECT_EQ(sum.load(), 2L * 3000 * 10);
+}
+
+TEST(ThreadPool, ChunkRangeCoversAligned) {
+    for (int64_t total : {1, 7, 16, 64, 100, 1000})
+        for (int n : {1, 2, 3, 5})
+            for (int64_t align : {1, 8, 12}) {
+                int64_t prev = 0;
+                for (int i = 0; i < n; ++i) {
+                    int64_t b, e;
+                    chunk_range(total, n, i, align, &b, &e);
+                    EXPECT_EQ(b, prev);
+                    EXPECT_LE(b, e);
+                    if (e != total) EXPECT_EQ(e % align, 0);
+                    prev = e;
+                }
+                EXPECT_EQ(prev, total);
+            }
+}
+
+std::vector<float> rnd(int64_t n, uint32_t seed) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t x = seed * 2654435761u + 7u;
+    for (auto& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = float(x >> 8) / float(1 << 24) * 2.0f - 1.0f;
+    }
+    return v;
+}
+
+// One node with a non-constant input "x" (and optional "r") and constant others; run compiled
+// with `threads` (every op parallel regardless of size); returns the output.
+struct OneNode {
+    std::string op;
+    Shape xs;
+    std::vector<std::pair<Shape, bool>> consts;  // constant inputs after x (shape, present)
+    bool residual = false;
+    Shape rs;
+    Attrs attrs;
+
+    std::vector<float> run(int threads) const {
+        Graph g;
+        g.opset = 17;
+        Node n;
+        n.op = op;
+        n.name = "n";
+        std::vector<std::vector<float>> feeds;
+        auto input = [&](const std::string& name, const Shape& s) {
+            int id = g.add_value(name);
+            Value& v = g.values[size_t(id)];
+            v.dtype = DType::kF32;
+            v.has_shape = true;
+            for (int64_t d : s) v.dims.push_back(Dim{d, ""});
+            g.inputs.push_back(id);
+            feeds.push_back(rnd(shape_numel(s), uint32_t(feeds.size() + 1)));
+            n.inputs.push_back(id);
+        };
+        input("x", xs);
+        uint32_t seed = 100;
+        for (const auto& [s, present] : consts) {
+            if (!present) {
+                n.inputs.push_back(-1);
+                continue;
+            }
+            int id = g.add_value("c" + std::to_string(seed));
+            Tensor t(DType::kF32, s);
+            auto v = rnd(t.numel(), seed++);
+            std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+            g.values[size_t(id)].dtype = DType::kF32;
+            g.values[size_t(id)].constant = std::make_shared<Tensor>(std::move(t));
+            n.inputs.push_back(id);
+        }
+        if (residual) input("r", rs);
+        n.num_explicit_inputs = int(n.inputs.size());
+        int oid = g.add_value("y");
+        g.values[size_t(oid)].producer = 0;
+        n.outputs.push_back(oid);
+        g.outputs.push_back(oid);
+        n.attrs = attrs;
+        g.nodes.push_back(std::move(n));
+        CompileOptions opt;
+        opt.threads = threads;
+        opt.parallel_min_flops = 0;
+        std::shared_ptr<const Plan> plan;
+        Status st = compile_graph(g, opt, &plan);
+        EXPECT_TRUE(st.ok()) << st.message();
+        if (!st.ok()) return {};
+        EXPECT_EQ(plan->pool != nullptr, threads > 1);
+        Session s(plan);
+        for (size_t i = 0; i < feeds.size(); ++i)
+            std::memcpy(s.input_data(i), feeds[i].data(), plan->inputs[i].nbytes);
+        std::vector<float> out(plan->outputs[0].nbytes / sizeof(float));
+        for (int rep = 0; rep < 3; ++rep) {  // repeated runs reuse the per-thread scratch
+            st = s.run();
+            EXPECT_TRUE(st.ok()) << st.message();
+        }
+        std::memcpy(out.data(), s.output_data(0), plan->outputs[0].nbytes);
+        return out;
+    }
+};
+
+void expect_same_threaded(const OneNode& c, const std::string& what) {
+    const auto one = c.run(1);
+    ASSERT_FALSE(one.empty()) << what;
+    for (int threads : {2, 3}) {
+        const auto many = c.run(threads);
+        ASSERT_EQ(one.size(), many.size()) << what;
+        EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+            << what << " with " << threads << " threads differs from 1 thread";
+    }
+}
+
+TEST(Threaded, ConvMatchesOneThreadBitwise) {
+    struct C {
+        int64_t n, c, h, w, m, k, s, p, group;
+        bool res;
+    };
+    const C cases[] = {
+        {1, 8, 13, 11, 19, 3, 1, 1, 1, false},   // implicit GEMM, odd M
+        {1, 5, 17, 9, 37, 3, 2, 1, 1, true},     // im2col, stride 2, residual
+        {2, 16, 10, 10, 64, 1, 1, 0, 1, true},   // pointwise, batch 2
+        {1, 3, 23, 21, 16, 7, 2, 3, 1, false},   // stem-like
+        {1, 24, 12, 13, 24, 3, 1, 1, 24, false}, // depthwise
+        {1, 7, 9, 9, 7, 5, 2, 2, 7, true},       // depthwise 5x5 s2
+        {1, 8, 9, 9, 8, 1, 1, 0, 1, false},      // M < 16: stays serial
+    };
+    for (const C& c : cases) {
+        OneNode o;
+        o.op = "Conv";
+        o.xs = {c.n, c.c, c.h, c.w};
+        o.consts = {{{c.m, c.c / c.group, c.k, c.k}, true}, {{c.m}, true}};
+        o.attrs = {{"kernel_shape", aints({c.k, c.k})},
+                   {"strides", aints({c.s, c.s})},
+                   {"pads", aints({c.p, c.p, c.p, c.p})},
+                   {"group", ai(c.group)},
+                   {"_fused_act", as("Relu")}};
+        if (c.res) {
+            const int64_t oh = (c.h + 2 * c.p - c.k) / c.s + 1, ow = (c.w + 2 * c.p - c.k) / c.s + 1;
+            o.residual = true;
+            o.rs = {c.n, c.m, oh, ow};
+            o.attrs["_fused_residual"] = ai(1);
+        }
+        expect_same_threaded(o, "conv m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
+                                    " group=" + std::to_string(c.group));
+    }
+}
+
+TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
+    for (int64_t m : {1, 5, 40}) {
+        for (int64_t n : {10, 70, 300, 520}) {
+            OneNode g;
+            g.op = "Gemm";
+            g.xs = {m, 33};
+            g.consts = {{{n, 33}, true}, {{n}, true}};
+            g.attrs = {{"transB", ai(1)}};
+            expect_same_threaded(g, "gemm m=" + std::to_string(m) + " n=" + std::to_string(n));
+            OneNode mm;
+            mm.op = "MatMul";
+            mm.xs = {m, 33};
+            mm.consts = {{{33, n}, true}};
+            expect_same_threaded(mm, "matmul m=" + std::to_string(m) + " n=" + std::to_string(n));
+        }
+    }
+}
+
+}  // namespace
