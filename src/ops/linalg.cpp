@@ -139,8 +139,8 @@ private:
 };
 
 // One GEMM or GEMV split across the intra-op pool (docs/threading.md): GEMM by row blocks when
-// tall enough, else by column panels of the packed B; GEMV by column blocks of 128 (the
-// GEMV kernels' widest block, so each column keeps its accumulation order). The sub-views
+// tall enough, else by column panels of the packed B; GEMV by column panels of kGemvPanel (the
+// packed weights' panels, so each column keeps its accumulation order). The sub-views
 // of B are built at prepare (non-owning), so run only indexes them. Every output is summed in the
 // same order as on one thread.
 class ParGemm {
@@ -172,16 +172,21 @@ public:
 
     void setup_gemv(ThreadPool* pool, int chunks, const kernels::PackedGemv& B) {
         if (!pool || chunks < 2) return;
-        const int64_t blocks = (B.N + 127) / 128;
+        // The packed GEMV weights are column panels of kGemvPanel, each K x width contiguous; a
+        // view over panels [b0, b1) starts at panel b0 and narrows ldb so the last panel's width
+        // is still read right.
+        constexpr int64_t P = kernels::kGemvPanel;
+        const int64_t blocks = (B.N + P - 1) / P;
         chunks = int(std::min<int64_t>(chunks, blocks));
         if (chunks < 2) return;
         for (int t = 0; t < chunks; ++t) {
             int64_t b0, b1;
             chunk_range(blocks, chunks, t, 1, &b0, &b1);
             kernels::PackedGemv v = B;
-            v.N = std::min(B.N, b1 * 128) - b0 * 128;
-            v.data = std::shared_ptr<float>(std::shared_ptr<float>(), B.data.get() + b0 * 128);
-            col0_.push_back(b0 * 128);
+            v.N = std::min(B.N, b1 * P) - b0 * P;
+            v.ldb = B.ldb - b0 * P;
+            v.data = std::shared_ptr<float>(std::shared_ptr<float>(), const_cast<float*>(B.col(b0 * P)));
+            col0_.push_back(b0 * P);
             gemv_views_.push_back(std::move(v));
         }
         chunks_ = chunks;
