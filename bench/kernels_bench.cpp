@@ -273,7 +273,13 @@ void conv_sizes(benchmark::internal::Benchmark* b) {
         ->Args({144, 24, 56, 1, 1, 0})     // MobileNetV2 project
         ->Args({3, 32, 224, 3, 2, 0})      // stem
         ->Args({144, 144, 56, 3, 1, 1})    // MobileNetV2 depthwise
-        ->Args({96, 96, 112, 3, 2, 1});    // MobileNetV2 depthwise stride 2
+        ->Args({96, 96, 112, 3, 2, 1})     // MobileNetV2 depthwise stride 2
+        ->Args({320, 1280, 7, 1, 1, 0})    // MobileNetV2 last 1x1 (few pixels)
+        ->Args({960, 160, 7, 1, 1, 0})     // MobileNetV2 7x7 project
+        ->Args({96, 576, 14, 1, 1, 0})     // MobileNetV2 14x14 expand
+        ->Args({960, 960, 7, 3, 1, 1})     // MobileNetV2 depthwise 7x7
+        ->Args({192, 192, 28, 3, 2, 1})    // MobileNetV2 depthwise stride 2, 28 -> 14
+        ->Args({96, 24, 160, 3, 1, 0});    // ppocrv4_det head 3x3 (few output channels)
 }
 
 // The FMA peak this core gives right now: 24 independent AVX-512 FMA chains from registers (no

@@ -17,6 +17,10 @@ void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, c
                   float*, const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
+void conv_maxpool_w2_avx512(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                            const float*, float*);
+void conv_maxpool_w2_avx2(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          const float*, float*);
 #endif
 #if defined(__aarch64__)  // src/kernels/arm/conv_neon.cpp
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
@@ -24,6 +28,8 @@ void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
                   float*, const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
+void conv_maxpool_w2_neon(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
+                          const float*, float*);
 #endif
 
 int conv_mr(Isa isa) { return isa == Isa::kAvx512 ? 12 : 6; }
@@ -83,8 +89,24 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
         a.HP = g.H;
         a.WP = g.W;
     }
+    // Transposed mode (see ConvGemmArgs::trans) when it fills clearly more vector lanes: the
+    // normal mode uses P / (P rounded up to NR) of them, the transposed M / (M rounded up to NR)
+    // (7x7: 49 / 64 against 1; at 14x14, 196 / 224 against 1, both measured the same).
+    {
+        const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
+        const double eff_t = double(g.M) / double((g.M + nr - 1) / nr * nr);
+        a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15;
+    }
+    if (a.trans) {
+        a.implicit = false;
+        a.Mpad = (g.M + nr - 1) / nr * nr;
+        if (a.pad_copy && a.HP == g.H && a.WP == g.W && g.ph == 0 && g.pw == 0 &&
+            (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 <= g.H &&
+            (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 <= g.W)
+            a.pad_copy = false;  // only the implicit path's anti-aliasing copy: not needed
+    }
     a.PS = a.HP * a.WP;
-    if (a.pad_copy && g.C > 1)
+    if (a.pad_copy && g.C > 1 && !a.trans)
         while (aliased(a.PS)) a.PS += 16;
     if (a.implicit) {
         for (int64_t c = 0; c < g.C; ++c)
@@ -101,6 +123,18 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
 void ConvGemm::pack_w(const float* W, float* dst) const {
     const int64_t M = args_.g.M, K = args_.K, mr_max = conv_mr(isa_);
     const int64_t nb = (M + mr_max - 1) / mr_max;
+    if (args_.trans) {  // per group: Mpad / NR panels of K x NR, zero past M
+        const int64_t Mp = args_.Mpad;
+        for (int64_t gi = 0; gi < groups_; ++gi) {
+            const float* wg = W + gi * M * K;
+            float* dg = dst + gi * Mp * K;
+            for (int64_t n0 = 0; n0 < Mp; n0 += nr_)
+                for (int64_t k = 0; k < K; ++k)
+                    for (int64_t j = 0; j < nr_; ++j)
+                        dg[n0 * K + k * nr_ + j] = n0 + j < M ? wg[(n0 + j) * K + k] : 0.0f;
+        }
+        return;
+    }
     for (int64_t gi = 0; gi < groups_; ++gi) {
         const float* wg = W + gi * M * K;
         float* dg = dst + gi * M * K;
@@ -118,7 +152,8 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
     const Conv2DGeom& g = args_.g;
     ConvGemmArgs args = args_;  // offs points into this object's own table (safe across copies)
     args.offs = offs_.data();
-    const int64_t in_g = g.C * g.H * g.W, out_g = g.M * args_.P, w_g = g.M * args_.K;
+    const int64_t in_g = g.C * g.H * g.W, out_g = g.M * args_.P;
+    const int64_t w_g = (args_.trans ? args_.Mpad : g.M) * args_.K;
     for (int64_t gi = 0; gi < groups_; ++gi)
         fn(args, x + gi * in_g, wpacked + gi * w_g, bias ? bias + gi * g.M : nullptr,
            res ? res + gi * out_g : nullptr, y + gi * out_g, scratch, epi);
@@ -148,6 +183,19 @@ void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& 
 #endif
     (void)isa;
     conv_epi_portable(y, r, n, epi);
+}
+
+void maxpool_kx2(Isa isa, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh,
+                 int64_t sh, const float* x, float* y) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_maxpool_w2_avx512(planes, H, W, OH, OW, kh, sh, x, y);
+    if (isa == Isa::kAvx2) return conv_maxpool_w2_avx2(planes, H, W, OH, OW, kh, sh, x, y);
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_maxpool_w2_neon(planes, H, W, OH, OW, kh, sh, x, y);
+#endif
+    (void)isa;
+    conv_maxpool_w2_portable(planes, H, W, OH, OW, kh, sh, x, y);
 }
 
 }  // namespace jiffy::kernels

@@ -55,6 +55,13 @@ struct ConvGemmArgs {
     bool implicit = false;
     int64_t ldbuf = 0;  // row stride of the M x tile output buffer (off 4 KiB multiples)
     const int64_t* offs = nullptr;
+    // Few pixels (7x7, 14x14 planes, where P is far from a multiple of NR): the product is
+    // transposed, Yt[P, Mpad] = col^T[P, K] . Wt[K, Mpad], with the output channels on the
+    // microkernel's NR-wide vector axis (weights packed at prepare as K x NR panels, zero past M)
+    // and the pixels as its rows (packed per K chunk); Yt is then transposed into Y with the
+    // epilogue. Scratch: P x kc packed rows, P x Mpad Yt, then the padded image if any.
+    bool trans = false;
+    int64_t Mpad = 0;
 };
 
 class ConvGemm {
@@ -62,12 +69,17 @@ public:
     ConvGemm() = default;
     ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups);
 
-    // Weights (groups * M) x K row-major, packed into per-group row blocks.
-    size_t packed_w_floats() const { return size_t(groups_ * args_.g.M * args_.K); }
+    // Weights (groups * M) x K row-major, packed into per-group row blocks (transposed mode:
+    // per-group K x NR column panels).
+    size_t packed_w_floats() const {
+        return size_t(groups_ * (args_.trans ? args_.Mpad : args_.g.M) * args_.K);
+    }
     void pack_w(const float* W, float* dst) const;
     size_t scratch_floats() const {
         const ConvGemmArgs& a = args_;
-        const int64_t main = a.implicit ? a.g.M * a.ldbuf + a.K * nr_ : a.K * a.tile;
+        const int64_t main = a.trans      ? a.P * a.kc + a.P * a.Mpad
+                             : a.implicit ? a.g.M * a.ldbuf + a.K * nr_
+                                          : a.K * a.tile;
         return size_t(main + (a.pad_copy ? a.g.C * a.PS : 0));
     }
 
@@ -109,6 +121,11 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
                     float* scratch);
 
+// Max pool of `planes` H x W planes with windows of kh rows x 2 columns, strides sh x 2, no
+// padding or dilation, every window inside the plane (OH, OW the output size).
+void maxpool_kx2(Isa isa, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh,
+                 int64_t sh, const float* x, float* y);
+
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
 
@@ -119,5 +136,7 @@ using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const fl
 using ConvDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                           const float* res, float* y, const ConvEpi& epi, float* scratch);
 using ConvEpiFn = void (*)(float* y, const float* r, int64_t n, const ConvEpi& epi);
+using MaxPoolW2Fn = void (*)(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                             int64_t kh, int64_t sh, const float* x, float* y);
 
 }  // namespace jiffy::kernels

@@ -10,6 +10,10 @@
 
 #include "kernels/conv.h"
 
+#if (JIFFY_CONV_VL == 16 && defined(__AVX512F__)) || (JIFFY_CONV_VL == 8 && defined(__AVX2__))
+#include <immintrin.h>
+#endif
+
 #define JIFFY_CONV_CAT2(a, b) a##b
 #define JIFFY_CONV_CAT(a, b) JIFFY_CONV_CAT2(a, b)
 
@@ -32,6 +36,34 @@ inline V bc(float a) {  // broadcast (V{} + a would add 0: not an identity for a
     V v = {a};
     return __builtin_shuffle(v, VI{});
 }
+// The first 0 < n <= VL lanes of a vector: masked loads/stores where the ISA has them (a vector
+// stored to a buffer and re-read narrower would stall on store forwarding); lanes past n load
+// as zero and are never written.
+inline V ld_n(const float* p, int64_t n) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    return (V)_mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p);
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    return (V)_mm256_maskload_ps(p, m);
+#else
+    float t[VL] = {};
+    for (int64_t j = 0; j < n; ++j) t[j] = p[j];
+    return ld(t);
+#endif
+}
+inline void st_n(float* p, V v, int64_t n) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), (__m512)v);
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(p, m, (__m256)v);
+#else
+    float t[VL];
+    st(t, v);
+    for (int64_t j = 0; j < n; ++j) p[j] = t[j];
+#endif
+}
+
 inline V vmax(V a, V b) { return a > b ? a : b; }
 inline V vmin(V a, V b) { return a < b ? a : b; }
 
@@ -74,10 +106,9 @@ void epi_row_t(float* y, const float* r, int64_t n, const ConvEpi& e) {
         else
             for (; i + VL <= n; i += VL) st(y + i, act_v<A>(ld(y + i), e));
         if (i < n) {  // the tail through one vector
-            float t[VL] = {};
-            for (int64_t j = i; j < n; ++j) t[j - i] = r ? y[j] + r[j] : y[j];
-            st(t, act_v<A>(ld(t), e));
-            for (int64_t j = i; j < n; ++j) y[j] = t[j - i];
+            V v = ld_n(y + i, n - i);
+            if (r) v += ld_n(r + i, n - i);
+            st_n(y + i, act_v<A>(v, e), n - i);
         }
     }
 }
@@ -99,36 +130,64 @@ void epi_row(float* y, const float* r, int64_t n, const ConvEpi& e) {
 
 // ------------------------------------------------------------------------- GEMM microkernel
 
-template <int mr, ConvAct A>
+// Columns [0, nv) of a row pair (c0: the first VL, c1: the next VL). Full blocks (PART false)
+// use plain vector loads/stores; partial ones masked loads/stores (nothing past nv is touched).
+template <bool PART>
+inline void ld_pair(const float* p, int64_t nv, V& v0, V& v1) {
+    if constexpr (PART) {
+        const int64_t n0 = std::min<int64_t>(nv, VL);
+        v0 = ld_n(p, n0);
+        v1 = ld_n(p + VL, nv - n0);
+    } else {
+        (void)nv;
+        v0 = ld(p);
+        v1 = ld(p + VL);
+    }
+}
+template <bool PART>
+inline void st_pair(float* p, int64_t nv, V v0, V v1) {
+    if constexpr (PART) {
+        const int64_t n0 = std::min<int64_t>(nv, VL);
+        st_n(p, v0, n0);
+        if (nv > VL) st_n(p + VL, v1, nv - VL);
+    } else {
+        (void)nv;
+        st(p, v0);
+        st(p + VL, v1);
+    }
+}
+
+template <int mr, ConvAct A, bool PART>
 inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const float* R,
-                        const ConvEpi& e) {
+                        const ConvEpi& e, int64_t nv) {
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
         V v0 = c0[i], v1 = c1[i];
         if (R) {
-            v0 += ld(R + i * ldc);
-            v1 += ld(R + i * ldc + VL);
+            V r0, r1;
+            ld_pair<PART>(R + i * ldc, nv, r0, r1);
+            v0 += r0;
+            v1 += r1;
         }
-        st(C + i * ldc, act_v<A>(v0, e));
-        st(C + i * ldc + VL, act_v<A>(v1, e));
+        st_pair<PART>(C + i * ldc, nv, act_v<A>(v0, e), act_v<A>(v1, e));
     }
 }
 
-// C[mr x NR] (=|+=) a[kc x mr] . b[kc x NR]; `first`: start from the bias (per row, may be null)
-// instead of C; `last`: add R (may be null) and apply the activation. C, R: full NR columns.
+// C[mr x nv] (=|+=) a[kc x mr] . b[kc x NR]; `first`: start from the bias (per row, may be null)
+// instead of C; `last`: add R (may be null) and apply the activation. C, R: NR columns, or the
+// first nv < NR with PART (masked).
 // IND: B row k is b + offs[k] (implicit GEMM over the image) instead of b + k * NR (packed).
-template <int mr, bool IND = false>
+template <int mr, bool IND = false, bool PART = false>
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
-         const int64_t* offs = nullptr) {
+         const int64_t* offs = nullptr, int64_t nv = NR) {
     V c0[mr], c1[mr];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
         if (first) {
             c0[i] = c1[i] = bias ? bc(bias[i]) : V{};
         } else {
-            c0[i] = ld(C + i * ldc);
-            c1[i] = ld(C + i * ldc + VL);
+            ld_pair<PART>(C + i * ldc, nv, c0[i], c1[i]);
         }
     }
     for (int64_t k = 0; k < kc; ++k) {
@@ -142,44 +201,39 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
         }
     }
     if (!last) {
-        store_block<mr, ConvAct::kNone>(c0, c1, C, ldc, nullptr, e);
+        store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, nullptr, e, nv);
         return;
     }
     switch (e.act) {
-        case ConvAct::kRelu: store_block<mr, ConvAct::kRelu>(c0, c1, C, ldc, R, e); break;
-        case ConvAct::kLeakyRelu: store_block<mr, ConvAct::kLeakyRelu>(c0, c1, C, ldc, R, e); break;
-        case ConvAct::kClip: store_block<mr, ConvAct::kClip>(c0, c1, C, ldc, R, e); break;
-        case ConvAct::kHardSigmoid:
-            store_block<mr, ConvAct::kHardSigmoid>(c0, c1, C, ldc, R, e);
+        case ConvAct::kRelu: store_block<mr, ConvAct::kRelu, PART>(c0, c1, C, ldc, R, e, nv); break;
+        case ConvAct::kLeakyRelu:
+            store_block<mr, ConvAct::kLeakyRelu, PART>(c0, c1, C, ldc, R, e, nv);
             break;
-        case ConvAct::kHardSwish: store_block<mr, ConvAct::kHardSwish>(c0, c1, C, ldc, R, e); break;
-        case ConvAct::kNone: store_block<mr, ConvAct::kNone>(c0, c1, C, ldc, R, e); break;
+        case ConvAct::kClip: store_block<mr, ConvAct::kClip, PART>(c0, c1, C, ldc, R, e, nv); break;
+        case ConvAct::kHardSigmoid:
+            store_block<mr, ConvAct::kHardSigmoid, PART>(c0, c1, C, ldc, R, e, nv);
+            break;
+        case ConvAct::kHardSwish:
+            store_block<mr, ConvAct::kHardSwish, PART>(c0, c1, C, ldc, R, e, nv);
+            break;
+        case ConvAct::kNone: store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv); break;
         case ConvAct::kSigmoid:
         case ConvAct::kTanh:
-            store_block<mr, ConvAct::kNone>(c0, c1, C, ldc, R, e);
+            store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv);
             for (int i = 0; i < mr; ++i)
-                for (int j = 0; j < NR; ++j) C[i * ldc + j] = act_s(C[i * ldc + j], e);
+                for (int64_t j = 0; j < nv; ++j) C[i * ldc + j] = act_s(C[i * ldc + j], e);
             break;
     }
 }
 
-// Block with nv <= NR valid columns: full blocks go straight to C, partial ones via a buffer.
+// Block with nv <= NR valid columns: full blocks plain, partial ones masked.
 template <int mr>
 void ukr_nv(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
             bool first, const float* bias, bool last, const float* R, const ConvEpi& e) {
-    if (nv == NR) {
+    if (nv == NR)
         ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e);
-        return;
-    }
-    float tc[mr * NR], tr[mr * NR];
-    for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < NR; ++j) {
-            tc[i * NR + j] = (!first && j < nv) ? C[i * ldc + j] : 0.0f;
-            tr[i * NR + j] = (R && j < nv) ? R[i * ldc + j] : 0.0f;
-        }
-    ukr<mr>(kc, a, b, tc, NR, first, bias, last, R ? tr : nullptr, e);
-    for (int i = 0; i < mr; ++i)
-        for (int j = 0; j < nv; ++j) C[i * ldc + j] = tc[i * NR + j];
+    else
+        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv);
 }
 
 using UkrFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool,
@@ -191,11 +245,17 @@ constexpr auto make_ukr_table(std::integer_sequence<int, I...>) {
 }
 constexpr auto kUkr = make_ukr_table(std::make_integer_sequence<int, MR>{});
 
+template <int mr>
+void ukr_ind(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, bool first,
+             const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs) {
+    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs);
+}
+
 using UkrIndFn = void (*)(int64_t, const float*, const float*, float*, int64_t, bool, const float*,
                           bool, const float*, const ConvEpi&, const int64_t*);
 template <int... I>
 constexpr auto make_ukr_ind_table(std::integer_sequence<int, I...>) {
-    return std::array<UkrIndFn, sizeof...(I)>{&ukr<I + 1, true>...};
+    return std::array<UkrIndFn, sizeof...(I)>{&ukr_ind<I + 1>...};
 }
 constexpr auto kUkrInd = make_ukr_ind_table(std::make_integer_sequence<int, MR>{});
 
@@ -232,12 +292,28 @@ inline void copy_n(float* __restrict d, const float* __restrict s, int64_t n) {
         return;
     }
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) st(d + i, ld(s + i));
+    for (; i + VL <= n; i += VL) {
+        st(d + i, ld(s + i));
+        asm("" : "+r"(i));  // keeps GCC from turning the loop into a call to memmove
+    }
     if (i == n) return;
     if (n >= VL)
         st(d + n - VL, ld(s + n - VL));
     else
         copy_short(d, s, n);
+}
+
+// d[o] = s[2 * o] for o < n (n > 0): two vector loads and a shuffle per VL outputs; the last
+// (partial) vector reads and writes only the elements it needs (masked).
+inline void copy_s2(float* __restrict d, const float* __restrict s, int64_t n) {
+    VI m;
+    for (int i = 0; i < VL; ++i) m[i] = 2 * i;
+    int64_t o = 0;
+    for (; o + VL < n; o += VL) st(d + o, __builtin_shuffle(ld(s + 2 * o), ld(s + 2 * o + VL), m));
+    const int64_t t = n - o, span = 2 * t - 1;
+    const V lo = ld_n(s + 2 * o, std::min<int64_t>(span, VL));
+    const V hi = span > VL ? ld_n(s + 2 * o + VL, span - VL) : V{};
+    st_n(d + o, __builtin_shuffle(lo, hi, m), t);
 }
 
 // Copies one group's C planes into the zero-padded HP x WP image xp.
@@ -285,6 +361,8 @@ void pack_tile(const ConvGemmArgs& a, const float* x, int64_t p0, int64_t np, fl
                             const float* __restrict s = row + kx * g.dw;
                             if (g.sw == 1) {
                                 copy_n(dk, s, run);
+                            } else if (g.sw == 2) {
+                                copy_s2(dk, s, run);
                             } else {
                                 for (int64_t o = 0; o < run; ++o) dk[o] = s[o * g.sw];
                             }
@@ -373,8 +451,95 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     }
 }
 
+// Transposed mode (ConvGemmArgs::trans): Yt[P, Mpad] = col^T . Wt, pixels as the microkernel's
+// rows (balanced blocks of <= MR), output channels on its NR-wide axis; then Y = Yt^T + bias with
+// the epilogue.
+void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
+                 const float* res, float* y, float* scratch, const ConvEpi& e) {
+    const Conv2DGeom& g = a.g;
+    const int64_t K = a.K, P = a.P, M = g.M, Mp = a.Mpad, khw = g.kh * g.kw;
+    float* ap = scratch;             // P x kc: the pixel rows of one K chunk
+    float* yt = scratch + P * a.kc;  // P x Mp
+    if (a.pad_copy) {
+        float* xp = yt + P * Mp;
+        pad_image(a, x, xp);
+        x = xp;
+    }
+    const int64_t nb = (P + MR - 1) / MR;
+    const ConvEpi none{};
+    for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
+        const int64_t kc = std::min(a.kc, K - k0);
+        // Block rows [r0, r1) at ap + r0 * kc as kc x mr, gathered in runs along output rows.
+        for (int64_t blk = 0; blk < nb; ++blk) {
+            const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+            float* d = ap + r0 * kc;
+            for (int64_t l = 0; l < mr;) {
+                const int64_t p = r0 + l, oy = p / g.OW, ox0 = p - oy * g.OW;
+                const int64_t run = std::min(mr - l, g.OW - ox0);
+                const float* base = x + oy * g.sh * a.WP + ox0 * g.sw;
+                for (int64_t k = 0; k < kc; ++k) {
+                    const int64_t kk = k0 + k, c = kk / khw, t = kk - c * khw, ky = t / g.kw;
+                    const float* __restrict s = base + c * a.PS + ky * g.dh * a.WP + (t - ky * g.kw) * g.dw;
+                    float* dk = d + k * mr + l;
+                    if (g.sw == 1)
+                        copy_n(dk, s, run);
+                    else if (g.sw == 2)
+                        copy_s2(dk, s, run);
+                    else
+                        for (int64_t o = 0; o < run; ++o) dk[o] = s[o * g.sw];
+                }
+                l += run;
+            }
+        }
+        const bool first = k0 == 0;
+        for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
+            const float* bp = wp + n0 * K + k0 * NR;
+            for (int64_t blk = 0; blk < nb; ++blk) {
+                const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+                kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
+                                     nullptr, false, nullptr, none);
+            }
+        }
+    }
+    // Y = Yt^T + bias in VL x VL blocks transposed in registers (log2(VL) rounds of interleaving
+    // row i with row i + VL/2), then the residual and activation per output row.
+    VI lo_m, hi_m;
+    for (int i = 0; i < VL / 2; ++i) {
+        lo_m[2 * i] = i;
+        lo_m[2 * i + 1] = i + VL;
+        hi_m[2 * i] = i + VL / 2;
+        hi_m[2 * i + 1] = i + VL / 2 + VL;
+    }
+    for (int64_t p0 = 0; p0 < P; p0 += VL) {
+        const int64_t np = std::min<int64_t>(VL, P - p0);
+        for (int64_t m0 = 0; m0 < M; m0 += VL) {  // m0 + VL <= Mp: the loads stay in Yt
+            V r[VL];
+            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + m0) : V{};
+            for (int round = 1; round < VL; round *= 2) {
+                V o[VL];
+                for (int i = 0; i < VL / 2; ++i) {
+                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
+                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
+                }
+                for (int i = 0; i < VL; ++i) r[i] = o[i];
+            }
+            const int64_t nm = std::min<int64_t>(VL, M - m0);
+            for (int64_t j = 0; j < nm; ++j) {
+                const V v = r[j] + bc(bias ? bias[m0 + j] : 0.0f);
+                if (np == VL)
+                    st(y + (m0 + j) * P + p0, v);
+                else
+                    st_n(y + (m0 + j) * P + p0, v, np);
+            }
+        }
+    }
+    if (res || e.act != ConvAct::kNone)
+        for (int64_t m = 0; m < M; ++m) epi_row(y + m * P, res ? res + m * P : nullptr, P, e);
+}
+
 void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
                 const float* res, float* y, float* scratch, const ConvEpi& e) {
+    if (a.trans) return trans_group(a, x, wp, bias, res, y, scratch, e);
     if (a.implicit) return implicit_group(a, x, wp, bias, res, y, scratch, e);
     const int64_t K = a.K, P = a.P, M = a.g.M;
     const int64_t nb = (M + MR - 1) / MR;
@@ -480,12 +645,10 @@ void dw_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const fl
                 st(yr + ox, act_v<A>(v, e));
             }
             if (ox < OW) {  // the tail through one vector (lanes past OW computed and dropped)
-                float t[VL] = {};
                 const int64_t n = OW - ox;
-                if (rr) copy_short(t, rr + ox, n);
-                V v = strip(ox) + ld(t);
-                st(t, act_v<A>(v, e));
-                copy_short(yr + ox, t, n);
+                V v = strip(ox);
+                if (rr) v += ld_n(rr + ox, n);
+                st_n(yr + ox, act_v<A>(v, e), n);
             }
             if constexpr (A == ConvAct::kNone)
                 if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(yr, nullptr, OW, e);
@@ -521,7 +684,55 @@ void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float*
     }
 }
 
+// Max pool with 1 x 2 windows at column stride 2 (kh rows at row stride sh, no padding): the even
+// and odd columns of two vectors are split by shuffles; taps compared in the reference's order
+// (best = tap > best ? tap : best from -inf), so NaNs are treated the same.
+void maxpool_w2(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t sh,
+                const float* x, float* y) {
+    VI ev, od;
+    for (int i = 0; i < VL; ++i) {
+        ev[i] = 2 * i;
+        od[i] = 2 * i + 1;
+    }
+    const V lowest = bc(-__builtin_inff());
+    for (int64_t p = 0; p < planes; ++p) {
+        const float* xp = x + p * H * W;
+        float* yp = y + p * OH * OW;
+        for (int64_t oy = 0; oy < OH; ++oy) {
+            const float* r0 = xp + oy * sh * W;
+            float* yr = yp + oy * OW;
+            auto window = [&](int64_t ox, int64_t n) {  // n == VL: full vectors
+                V best = lowest;
+                for (int64_t ky = 0; ky < kh; ++ky) {
+                    const float* s = r0 + ky * W + 2 * ox;
+                    V a, b;
+                    if (n == VL) {
+                        a = ld(s);
+                        b = ld(s + VL);
+                    } else {
+                        a = ld_n(s, std::min<int64_t>(2 * n, VL));
+                        b = 2 * n > VL ? ld_n(s + VL, 2 * n - VL) : V{};
+                    }
+                    const V e = __builtin_shuffle(a, b, ev), o = __builtin_shuffle(a, b, od);
+                    best = e > best ? e : best;
+                    best = o > best ? o : best;
+                }
+                return best;
+            };
+            int64_t ox = 0;
+            for (; ox + VL <= OW; ox += VL) st(yr + ox, window(ox, VL));
+            if (ox < OW) st_n(yr + ox, window(ox, OW - ox), OW - ox);
+        }
+    }
+}
+
 }  // namespace
+
+void JIFFY_CONV_CAT(conv_maxpool_w2_, JIFFY_CONV_SUFFIX)(int64_t planes, int64_t H, int64_t W,
+                                                          int64_t OH, int64_t OW, int64_t kh,
+                                                          int64_t sh, const float* x, float* y) {
+    maxpool_w2(planes, H, W, OH, OW, kh, sh, x, y);
+}
 
 void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, const float* x,
                                                          const float* wp, const float* bias,

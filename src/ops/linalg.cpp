@@ -3,6 +3,7 @@
 // i-k-j order so the inner loop is an axpy over contiguous rows. See docs/adding-an-op.md.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kernels/activation.h"
@@ -1225,7 +1226,20 @@ template <typename T>
 class ResizeKernel : public Kernel {
 public:
     ResizeKernel(Shape out, std::vector<AxisTaps> ax, bool nearest, double extrap)
-        : out_(std::move(out)), ax_(std::move(ax)), nearest_(nearest), extrap_(resize_cast<T>(extrap)) {}
+        : out_(std::move(out)), ax_(std::move(ax)), nearest_(nearest), extrap_(resize_cast<T>(extrap)) {
+        // Nearest along the last axis with no outside taps: one flat offset per output column,
+        // and the 2x upsample (column j reads input column j / 2) as a pair-duplicating loop.
+        if (nearest_ && !out_.empty() && !ax_.back().any_outside) {
+            const AxisTaps& last = ax_.back();
+            const int64_t W = out_.back();
+            nn_off_.resize(size_t(W));
+            dup2_ = W % 2 == 0 && W > 0;
+            for (int64_t j = 0; j < W; ++j) {
+                nn_off_[size_t(j)] = last.off[size_t(last.first[size_t(j)])];
+                if (nn_off_[size_t(j)] != j / 2) dup2_ = false;
+            }
+        }
+    }
 
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
@@ -1241,6 +1255,7 @@ public:
         const int64_t rows = n / W;
         const AxisTaps& last = ax_[size_t(r - 1)];
         int64_t idx[kMaxRank] = {0};
+        int64_t prev_base = -1;  // the previous row's input offset when it was a plain nearest row
         for (int64_t row = 0; row < rows; ++row) {
             T* yr = y + row * W;
             bool outside = false;
@@ -1252,6 +1267,18 @@ public:
             }
             if (outside) {
                 for (int64_t j = 0; j < W; ++j) yr[j] = extrap_;
+                prev_base = -1;
+            } else if (!nn_off_.empty()) {
+                if (base == prev_base) {
+                    std::memcpy(yr, yr - W, size_t(W) * sizeof(T));  // the same source row
+                } else if (dup2_) {
+                    const T* xr = x + base;
+                    for (int64_t j = 0; j < W / 2; ++j) yr[2 * j] = yr[2 * j + 1] = xr[j];
+                } else {
+                    const int64_t* o = nn_off_.data();
+                    for (int64_t j = 0; j < W; ++j) yr[j] = x[base + o[j]];
+                }
+                prev_base = base;
             } else if (nearest_) {
                 for (int64_t j = 0; j < W; ++j)
                     yr[j] = last.outside[size_t(j)] ? extrap_ : x[base + last.off[size_t(last.first[size_t(j)])]];
@@ -1290,6 +1317,8 @@ private:
     std::vector<AxisTaps> ax_;
     bool nearest_;
     T extrap_;
+    std::vector<int64_t> nn_off_;  // nearest, no outside taps on the last axis: its offsets
+    bool dup2_ = false;            // ... and they are j / 2 (a 2x upsample)
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi

@@ -259,10 +259,32 @@ TEST(ConvFast, GemmMatchesReferenceOnOddShapes) {
         {1, 48, 32, 32, 20, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // planes 4 KiB apart
         {1, 8, 32, 30, 5, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // copied planes, partial panel
         {1, 96, 3, 1, 96, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // one output pixel per channel
+        {1, 3, 9, 75, 6, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},     // unpadded stride 2, wide rows
+        {1, 3, 34, 34, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stem-like stride 2
+        // Transposed mode (few pixels, output channels on the vector axis):
+        {1, 40, 7, 7, 90, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 7x7 pointwise, M not x NR
+        {1, 300, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 7x7 pointwise, K > one chunk
+        {1, 20, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 7x7 3x3 padded, K = 180
+        {1, 24, 14, 14, 60, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},  // stride 2 to 7x7
+        {1, 16, 14, 14, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // 14x14 pointwise
+        {1, 32, 10, 10, 64, 3, 3, 3, 3, 1, 1, 0, 0, 0, 0, 2},  // stride 3, unpadded, grouped
     };
     uint32_t seed = 1;
     for (const Case& c : cases) check_case(c, false, "", false, true, seed++);
     check_case(cases[0], false, "", false, false, seed++);  // no bias
+    // The 7x7 cases above run the transposed mode where NR >= 16 (49 of 64 lanes otherwise), the
+    // 3x3-output one on every ISA; 56x56 planes never.
+    for (Isa isa : isas()) {
+        Conv2DGeom g;
+        g.C = 40;
+        g.M = 96;
+        g.H = g.W = g.OH = g.OW = 7;
+        EXPECT_EQ(ConvGemm(isa, g, 1).args().trans, conv_nr(isa) >= 16);
+        g.H = g.W = g.OH = g.OW = 3;
+        EXPECT_TRUE(ConvGemm(isa, g, 1).args().trans);
+        g.H = g.W = g.OH = g.OW = 56;
+        EXPECT_FALSE(ConvGemm(isa, g, 1).args().trans);
+    }
 }
 
 TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
@@ -295,6 +317,9 @@ TEST(ConvFast, EpilogueEveryActivationAndResidual) {
     // A residual with the K loop split in chunks (the epilogue runs on the last one only).
     check_case({1, 300, 3, 5, 9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, "HardSwish", true, true,
                seed++);
+    // The transposed mode (7x7 output): epilogue applied while transposing.
+    for (const char* act : kActs)
+        check_case({1, 150, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, act, true, true, seed++, 2.0f);
 }
 
 TEST(ConvFast, EdgeValues) {

@@ -385,6 +385,9 @@ TEST(KernelsIsa, ConvGemmMatchesDirectReference) {
         {40, 4, 5, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // K = 360 > one chunk
         {3, 1, 40, 4, 1, 5, 1, 3, 1, 1, 0, 2, 0, 1, 1},    // 1-D shaped, stride 3
         {3, 9, 8, 5, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // unpadded stride 1
+        {3, 9, 75, 6, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // unpadded stride 2, wide rows
+        {40, 7, 7, 90, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // transposed mode: 7x7 pointwise
+        {20, 7, 7, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},   // transposed mode: 7x7 3x3, K = 180
     };
     uint32_t seed = 1;
     for (const ConvCase& c : cases) {
@@ -437,6 +440,52 @@ TEST(KernelsIsa, ConvEpilogueEveryActivationAndResidual) {
                             1e-6 * (1 + std::abs(got[size_t(i)])))
                     << isa_name(isa) << " n " << n << " at " << i;
         }
+}
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------- max pool kh x 2, stride sh x 2
+
+TEST(KernelsIsa, MaxPoolKx2MatchesScalarLoop) {
+    struct Case {
+        int64_t planes, H, W, kh, sh;
+    } const cases[] = {
+        {3, 4, 6, 2, 2},    // narrower than a vector
+        {2, 5, 71, 2, 2},   // odd width (last column unused), vector + tail
+        {2, 3, 64, 1, 1},   // 1 x 2 windows, exact vectors
+        {1, 7, 97, 3, 2},   // 3-row windows
+        {4, 1, 33, 1, 1},   // 1-D shaped
+    };
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-2, 2);
+    for (const Case& c : cases) {
+        const int64_t OH = (c.H - c.kh) / c.sh + 1, OW = (c.W - 2) / 2 + 1;
+        std::vector<float> x(size_t(c.planes * c.H * c.W));
+        for (float& v : x) v = u(rng);
+        x[3] = kNaN;  // NaN taps are skipped, as in the reference loop
+        x[x.size() - 2] = -kInf;
+        std::vector<float> want(size_t(c.planes * OH * OW));
+        for (int64_t p = 0; p < c.planes; ++p)
+            for (int64_t oy = 0; oy < OH; ++oy)
+                for (int64_t ox = 0; ox < OW; ++ox) {
+                    float best = -kInf;
+                    for (int64_t ky = 0; ky < c.kh; ++ky)
+                        for (int64_t kx = 0; kx < 2; ++kx) {
+                            const float v = x[size_t((p * c.H + oy * c.sh + ky) * c.W + 2 * ox + kx)];
+                            best = v > best ? v : best;
+                        }
+                    want[size_t((p * OH + oy) * OW + ox)] = best;
+                }
+        for (Isa isa : isas()) {
+            std::vector<float> y(want.size() + 16, 12345.0f);
+            maxpool_kx2(isa, c.planes, c.H, c.W, OH, OW, c.kh, c.sh, x.data(), y.data());
+            for (size_t i = 0; i < want.size(); ++i)
+                ASSERT_EQ(y[i], want[i]) << "isa " << isa_name(isa) << " W " << c.W << " at " << i;
+            for (size_t i = want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 12345.0f) << "wrote past the end";
+        }
+    }
 }
 
 }  // namespace

@@ -479,6 +479,27 @@ TEST(Linalg, ResizeUint8RoundsAndNearestModes) {
     expect_close(r.outs[0], f32({8}, {1, 1, 1, 2, 2, 3, 3, 4}));
 }
 
+TEST(Linalg, ResizeNearestUpsampleFastPaths) {
+    // 2x nearest (asymmetric, floor: the FPN upsample of PaddleOCR det): pairs duplicated, each
+    // second row copied from the first; 3x and 1.5x go through the flat offset table.
+    for (float sc : {2.0f, 3.0f, 1.5f}) {
+        const int64_t C = 3, H = 5, W = 7, OH = int64_t(H * sc), OW = int64_t(W * sc);
+        std::vector<float> xv(size_t(C * H * W));
+        for (size_t i = 0; i < xv.size(); ++i) xv[i] = float(i) * 0.5f - 3.0f;
+        Result r = run_op("Resize", {f32({1, C, H, W}, xv), none(), f32({4}, {1, 1, sc, sc})},
+                          {false, false, true},
+                          {{"coordinate_transformation_mode", as("asymmetric")}, {"nearest_mode", as("floor")}}, 13);
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        std::vector<float> want(size_t(C * OH * OW));
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t oy = 0; oy < OH; ++oy)
+                for (int64_t ox = 0; ox < OW; ++ox)
+                    want[size_t((c * OH + oy) * OW + ox)] =
+                        xv[size_t((c * H + int64_t(std::floor(float(oy) / sc))) * W + int64_t(std::floor(float(ox) / sc)))];
+        expect_close(r.outs[0], f32({1, C, OH, OW}, want));
+    }
+}
+
 TEST(Linalg, ResizeErrors) {
     Tensor x = rnd({1, 1, 2, 2}, 1);
     // Scales not known at compile time: the compiler must ask for the value.
