@@ -543,6 +543,13 @@ public:
                 kernels::Conv2DGeom g = geo_;
                 g.M = p.c1 - p.c0;
                 p.gemm = kernels::ConvGemm(isa_, g, 1);
+                // A part must take the same path as the whole conv (the transposed small-plane
+                // mode is chosen from M): else its sums would round differently from one thread.
+                if (p.gemm.args().trans != gemm_.args().trans || p.gemm.args().implicit != gemm_.args().implicit ||
+                    p.gemm.args().kc != gemm_.args().kc) {
+                    parts_.clear();
+                    return;
+                }
                 p.scratch.resize(p.gemm.scratch_floats());
                 p.w.resize(p.gemm.packed_w_floats());
                 p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
