@@ -7,9 +7,11 @@
 //
 // The pinger is plain libmosquitto on its own poll loop (bench/mqtt_plain.h); one message in flight;
 // the payload is 64 float32 (256 B) both ways in (the agent answers with its JSON action line).
-// The agent runs mlp_64_128_128_10 per event; its model p50 is read from its own exit table.
-// Per QoS: R rounds of (broker alone, agent path), N round trips each; the p50s reported are the
-// medians over rounds. Agent cost = agent p50 - broker-alone p50 - model p50.
+// The agent runs mlp_64_128_128_10 per event; its model p50 is read from its own exit table. Two
+// agents per QoS: `execution: thread` (network thread -> agent queue -> agent thread) and
+// `execution: inline` (the stages run on the MQTT client's network thread); each agent's source and
+// sink share one connection. Per QoS: R rounds of (broker alone, inline, thread), N round trips each;
+// the p50s reported are the medians over rounds. Agent cost = agent p50 - broker-alone p50 - model p50.
 //
 //   jiffy_mqtt_agent [--n 1000] [--rounds 3]
 #include <signal.h>
@@ -74,6 +76,8 @@ double table_p50(const std::string& err, const std::string& agent, const std::st
     return -1;
 }
 
+std::string agent_name(int qos, bool inl) { return std::string(inl ? "i" : "t") + std::to_string(qos); }
+
 double median(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -112,13 +116,17 @@ int main(int argc, char** argv) {
     {
         std::ofstream f(cfg);
         f << "agents:\n";
-        for (int q : {0, 1}) {
-            f << "  - name: q" << q << "\n"
-              << "    sources: [{name: s, type: mqtt, port: " << P << ", topic: bench/a" << q << "/ping, qos: " << q
+        for (int k = 0; k < 4; ++k) {
+            int q = k & 1;
+            bool inl = k >= 2;
+            std::string an = agent_name(q, inl);
+            f << "  - name: " << an << "\n"
+              << "    execution: " << (inl ? "inline" : "thread") << "\n"
+              << "    sources: [{name: s, type: mqtt, port: " << P << ", topic: bench/" << an << "/ping, qos: " << q
               << ", format: f32, size: 64}]\n"
               << "    stages: [{name: m, type: model, file: " << JIFFY_SOURCE_DIR << "/.cache/models/mlp_64_128_128_10.onnx}]\n"
               << "    emit: {i: 's[0]', y: 'm[0]'}\n"
-              << "    sinks: [{type: mqtt, port: " << P << ", topic: bench/a" << q << "/pong, qos: " << q << "}]\n";
+              << "    sinks: [{type: mqtt, port: " << P << ", topic: bench/" << an << "/pong, qos: " << q << "}]\n";
         }
     }
     pid_t agent = fork();
@@ -134,7 +142,9 @@ int main(int argc, char** argv) {
     };
     for (int k = 0; k < 500; ++k) {  // both agents subscribed
         std::string e = agent_err();
-        if (e.find("'bench/a0/ping'") != std::string::npos && e.find("'bench/a1/ping'") != std::string::npos) break;
+        size_t subscribed = 0;
+        for (int k = 0; k < 4; ++k) subscribed += e.find("'bench/" + agent_name(k & 1, k >= 2) + "/ping'") != std::string::npos;
+        if (subscribed == 4) break;
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
 
@@ -156,15 +166,20 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "pinger could not connect\n");
         return 1;
     }
-    std::vector<double> b50[2], b99[2], a50[2], a99[2];
+    // [qos][mode]: mode 0 = execution: thread, 1 = execution: inline
+    std::vector<double> b50[2], b99[2], a50[2][2], a99[2][2];
     int lost = 0;
     for (int r = 0; r < rounds; ++r)
         for (int q : {0, 1}) {
             Result b = ping(plain, kPing, q, n, n / 10);
-            viagent.got_index = -1;
-            Result a = ping(viagent, q ? "bench/a1/ping" : "bench/a0/ping", q, n, n / 10);
-            b50[q].push_back(b.p50_us), b99[q].push_back(b.p99_us), a50[q].push_back(a.p50_us), a99[q].push_back(a.p99_us);
-            lost += b.lost + a.lost;
+            b50[q].push_back(b.p50_us), b99[q].push_back(b.p99_us);
+            lost += b.lost;
+            for (int inl : {1, 0}) {
+                viagent.got_index = -1;
+                Result a = ping(viagent, ("bench/" + agent_name(q, inl) + "/ping").c_str(), q, n, n / 10);
+                a50[q][inl].push_back(a.p50_us), a99[q][inl].push_back(a.p99_us);
+                lost += a.lost;
+            }
         }
     stop = true;
     echo.join();
@@ -176,15 +191,16 @@ int main(int argc, char** argv) {
     std::printf("event -> action through mosquitto (loopback), 256 B frames, one in flight, N=%d x %d rounds "
                 "(medians of the rounds' p50/p99), %d lost\n",
                 n, rounds, lost);
-    std::printf("| QoS | broker alone, 2 legs p50 / p99 | agent path p50 / p99 | model p50 | agent e2e p50 (inside) | "
-                "agent cost p50 (path - broker - model) |\n|---|---|---|---|---|---|\n");
-    for (int q : {0, 1}) {
-        std::string an = "q" + std::to_string(q);
-        double model = table_p50(err, an, "stage m (model)"), inside = table_p50(err, an, "event -> action");
-        double cost = median(a50[q]) - median(b50[q]) - model;
-        std::printf("| %d | %.0f / %.0f us | %.0f / %.0f us | %.1f us | %.1f us | %+.0f us |\n", q, median(b50[q]), median(b99[q]),
-                    median(a50[q]), median(a99[q]), model, inside, cost);
-    }
+    std::printf("| QoS | execution | broker alone, 2 legs p50 / p99 | agent path p50 / p99 | model p50 | agent e2e p50 (inside) | "
+                "agent cost p50 (path - broker - model) |\n|---|---|---|---|---|---|---|\n");
+    for (int q : {0, 1})
+        for (int inl : {1, 0}) {
+            std::string an = agent_name(q, inl);
+            double model = table_p50(err, an, "stage m (model)"), inside = table_p50(err, an, "event -> action");
+            double cost = median(a50[q][inl]) - median(b50[q]) - model;
+            std::printf("| %d | %s | %.0f / %.0f us | %.0f / %.0f us | %.1f us | %.1f us | %+.0f us |\n", q, inl ? "inline" : "thread",
+                        median(b50[q]), median(b99[q]), median(a50[q][inl]), median(a99[q][inl]), model, inside, cost);
+        }
     std::printf("\nagent exit table:\n%s", err.c_str());
     std::remove(cfg.c_str());
     std::remove(errf.c_str());

@@ -96,7 +96,20 @@ public:
         mm.enqueue_us = now_ns() / 1000;
         if (mm.event_us == 0) mm.event_us = mm.enqueue_us;
         a_->h_source.record_ns((mm.enqueue_us - mm.event_us) * 1000);
-        a_->queue_->push(data, mm);
+        if (!a_->inline_exec_) {
+            a_->queue_->push(data, mm);
+            return;
+        }
+        // execution: inline — run the stages here, on the source's delivering thread.
+        if (a_->stop_.load(std::memory_order_relaxed)) return;
+        if (!a_->rt_applied_) {
+            a_->apply_rt();
+            a_->rt_applied_ = true;
+        }
+        std::vector<float>& in = a_->pipe_.input_buf_;
+        mm.n = mm.n < in.size() ? mm.n : in.size();
+        std::memcpy(in.data(), data, mm.n * sizeof(float));
+        a_->process(mm, a_->opt_.deadline_us > 0 ? mm.event_us * 1000 + a_->opt_.deadline_us * 1000 : 0);
     }
     void bad_input(const std::string& what) override {
         a_->bad_input.fetch_add(1, std::memory_order_relaxed);
@@ -193,9 +206,17 @@ Status Agent::create(AgentOptions opt, Pipeline pipe, std::vector<std::unique_pt
     a->tail_p99_us_.assign(p.stages.size() + 1, 0.0);
     a->json_.reserve(4096);
 
+    for (auto& s : a->sinks_) s->share_with(p.sources);
     bool one_pull = p.sources.size() == 1 && p.sources[0]->can_pull();
     a->inline_source_ = one_pull;
-    if (!one_pull && !p.sources.empty()) {
+    bool want_inline = a->opt_.exec == AgentOptions::kInline ||
+                       (a->opt_.exec == AgentOptions::kAuto && a->opt_.period_us == 0 && p.sources.size() == 1 && p.sources[0]->inline_ok());
+    if (want_inline && !one_pull) {
+        if (a->opt_.period_us > 0) return invalid(who, ": 'execution: inline' needs 'trigger: event'");
+        if (p.sources.size() != 1) return invalid(who, ": 'execution: inline' needs exactly one source (it has ", p.sources.size(), ")");
+        a->inline_exec_ = true;
+        a->qsink_ = std::make_unique<QueueSink>(a.get());
+    } else if (!one_pull && !p.sources.empty()) {
         a->queue_ = std::make_unique<InputQueue>(a->opt_.queue_capacity, frame);
         a->qsink_ = std::make_unique<QueueSink>(a.get());
     }
@@ -309,6 +330,11 @@ void Agent::sleep_until(int64_t t_ns) {
 
 void Agent::thread_main() {
     pthread_setname_np(pthread_self(), ("jf-" + opt_.name).substr(0, 15).c_str());
+    if (inline_exec_) {  // the source's thread runs the stages; this one only waits for the end
+        while (!stop_.load() && sources_running_.load() > 0) usleep(10000);
+        done_.store(true);
+        return;
+    }
     apply_rt();
     float* in = pipe_.input_buf_.data();
     Source* pull_src = inline_source_ ? pipe_.sources[0].get() : nullptr;
@@ -355,7 +381,7 @@ void Agent::thread_main() {
         }
     } else if (queue_) {
         while (!stop_.load()) {
-            if (!queue_->pop(in, &m, 100000, opt_.spin_us)) {
+            if (!queue_->pop(in, &m, 100000, opt_.queue_spin_us)) {
                 if (stop_.load()) break;
                 if (sources_running_.load() == 0 && queue_->size() == 0) break;
                 continue;

@@ -90,6 +90,7 @@ Status build_agent(const YAML::Node& n, const BuildEnv& env, size_t idx, std::se
     JIFFY_RETURN_IF_ERROR(f.get_int("deadline_us", &opt.deadline_us, false, 0));
     JIFFY_RETURN_IF_ERROR(f.get_int("budget_us", &opt.budget_us, false, 0));
     JIFFY_RETURN_IF_ERROR(f.get_int("spin_us", &opt.spin_us, false, 0, 100000));
+    JIFFY_RETURN_IF_ERROR(f.get_int("queue_spin_us", &opt.queue_spin_us, false, 0, 100000));
     int64_t q = 64;
     JIFFY_RETURN_IF_ERROR(f.get_int("queue", &q, false, 1, 1 << 20));
     opt.queue_capacity = size_t(q);
@@ -106,6 +107,11 @@ Status build_agent(const YAML::Node& n, const BuildEnv& env, size_t idx, std::se
     JIFFY_RETURN_IF_ERROR(f.get_int("priority", &prio, false, 1, 99));
     opt.rt.priority = int(prio);
     JIFFY_RETURN_IF_ERROR(f.get_bool("mlockall", &opt.rt.mlockall));
+    std::string exec = "auto";
+    JIFFY_RETURN_IF_ERROR(f.get_enum("execution", &exec, {"auto", "thread", "inline"}));
+    opt.exec = exec == "inline" ? AgentOptions::kInline : exec == "thread" ? AgentOptions::kThread : AgentOptions::kAuto;
+    if (opt.exec == AgentOptions::kInline && opt.period_us > 0)
+        return f.error(n["execution"], "'execution: inline' runs the stages on each event; it needs 'trigger: event', not a period");
     if (opt.rt.policy == RtOptions::kDeadline && opt.period_us == 0 && opt.deadline_us == 0)
         return f.error(n["rt"], "rt: deadline needs a trigger period or a deadline_us");
 
@@ -120,6 +126,9 @@ Status build_agent(const YAML::Node& n, const BuildEnv& env, size_t idx, std::se
         JIFFY_RETURN_IF_ERROR((build_one<Source, SourceFactory>(src_nodes[i], env, who, "source", i, find_source, known_sources, &names, &s)));
         pipe.sources.push_back(std::move(s));
     }
+    if (opt.exec == AgentOptions::kInline && src_nodes.size() != 1)
+        return f.error(n["execution"], "'execution: inline' runs the stages on the source's thread; it needs exactly one source (this agent has " +
+                                           std::to_string(src_nodes.size()) + ")");
     std::function<Status(Fields&, Stage*)> fallback = [&](Fields& sf, Stage* st) -> Status {
         YAML::Node fb = sf.get("fallback");
         if (!fb.IsDefined() || fb.IsNull()) return {};

@@ -219,6 +219,9 @@ void MqttClient::drop_connection_locked(const char* why, int rc) {
 
 void MqttClient::run() {
     while (!stop_.load()) {
+        // Hand one message to the handler (outside mu_: it may publish), then read again, so
+        // that under a flood the inbox drops the oldest between two handler calls.
+        bool more = has_handler_.load(std::memory_order_acquire) && run_handler_once();
         pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {-1, 0, 0}};
         int nfds = 1;
         int timeout_ms = 1000;
@@ -241,6 +244,7 @@ void MqttClient::run() {
             } else {
                 timeout_ms = int(std::max<int64_t>(0, (next_attempt_us_ - now + 999) / 1000));
             }
+            if (more) timeout_ms = 0;
         }
         int pr = poll(fds, nfds, timeout_ms);
         if (fds[0].revents & POLLIN) {
@@ -254,7 +258,15 @@ void MqttClient::run() {
         if (pr > 0 && nfds == 2 && mosquitto_socket(mosq_) == polled_fd) {
             if (fds[1].revents & (POLLIN | POLLERR | POLLHUP)) {
                 errno = 0;
-                rc = mosquitto_loop_read(mosq_, 1);
+                rc = mosquitto_loop_read(mosq_, 1);  // one packet (QoS 0: libmosquitto reads 1)
+                // With a handler, read on while more is there (up to 64 packets), so the inbox
+                // drops the oldest rather than the socket holding a backlog; one poll per event.
+                for (int k = 1; k < 64 && rc == MOSQ_ERR_SUCCESS && !lost_ && has_handler_.load(std::memory_order_relaxed); ++k) {
+                    pollfd p{polled_fd, POLLIN, 0};
+                    if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLERR | POLLHUP))) break;
+                    errno = 0;
+                    rc = mosquitto_loop_read(mosq_, 1);
+                }
                 if (rc != MOSQ_ERR_SUCCESS || lost_) {
                     drop_connection_locked("read", rc);
                     continue;
@@ -493,6 +505,28 @@ bool MqttClient::pop(MqttMessage* out, int timeout_us) {
     inbox_.pop_front();
     inbox_size_.store(inbox_.size(), std::memory_order_release);
     return true;
+}
+
+void MqttClient::set_handler(Handler h) {
+    std::lock_guard<std::mutex> g(h_mu_);  // waits for a running handler call
+    handler_ = std::move(h);
+    has_handler_.store(bool(handler_), std::memory_order_release);
+    if (handler_) wake();  // messages already in the inbox
+}
+
+// Network thread: hands the oldest inbox message to the handler. True if more are waiting.
+bool MqttClient::run_handler_once() {
+    std::lock_guard<std::mutex> g(h_mu_);
+    if (!handler_ || inbox_size_.load(std::memory_order_acquire) == 0) return false;
+    {
+        std::lock_guard<std::mutex> lk(in_mu_);
+        if (inbox_.empty()) return false;
+        h_msg_ = std::move(inbox_.front());
+        inbox_.pop_front();
+        inbox_size_.store(inbox_.size(), std::memory_order_release);
+    }
+    handler_(h_msg_);
+    return inbox_size_.load(std::memory_order_acquire) > 0;
 }
 
 MqttClient::Stats MqttClient::stats() const {

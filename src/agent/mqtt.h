@@ -107,6 +107,16 @@ public:
                    uint64_t* seq_out = nullptr, uint64_t seq = 0);
     // Oldest inbound message; waits up to timeout_us (0: do not wait, <0: forever).
     bool pop(MqttMessage* out, int timeout_us);
+    // Delivers inbound messages on the network thread instead of pop(): each message still goes
+    // through the inbox (dedupe, bounded, drop-oldest), then the network thread calls `h` with it,
+    // one per loop turn and outside the client's lock, so `h` may publish() on this client (the
+    // write then happens on the thread that read the event: no thread hand-off). Between two
+    // calls the thread reads whatever arrived (up to 64 packets), so under a flood the inbox drops
+    // the oldest and `h` always gets the freshest messages. `h` must not block for long: while it
+    // runs this client reads nothing (keepalive, PUBACKs wait). An empty `h` turns it off; the call
+    // returns after a running `h` has returned.
+    using Handler = std::function<void(const MqttMessage&)>;
+    void set_handler(Handler h);
     bool connected() const { return connected_.load(std::memory_order_acquire); }
     // Connected and every remembered subscription acknowledged on this connection.
     bool ready() const;
@@ -187,6 +197,12 @@ private:
     std::unordered_map<int, uint64_t> mid_seq_; // mid on this connection -> seq
     uint64_t next_seq_ = 1;
     bool has_unsent_ = false;                   // some un-acked entry is not on the wire
+
+    std::mutex h_mu_;                 // held by the network thread while it runs handler_
+    Handler handler_;
+    std::atomic<bool> has_handler_{false};
+    MqttMessage h_msg_;               // the message being handed to handler_ (network thread)
+    bool run_handler_once();
 
     std::mutex in_mu_;
     std::condition_variable in_cv_;

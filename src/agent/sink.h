@@ -8,12 +8,15 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 
 namespace jiffy::agent {
+
+class Source;
 
 struct Action {
     const char* agent = "";
@@ -34,6 +37,9 @@ void format_action_json(const Action& a, std::string* out);
 class Sink {
 public:
     virtual ~Sink() = default;
+    // Called once when the agent is created, with its sources: a sink may share a source's
+    // connection (the MQTT sink publishes on the agent's MQTT source's client).
+    virtual void share_with(const std::vector<std::unique_ptr<Source>>& sources) {}
     virtual Status start() { return {}; }
     // `json` is format_action_json(a). Must not throw or block for long.
     virtual void emit(const Action& a, const std::string& json) = 0;

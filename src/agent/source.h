@@ -39,6 +39,10 @@ public:
     virtual std::vector<std::string> channels() const { return {}; }
 
     virtual bool can_pull() const { return false; }
+    // True if running the agent's stages on the thread that calls FrameSink::push keeps this
+    // source's guarantees (`execution: auto` then runs inline): MQTT, whose bounded drop-oldest
+    // inbox sits before that thread and is read between two events.
+    virtual bool inline_ok() const { return false; }
     enum Pull { kFrame, kEnd };
     // Writes the next frame into out (frame_size() floats) and its meta (n, media time, and
     // event_us = its due time on the steady clock, 0 = now). `start_us` is the replay origin.

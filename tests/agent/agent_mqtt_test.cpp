@@ -261,8 +261,9 @@ TEST(AgentMqtt, BrokerKillRestartLosesNoAcceptedAction) {
                 double end = now_s() + 4;
                 while ((src_back < 0 || sink_back < 0) && now_s() < end) {
                     std::string e = agent.err();
-                    if (src_back < 0 && e.find("mqtt source 's'" + again) != std::string::npos) src_back = now_s() - back_at;
-                    if (sink_back < 0 && e.find("mqtt sink 'out'" + again) != std::string::npos) sink_back = now_s() - back_at;
+                    // Source and sink share one connection (share_connection defaults to true).
+                    if (src_back < 0 && e.find("mqtt source 's' and sink 'out'" + again) != std::string::npos)
+                        src_back = sink_back = now_s() - back_at;
                     sleep_ms(2);
                 }
             });
@@ -356,8 +357,7 @@ TEST(AgentMqtt, MissingBrokerWarnsAndRetries) {
                     "    sources: [{name: s, type: mqtt, port: " + P + ", topic: in/l, qos: 1, format: json_array, size: 1}]\n"
                     "    emit: {v: 's[0]'}\n"
                     "    sinks: [{type: mqtt, port: " + P + ", topic: out/l, qos: 1}, {type: stdout}]\n");
-    ASSERT_TRUE(agent.wait_err("mqtt source 's': cannot connect to 127.0.0.1:" + P)) << agent.err();
-    ASSERT_TRUE(agent.wait_err("mqtt sink 'mqtt0': cannot connect to 127.0.0.1:" + P)) << agent.err();
+    ASSERT_TRUE(agent.wait_err("mqtt source 's' and sink 'mqtt0': cannot connect to 127.0.0.1:" + P)) << agent.err();
     EXPECT_NE(agent.err().find("retrying"), std::string::npos) << agent.err();
     sleep_ms(300);
     ASSERT_TRUE(broker.start()) << broker.log_text();
@@ -393,6 +393,12 @@ TEST(AgentMqtt, BadConfigsNameLineAndField) {
         {okSrc, "{type: mqtt, topic: 'out/+'}", ":5: agent 'x' sink 'mqtt0': field 'topic': 'out/+' is not a valid publish topic"},
         {okSrc, "{type: mqtt, topic: o, qos: 2}", ":5: agent 'x' sink 'mqtt0': field 'qos'"},
         {okSrc, "{type: mqtt}", "missing required field 'topic'"},
+        {okSrc, "{type: mqtt, topic: o, share_connection: maybe}", "field 'share_connection'"},
+        // Agent-level: execution: inline needs one source and an event trigger (the key follows the sources).
+        {okSrc + "\n      - {name: t, type: mqtt, topic: c, size: 1}\n    execution: inline", okSink,
+         ":6: agent 'x': 'execution: inline' runs the stages on the source's thread; it needs exactly one source (this agent has 2)"},
+        {okSrc + "\n    trigger: {period_ms: 10}\n    execution: inline", okSink, "'execution: inline' runs the stages on each event; it needs 'trigger: event'"},
+        {okSrc + "\n    execution: sometimes", okSink, "field 'execution'"},
     };
     int k = 0;
     for (const auto& c : cases) {
@@ -416,14 +422,17 @@ TEST(AgentMqtt, BadConfigsNameLineAndField) {
 }
 
 // (d) A flood far above the agent's rate (a ~0.3 ms model): the bounded inbox and queue drop the
-// oldest, every frame is either processed or counted as dropped, and memory stays bounded.
-TEST(AgentMqtt, FloodDropsCountedMemoryBounded) {
+// oldest, every frame is either processed or counted as dropped, and memory stays bounded — with
+// the stages on the agent's thread, and inline on the MQTT network thread (which must keep reading
+// between events so that the inbox, not the socket, holds the backlog).
+void flood(const std::string& exec) {
     std::remove(tmp("flood.jsonl").c_str());
     MosquittoBroker broker;
     ASSERT_TRUE(broker.start()) << broker.log_text();
     AgentProc agent("flood",
                     "agents:\n"
                     "  - name: f\n"
+                    "    execution: " + exec + "\n"
                     "    queue: 8\n"
                     "    sources: [{name: s, type: mqtt, port: " + port_s(broker) + ", topic: in/f, format: f32, size: 256, inbox: 16}]\n"
                     "    stages: [{name: m, type: model, file: " + kSrc + "/.cache/models/mlp_256_1024_1024_256.onnx}]\n"
@@ -455,14 +464,16 @@ TEST(AgentMqtt, FloodDropsCountedMemoryBounded) {
     std::string e = agent.err();
     uint64_t events = table_num(e, "agent f:", "events"), dropped = table_num(e, "agent f:", "dropped"),
              received = table_num(e, "source s (mqtt)", "received");
-    std::printf("published %d frames in %.2f s (%.0f/s); agent received %llu, processed %llu, dropped %llu; RSS %ld KiB at "
-                "start, peak %ld KiB\n",
-                N, pub_s, N / pub_s, (unsigned long long)received, (unsigned long long)events, (unsigned long long)dropped, rss0, hwm);
+    std::printf("execution %s: published %d frames in %.2f s (%.0f/s); agent received %llu, processed %llu, dropped %llu; RSS %ld "
+                "KiB at start, peak %ld KiB\n",
+                exec.c_str(), N, pub_s, N / pub_s, (unsigned long long)received, (unsigned long long)events, (unsigned long long)dropped, rss0, hwm);
     EXPECT_GT(received, uint64_t(N / 2));
     EXPECT_EQ(events + dropped, received) << e;
     EXPECT_GT(dropped, received / 2) << "the input rate must be well above the agent's";
     EXPECT_LT(hwm - rss0, 16 * 1024) << "memory must stay bounded (payload published: " << N * 1 << " KiB)";
 }
+TEST(AgentMqtt, FloodDropsCountedMemoryBounded) { flood("thread"); }
+TEST(AgentMqtt, FloodDropsCountedMemoryBoundedInline) { flood("inline"); }
 
 // (e) Two agent processes in one MQTT 5 shared subscription group split one topic: every frame
 // is processed exactly once across both, and both take part.
