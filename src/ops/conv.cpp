@@ -25,6 +25,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
 #include "kernels/norm.h"
+#include "kernels/pool.h"
 #include "ops/conv_small.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
@@ -1106,6 +1107,25 @@ private:
     double p_;
 };
 
+// float32 1-D / 2-D MaxPool (no Indices output) and AveragePool: the separable vector pool of
+// kernels/pool.h. The row buffer is mutable scratch owned by the kernel.
+class Pool2dFastKernel : public Kernel {
+public:
+    Pool2dFastKernel(kernels::Pool2d p, int64_t planes)
+        : p_(std::move(p)), planes_(planes), fn_(kernels::pool2d_for(kernels::active_isa())),
+          scratch_(size_t(kernels::pool2d_scratch_floats(p_))) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(p_, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), planes_, scratch_.data());
+        return {};
+    }
+
+private:
+    kernels::Pool2d p_;
+    int64_t planes_;
+    kernels::Pool2dFn fn_;
+    mutable std::vector<float> scratch_;
+};
+
 // Reads p of LpPool / GlobalLpPool (a float attribute in old opsets, an int since opset 2).
 Status read_p(const OpContext& ctx, double* p) {
     *p = 2;
@@ -1177,6 +1197,16 @@ Status prep_pool(OpContext& ctx) {
     const int64_t planes = x[0] * x[1];
     const bool indices = K == PoolKind::kMax && ctx.has_output(1);
 
+    if (K != PoolKind::kLp && t == DType::kF32 && !indices && g.nd <= 2) {
+        kernels::Pool2d p2;
+        const int64_t in2[2] = {g.in[1], g.in[2]}, out2[2] = {g.out[1], g.out[2]};
+        const int64_t k2[2] = {g.k[1], g.k[2]}, s2[2] = {g.s[1], g.s[2]}, d2[2] = {g.d[1], g.d[2]};
+        const int64_t pb2[2] = {g.pb[1], g.pb[2]}, pe2[2] = {g.pe[1], g.pe[2]};
+        if (kernels::pool2d_setup(K == PoolKind::kMax, include_pad, in2, out2, k2, s2, d2, pb2, pe2, &p2)) {
+            ctx.set_kernel(std::make_unique<Pool2dFastKernel>(std::move(p2), planes));
+            return {};
+        }
+    }
     auto make = [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<PoolKernel<T, K>>(planes, g, std::move(dims), include_pad,

@@ -909,7 +909,10 @@ Status prep_CastLike(OpContext& ctx) {
 
 }  // namespace
 
+Status prep_ElementwiseChain(OpContext& ctx);  // elementwise_chain.cpp
+
 void register_elementwise_ops(OpRegistry& r) {
+    r.add("ElementwiseChain", prep_ElementwiseChain, "jiffy");
 #define REG(NAME) r.add(#NAME, prep_##NAME);
     REG(Exp) REG(Log) REG(Sqrt) REG(Reciprocal) REG(Sigmoid) REG(Tanh) REG(Erf) REG(Floor)
     REG(Ceil) REG(Round) REG(Softplus) REG(Softsign) REG(Sin) REG(Cos) REG(Tan) REG(Asin)

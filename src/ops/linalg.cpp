@@ -1227,17 +1227,22 @@ class ResizeKernel : public Kernel {
 public:
     ResizeKernel(Shape out, std::vector<AxisTaps> ax, bool nearest, double extrap)
         : out_(std::move(out)), ax_(std::move(ax)), nearest_(nearest), extrap_(resize_cast<T>(extrap)) {
-        // Nearest along the last axis with no outside taps: one flat offset per output column,
-        // and the 2x upsample (column j reads input column j / 2) as a pair-duplicating loop.
-        if (nearest_ && !out_.empty() && !ax_.back().any_outside) {
-            const AxisTaps& last = ax_.back();
-            const int64_t W = out_.back();
-            nn_off_.resize(size_t(W));
-            dup2_ = W % 2 == 0 && W > 0;
-            for (int64_t j = 0; j < W; ++j) {
-                nn_off_[size_t(j)] = last.off[size_t(last.first[size_t(j)])];
-                if (nn_off_[size_t(j)] != j / 2) dup2_ = false;
-            }
+        // Nearest without tf_crop_and_resize's outside points: every output row is a gather of
+        // one input row through the same last-axis table, so a row whose source row equals the
+        // previous row's is a copy of it, and an integer upsampling factor f (source index j / f)
+        // is a repeat of each element f times.
+        fast_nearest_ = nearest_ && !out_.empty();
+        for (const AxisTaps& a : ax_) fast_nearest_ = fast_nearest_ && !a.any_outside;
+        if (!fast_nearest_) return;
+        const AxisTaps& last = ax_.back();
+        const int64_t W = out_.back();
+        for (int64_t j = 0; j < W; ++j) last_idx_.push_back(last.off[size_t(last.first[size_t(j)])]);
+        const int64_t in_w = W > 0 ? last_idx_.back() + 1 : 0;
+        if (in_w > 0 && W % in_w == 0) {
+            const int64_t f = W / in_w;
+            bool ok = true;
+            for (int64_t j = 0; j < W && ok; ++j) ok = last_idx_[size_t(j)] == j / f;
+            if (ok) repeat_ = f;
         }
     }
 
@@ -1255,7 +1260,7 @@ public:
         const int64_t rows = n / W;
         const AxisTaps& last = ax_[size_t(r - 1)];
         int64_t idx[kMaxRank] = {0};
-        int64_t prev_base = -1;  // the previous row's input offset when it was a plain nearest row
+        int64_t prev_base = -1;
         for (int64_t row = 0; row < rows; ++row) {
             T* yr = y + row * W;
             bool outside = false;
@@ -1265,20 +1270,12 @@ public:
                 if (a.outside[size_t(idx[d])]) outside = true;
                 else if (nearest_) base += a.off[size_t(a.first[size_t(idx[d])])];
             }
-            if (outside) {
-                for (int64_t j = 0; j < W; ++j) yr[j] = extrap_;
-                prev_base = -1;
-            } else if (!nn_off_.empty()) {
-                if (base == prev_base) {
-                    std::memcpy(yr, yr - W, size_t(W) * sizeof(T));  // the same source row
-                } else if (dup2_) {
-                    const T* xr = x + base;
-                    for (int64_t j = 0; j < W / 2; ++j) yr[2 * j] = yr[2 * j + 1] = xr[j];
-                } else {
-                    const int64_t* o = nn_off_.data();
-                    for (int64_t j = 0; j < W; ++j) yr[j] = x[base + o[j]];
-                }
+            if (fast_nearest_) {
+                if (row > 0 && base == prev_base) std::memcpy(yr, yr - W, size_t(W) * sizeof(T));
+                else nearest_row(x + base, yr, W);
                 prev_base = base;
+            } else if (outside) {
+                for (int64_t j = 0; j < W; ++j) yr[j] = extrap_;
             } else if (nearest_) {
                 for (int64_t j = 0; j < W; ++j)
                     yr[j] = last.outside[size_t(j)] ? extrap_ : x[base + last.off[size_t(last.first[size_t(j)])]];
@@ -1302,6 +1299,24 @@ public:
     }
 
 private:
+    void nearest_row(const T* __restrict xr, T* __restrict yr, int64_t W) const {
+        switch (repeat_) {
+            case 1: std::memcpy(yr, xr, size_t(W) * sizeof(T)); return;
+            case 2:
+                for (int64_t j = 0; j < W / 2; ++j) yr[2 * j] = yr[2 * j + 1] = xr[j];
+                return;
+            case 0: {
+                const int64_t* li = last_idx_.data();
+                for (int64_t j = 0; j < W; ++j) yr[j] = xr[li[j]];
+                return;
+            }
+            default:
+                for (int64_t j = 0, k = 0; j < W / repeat_; ++j)
+                    for (int64_t r = 0; r < repeat_; ++r) yr[k++] = xr[j];
+                return;
+        }
+    }
+
     // Weighted sum over the taps of axes d.. at output index idx, from input offset off.
     double accum(const T* x, int d, const int64_t* idx, int64_t off) const {
         if (d == int(ax_.size())) return double(x[off]);
@@ -1317,8 +1332,9 @@ private:
     std::vector<AxisTaps> ax_;
     bool nearest_;
     T extrap_;
-    std::vector<int64_t> nn_off_;  // nearest, no outside taps on the last axis: its offsets
-    bool dup2_ = false;            // ... and they are j / 2 (a 2x upsample)
+    bool fast_nearest_ = false;
+    int64_t repeat_ = 0;               // integer upsampling factor of the last axis, 0: none
+    std::vector<int64_t> last_idx_;    // nearest: source index per output column
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi

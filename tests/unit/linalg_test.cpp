@@ -442,6 +442,35 @@ TEST(Linalg, ResizeAxesAndKeepAspectRatio) {
     EXPECT_EQ(r.outs[0].shape(), (Shape{1, 1, 3, 6}));
 }
 
+TEST(Linalg, ResizeNearestFastPathsMatchDefinition) {
+    // Nearest / asymmetric / floor (ppocrv4_det's upsampling) on odd sizes: integer factors 1-3
+    // per axis (row copies + element repeats), a non-integer factor and a downscale (gathers).
+    // Source index = floor(o / scale), clamped.
+    const int64_t H = 5, W = 7;
+    Tensor x(DType::kF32, Shape{2, 3, H, W});
+    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = float(i) * 0.5f - 3.0f;
+    const std::vector<std::pair<float, float>> scales = {{2, 2}, {3, 3}, {1, 2}, {2, 1}, {1.5f, 2.5f},
+                                                         {0.5f, 0.75f}, {1, 1}, {4, 3}};
+    for (auto [sh, sw] : scales) {
+        Result r = run_op("Resize", {x, none(), f32({4}, {1, 1, sh, sw})}, {false, false, true},
+                          {{"mode", as("nearest")}, {"coordinate_transformation_mode", as("asymmetric")},
+                           {"nearest_mode", as("floor")}},
+                          13);
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        const int64_t OH = int64_t(std::floor(float(H) * sh)), OW = int64_t(std::floor(float(W) * sw));
+        ASSERT_EQ(r.outs[0].shape(), (Shape{2, 3, OH, OW})) << sh << "x" << sw;
+        const float* y = r.outs[0].as<float>();
+        for (int64_t p = 0; p < 6; ++p)
+            for (int64_t i = 0; i < OH; ++i)
+                for (int64_t j = 0; j < OW; ++j) {
+                    const int64_t si = std::min<int64_t>(H - 1, int64_t(std::floor(double(i) / sh)));
+                    const int64_t sj = std::min<int64_t>(W - 1, int64_t(std::floor(double(j) / sw)));
+                    ASSERT_EQ(y[(p * OH + i) * OW + j], x.as<float>()[(p * H + si) * W + sj])
+                        << "scale " << sh << "x" << sw << " at " << p << "," << i << "," << j;
+                }
+    }
+}
+
 TEST(Linalg, ResizeTrilinearAndCropExtrapolation) {
     // 3-D linear (all dims), align_corners 2x2x2 -> 3x3x3: the centre is the mean of all corners.
     Tensor x = f32({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});

@@ -572,3 +572,88 @@ TEST(Passes, ConvBnBiasHardSwishChain) {
 }
 
 }  // namespace
+
+// ---------------------------------------------------------------- fuse_elementwise
+namespace {
+// x -> Neg -> [Mul scalar, Add scalar, Relu, Mul per-channel, Add(t, t * s) with t read twice,
+// Sub (scalar - acc), Clip, Max per-channel const, Div by a full input, Sigmoid, HardSwish,
+// LeakyRelu, Min scalar] on planes larger and smaller than the kernel's 512-element block.
+Builder chain_graph(const Shape& s) {
+    Builder b;
+    const int64_t C = s[1];
+    int x = b.input("x", s);
+    int d = b.input("d", s, 11);  // divisor: Sigmoid(d) + 0.5 keeps it away from 0
+    int dd = b.node("Sigmoid", {d}, s);
+    int den = b.node("Add", {dd, b.constant("half", scalar(0.5f))}, s);
+    int pc_in = b.input("pc", {1, C, 1, 1}, 5);  // per-channel, computed at run time
+    int v = b.node("Neg", {x}, s);
+    v = b.node("Mul", {b.constant("a", scalar(1.7f, {1})), v}, s);
+    v = b.node("Add", {v, b.constant("b", scalar(-0.2f, {1}))}, s);
+    v = b.node("Relu", {v}, s);
+    v = b.node("Mul", {v, pc_in}, s);
+    int t = b.node("Mul", {v, b.constant("pcc", rnd({C, 1, 1}, 3))}, s);
+    v = b.node("Add", {v, t}, s);
+    v = b.node("Sub", {b.constant("one", scalar(1.0f)), v}, s);
+    v = b.node("Clip", {v, b.constant("lo", scalar(-1.5f)), b.constant("hi", scalar(1.5f))}, s);
+    v = b.node("Max", {v, b.constant("m", rnd({1, C, 1, 1}, 4))}, s);
+    v = b.node("Div", {v, den}, s);
+    v = b.node("Sigmoid", {v}, s);
+    v = b.node("HardSwish", {v}, s);
+    v = b.node("LeakyRelu", {v}, s, {{"alpha", af(0.3f)}});
+    v = b.node("Min", {v, b.constant("mn", scalar(0.4f))}, s);
+    b.output(v);
+    return b;
+}
+}  // namespace
+
+TEST(Passes, ElementwiseChainFusesIntoOneNode) {
+    for (const Shape& s : {Shape{1, 5, 7, 9}, Shape{2, 3, 23, 29}}) {
+        Builder b = chain_graph(s);
+        // The 14 nodes after Neg become two chains, split at the value read twice (the per-channel
+        // Mul's output starts the second chain and is its operand too); Sigmoid(d) + 0.5 is a third.
+        Graph g = check_pass(b, passes::fuse_elementwise, 13);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"ElementwiseChain", "Neg", "ElementwiseChain",
+                                                    "ElementwiseChain"}));
+    }
+}
+
+TEST(Passes, ElementwiseChainKeepsSharedAndBroadcastingValues) {
+    Builder b;
+    int x = b.input("x", {1, 4, 3, 5});
+    int m = b.node("Mul", {x, b.constant("s", scalar(2.0f))}, {1, 4, 3, 5});
+    b.output(m);  // a graph output: must stay
+    b.output(b.node("Add", {m, b.constant("c", scalar(1.0f))}, {1, 4, 3, 5}));
+    int p = b.input("p", {1, 4, 1, 1}, 3);
+    int r = b.node("Relu", {p}, {1, 4, 1, 1});
+    b.output(b.node("Add", {r, x}, {1, 4, 3, 5}));  // enlarges the chain's value: not fused
+    int q = b.node("Sigmoid", {x}, {1, 4, 3, 5});
+    b.output(b.node("Add", {q, b.constant("row", rnd({5}, 9))}, {1, 4, 3, 5}));  // per-column operand
+    check_pass(b, passes::fuse_elementwise, 0);
+}
+
+TEST(Passes, MalformedElementwiseChainGivesAClearError) {
+    auto compile_chain = [](std::vector<int64_t> ops, std::vector<int64_t> opn, const Shape& ps) {
+        Builder b;
+        int x = b.input("x", {1, 3, 4, 4});
+        int p = b.input("p", ps);
+        const size_t n = ops.size();
+        int y = b.node("ElementwiseChain", {x, p}, {1, 3, 4, 4},
+                       {{"ops", aints(std::move(ops))}, {"operands", aints(std::move(opn))},
+                        {"alphas", afloats(std::vector<float>(n, 0.0f))},
+                        {"betas", afloats(std::vector<float>(n, 0.0f))}});
+        b.g.nodes.back().domain = "jiffy";
+        b.output(y);
+        ScopedPasses sp(false);
+        std::shared_ptr<const Plan> plan;
+        return compile_graph(b.g, CompileOptions{}, &plan);
+    };
+    EXPECT_TRUE(compile_chain({202, 101}, {1, -1}, {1, 3, 1, 1}).ok());
+    Status st = compile_chain({202, 101}, {1}, {1, 3, 1, 1});
+    EXPECT_NE(st.message().find("equal length"), std::string::npos) << st.message();
+    st = compile_chain({999}, {-1}, {1, 3, 1, 1});
+    EXPECT_NE(st.message().find("unknown op code"), std::string::npos) << st.message();
+    st = compile_chain({200}, {5}, {1, 3, 1, 1});
+    EXPECT_NE(st.message().find("is not an input"), std::string::npos) << st.message();
+    st = compile_chain({200}, {1}, {1, 1, 4, 1});
+    EXPECT_NE(st.message().find("nor is per-channel"), std::string::npos) << st.message();
+}

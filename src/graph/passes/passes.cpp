@@ -40,9 +40,13 @@ bool run_graph_passes(Graph& g) {
         if (!any) break;
         changed = true;
     }
+    // Once the others reach their fixed point: they match the original elementwise nodes.
+    const int chained = passes::fuse_elementwise(g);
+    if (chained > 0) changed = true;
     if (stats) {
         std::fprintf(stderr, "graph passes (%s, %zu nodes left):", g.name.c_str(), g.nodes.size());
         for (const Pass& p : list) std::fprintf(stderr, " %s=%d", p.name, p.removed);
+        std::fprintf(stderr, " fuse_elementwise=%d", chained);
         std::fprintf(stderr, "\n");
     }
     return changed;

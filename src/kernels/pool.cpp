@@ -1,0 +1,62 @@
+// Pool rows, baseline ISA (SSE2 on x86-64, NEON on aarch64), table set-up and dispatch.
+#include "kernels/pool.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace jiffy::kernels {
+namespace {
+#include "kernels/pool_impl.h"
+
+int64_t floor_div64(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+}  // namespace
+
+bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
+                  const int64_t k[2], const int64_t s[2], const int64_t d[2], const int64_t pb[2],
+                  const int64_t pe[2], Pool2d* p) {
+    *p = Pool2d{};
+    p->max = max;
+    p->H = in[0], p->W = in[1], p->OH = out[0], p->OW = out[1];
+    p->kw = k[1], p->sw = s[1], p->dw = d[1], p->pw = pb[1], p->dh = d[0];
+    // Valid taps [k0, k1) of output index o along one dim, and taps inside the padded range.
+    auto taps = [](int64_t o, int64_t n, int64_t kk, int64_t ss, int64_t dd, int64_t b, int64_t e,
+                   int64_t* k0, int64_t* k1, int64_t* kp) {
+        const int64_t start = o * ss - b;
+        *k0 = start >= 0 ? 0 : (-start + dd - 1) / dd;
+        *k1 = std::min<int64_t>(kk, floor_div64(n - 1 - start, dd) + 1);
+        *kp = std::min<int64_t>(kk, floor_div64(n + e - 1 - start, dd) + 1);
+    };
+    for (int64_t o = 0; o < out[0]; ++o) {
+        int64_t k0, k1, kp;
+        taps(o, in[0], k[0], s[0], d[0], pb[0], pe[0], &k0, &k1, &kp);
+        if (k1 <= k0) return false;
+        p->row_first.push_back(o * s[0] - pb[0] + k0 * d[0]);
+        p->row_n.push_back(k1 - k0);
+        p->row_cnt.push_back(float(count_include_pad ? kp : k1 - k0));
+    }
+    int64_t need = in[1] + pb[1];
+    for (int64_t o = 0; o < out[1]; ++o) {
+        int64_t k0, k1, kp;
+        taps(o, in[1], k[1], s[1], d[1], pb[1], pe[1], &k0, &k1, &kp);
+        if (k1 <= k0) return false;
+        p->col_cnt.push_back(float(count_include_pad ? kp : k1 - k0));
+        need = std::max(need, o * s[1] + (k[1] - 1) * d[1] + 1);  // last tap, padded coordinates
+    }
+    p->Wp = need;
+    return true;
+}
+
+void pool2d_scalar(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch) {
+    pool2d_run(p, x, y, planes, scratch);
+}
+
+Pool2dFn pool2d_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return pool2d_avx512;
+    if (isa == Isa::kAvx2) return pool2d_avx2;
+#endif
+    (void)isa;
+    return pool2d_scalar;
+}
+
+}  // namespace jiffy::kernels

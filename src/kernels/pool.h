@@ -1,0 +1,46 @@
+// 2-D float32 MaxPool / AveragePool over NCHW planes (the pools' fast path). Separable: per
+// output row, the valid input rows are reduced into a row buffer padded left and right with the
+// reduction's identity (-inf / 0), then each output column reduces kw entries of that buffer at
+// stride sw (compiled for kw 1-3, sw 1-2, dilation 1; any other width through a generic loop).
+// Padding, ceil_mode and dilation are resolved at prepare into per-row tables (Pool2d below), so
+// every window shape ONNX allows runs here except MaxPool's Indices output. Max ignores NaN like
+// the reference (a NaN never wins `v > best`); Average divides the float sum by the row count
+// times the column count (padding counted or not, as count_include_pad says).
+//   pool2d_for(isa)(p, x, y, planes, scratch)   scratch: pool2d_scratch_floats(p) floats
+// Loops in kernels/pool_impl.h, auto-vectorized per ISA (pool.cpp baseline, x86/pool_avx2.cpp,
+// x86/pool_avx512.cpp).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu.h"
+
+namespace jiffy::kernels {
+
+struct Pool2d {
+    bool max = true;
+    int64_t H = 1, W = 1, OH = 1, OW = 1;
+    int64_t kw = 1, sw = 1, dw = 1, pw = 0;  // horizontal window, stride, dilation, left pad
+    int64_t dh = 1;                          // vertical dilation
+    int64_t Wp = 1;                          // padded row length (left pad + W + right pad)
+    // Per output row: first valid input row, number of valid rows (taps), row count for Average.
+    std::vector<int64_t> row_first, row_n;
+    std::vector<float> row_cnt;
+    // Per output column: column count for Average (valid taps, or taps inside the padded range).
+    std::vector<float> col_cnt;
+};
+
+// Builds the tables. Per dim: input size, output size, kernel, stride, dilation, begin pad, end
+// pad (as forward_geometry computes them). False when a window lies entirely in the padding.
+bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
+                  const int64_t k[2], const int64_t s[2], const int64_t d[2], const int64_t pb[2],
+                  const int64_t pe[2], Pool2d* p);
+inline int64_t pool2d_scratch_floats(const Pool2d& p) { return p.Wp + 16; }
+
+using Pool2dFn = void (*)(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch);
+Pool2dFn pool2d_for(Isa isa);
+void pool2d_scalar(const Pool2d&, const float*, float*, int64_t, float*);
+void pool2d_avx2(const Pool2d&, const float*, float*, int64_t, float*);
+void pool2d_avx512(const Pool2d&, const float*, float*, int64_t, float*);
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,106 @@
+// Plain loops over __restrict pointers that the compiler vectorizes for the ISA of the including
+// translation unit (pool.cpp baseline, x86/pool_avx2.cpp, x86/pool_avx512.cpp). Include inside
+// `namespace jiffy::kernels { namespace { ... } }` after kernels/pool.h.
+
+inline float pool_max(float v, float m) { return v > m ? v : m; }  // NaN never wins
+
+// t = reduce over rows r[0..n) of the input rows (each W wide), written at t[0..W).
+template <bool MAX>
+void pool_vertical(const float* __restrict x, int64_t W, int64_t first, int64_t n, int64_t dh,
+                   float* __restrict t) {
+    const float* __restrict r0 = x + first * W;
+    if (n == 2) {
+        const float* __restrict r1 = r0 + dh * W;
+        for (int64_t i = 0; i < W; ++i)
+            t[i] = MAX ? pool_max(r1[i], pool_max(r0[i], -INFINITY)) : r0[i] + r1[i];
+        return;
+    }
+    if (n == 3) {
+        const float* __restrict r1 = r0 + dh * W;
+        const float* __restrict r2 = r1 + dh * W;
+        for (int64_t i = 0; i < W; ++i)
+            t[i] = MAX ? pool_max(r2[i], pool_max(r1[i], pool_max(r0[i], -INFINITY)))
+                       : (r0[i] + r1[i]) + r2[i];
+        return;
+    }
+    for (int64_t i = 0; i < W; ++i) t[i] = MAX ? pool_max(r0[i], -INFINITY) : r0[i];
+    for (int64_t r = 1; r < n; ++r) {
+        const float* __restrict rr = r0 + r * dh * W;
+        for (int64_t i = 0; i < W; ++i) t[i] = MAX ? pool_max(rr[i], t[i]) : t[i] + rr[i];
+    }
+}
+
+// y[o] = reduce over k < KW of t[o * SW + k] (then / (rc * cc[o]) for Average).
+template <bool MAX, int KW, int SW>
+void pool_horizontal(const float* __restrict t, int64_t OW, float rc, const float* __restrict cc,
+                     float* __restrict y) {
+    for (int64_t o = 0; o < OW; ++o) {
+        const float* __restrict w = t + o * SW;
+        float a = MAX ? -INFINITY : 0.0f;
+        for (int k = 0; k < KW; ++k) a = MAX ? pool_max(w[k], a) : a + w[k];
+        y[o] = MAX ? a : a / (rc * cc[o]);
+    }
+}
+
+template <bool MAX>
+void pool_horizontal_any(const float* __restrict t, int64_t OW, int64_t kw, int64_t sw, int64_t dw,
+                         float rc, const float* __restrict cc, float* __restrict y) {
+    for (int64_t o = 0; o < OW; ++o) {
+        const float* w = t + o * sw;
+        float a = MAX ? -INFINITY : 0.0f;
+        for (int64_t k = 0; k < kw; ++k) a = MAX ? pool_max(w[k * dw], a) : a + w[k * dw];
+        y[o] = MAX ? a : a / (rc * cc[o]);
+    }
+}
+
+using PoolHFn = void (*)(const float*, int64_t, float, const float*, float*);
+
+template <bool MAX>
+PoolHFn pool_pick_h(int64_t kw, int64_t sw, int64_t dw) {
+    if (dw != 1 && kw != 1) return nullptr;
+    if (sw == 1) {
+        if (kw == 1) return pool_horizontal<MAX, 1, 1>;
+        if (kw == 2) return pool_horizontal<MAX, 2, 1>;
+        if (kw == 3) return pool_horizontal<MAX, 3, 1>;
+    } else if (sw == 2) {
+        if (kw == 1) return pool_horizontal<MAX, 1, 2>;
+        if (kw == 2) return pool_horizontal<MAX, 2, 2>;
+        if (kw == 3) return pool_horizontal<MAX, 3, 2>;
+    }
+    return nullptr;
+}
+
+template <bool MAX>
+void pool2d_impl(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch) {
+    const PoolHFn h = pool_pick_h<MAX>(p.kw, p.sw, p.dw);
+    const float pad_value = MAX ? -INFINITY : 0.0f;
+    const int64_t right = p.Wp - p.pw - p.W;
+    // The row buffer's padding never changes: write it once per call.
+    for (int64_t i = 0; i < p.pw; ++i) scratch[i] = pad_value;
+    for (int64_t i = 0; i < right; ++i) scratch[p.pw + p.W + i] = pad_value;
+    float* t = scratch + p.pw;
+    const bool direct_ok = p.pw == 0 && right <= 0;
+    const int64_t inP = p.H * p.W, outP = p.OH * p.OW;
+    for (int64_t c = 0; c < planes; ++c) {
+        const float* xp = x + c * inP;
+        float* yp = y + c * outP;
+        for (int64_t oh = 0; oh < p.OH; ++oh, yp += p.OW) {
+            const int64_t first = p.row_first[size_t(oh)], n = p.row_n[size_t(oh)];
+            const float* src;
+            if (n == 1 && direct_ok) {
+                src = xp + first * p.W;
+            } else {
+                pool_vertical<MAX>(xp, p.W, first, n, p.dh, t);
+                src = scratch;
+            }
+            const float rc = p.row_cnt[size_t(oh)];
+            if (h) h(src, p.OW, rc, p.col_cnt.data(), yp);
+            else pool_horizontal_any<MAX>(src, p.OW, p.kw, p.sw, p.dw, rc, p.col_cnt.data(), yp);
+        }
+    }
+}
+
+inline void pool2d_run(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch) {
+    if (p.max) pool2d_impl<true>(p, x, y, planes, scratch);
+    else pool2d_impl<false>(p, x, y, planes, scratch);
+}

@@ -1,0 +1,164 @@
+// The 2-D float pool kernel (src/kernels/pool.h) on every ISA this CPU has, against a direct
+// transcription of the ONNX MaxPool / AveragePool definition (double sums), on odd shapes with
+// padding, strides, dilation, ceil_mode and count_include_pad both ways, NaN and +-inf inputs.
+// Kernel-level only (no engine), so it also runs cross-compiled under qemu-aarch64.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu.h"
+#include "kernels/pool.h"
+
+using namespace jiffy::kernels;
+
+namespace {
+
+std::vector<Isa> pool_isas() {
+    std::vector<Isa> r{Isa::kScalar};
+    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
+    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
+    if (cpu_isa() == Isa::kNeon) r.push_back(Isa::kNeon);
+    return r;
+}
+
+struct PoolCase {
+    int64_t C, H, W, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+    bool ceil;
+};
+
+std::string pc_str(const PoolCase& c) {
+    char b[200];
+    std::snprintf(b, sizeof(b), "C%ld %ldx%ld k%ldx%ld s%ld,%ld d%ld,%ld p%ld,%ld,%ld,%ld%s", long(c.C),
+                  long(c.H), long(c.W), long(c.kh), long(c.kw), long(c.sh), long(c.sw), long(c.dh),
+                  long(c.dw), long(c.pt), long(c.pl), long(c.pb), long(c.pr), c.ceil ? " ceil" : "");
+    return b;
+}
+
+int64_t out_dim(int64_t in, int64_t k, int64_t s, int64_t d, int64_t pb, int64_t pe, bool ceil) {
+    const int64_t num = in + pb + pe - ((k - 1) * d + 1);
+    int64_t o = ceil ? (num + s - 1) / s + 1 : num / s + 1;
+    if (ceil && (o - 1) * s >= in + pb) --o;
+    return o;
+}
+
+// ONNX definition: the window of output (i, j) covers rows i*sh - pt + a*dh, cols j*sw - pl + b*dw;
+// Max skips NaN (the engine's reference does); Average divides by the taps inside the input, or
+// (count_include_pad) inside the padded input.
+std::vector<float> pool_ref(const PoolCase& c, bool max, bool include_pad, const std::vector<float>& x,
+                            int64_t OH, int64_t OW) {
+    std::vector<float> y(size_t(c.C * OH * OW));
+    for (int64_t ch = 0; ch < c.C; ++ch)
+        for (int64_t i = 0; i < OH; ++i)
+            for (int64_t j = 0; j < OW; ++j) {
+                double acc = 0, best = -INFINITY;
+                int64_t n = 0, npad = 0;
+                for (int64_t a = 0; a < c.kh; ++a)
+                    for (int64_t b = 0; b < c.kw; ++b) {
+                        const int64_t r = i * c.sh - c.pt + a * c.dh, q = j * c.sw - c.pl + b * c.dw;
+                        if (r < c.H + c.pb && q < c.W + c.pr) ++npad;
+                        if (r < 0 || r >= c.H || q < 0 || q >= c.W) continue;
+                        const float v = x[size_t((ch * c.H + r) * c.W + q)];
+                        ++n;
+                        acc += v;
+                        if (v > best) best = v;
+                    }
+                y[size_t((ch * OH + i) * OW + j)] =
+                    max ? float(best) : float(acc / double(include_pad ? npad : n));
+            }
+    return y;
+}
+
+void check_case(const PoolCase& c, bool max, bool include_pad, bool edge_values) {
+    const int64_t OH = out_dim(c.H, c.kh, c.sh, c.dh, c.pt, c.pb, c.ceil);
+    const int64_t OW = out_dim(c.W, c.kw, c.sw, c.dw, c.pl, c.pr, c.ceil);
+    std::vector<float> x(size_t(c.C * c.H * c.W));
+    uint32_t s = 12345u + uint32_t(c.H * 31 + c.W);
+    for (auto& v : x) {
+        s = s * 1664525u + 1013904223u;
+        v = float(s >> 8) / float(1 << 24) * 4.0f - 2.0f;
+    }
+    if (edge_values && x.size() > 8) {
+        x[1] = std::numeric_limits<float>::quiet_NaN();
+        x[3] = INFINITY;
+        x[x.size() - 2] = -INFINITY;
+    }
+    const int64_t in[2] = {c.H, c.W}, out[2] = {OH, OW}, k[2] = {c.kh, c.kw}, st[2] = {c.sh, c.sw},
+                  d[2] = {c.dh, c.dw}, pb[2] = {c.pt, c.pl}, pe[2] = {c.pb, c.pr};
+    Pool2d p;
+    ASSERT_TRUE(pool2d_setup(max, include_pad, in, out, k, st, d, pb, pe, &p)) << pc_str(c);
+    const std::vector<float> want = pool_ref(c, max, include_pad, x, OH, OW);
+    for (Isa isa : pool_isas()) {
+        std::vector<float> y(want.size() + 1, 7.0f), scratch(size_t(pool2d_scratch_floats(p)));
+        pool2d_for(isa)(p, x.data(), y.data(), c.C, scratch.data());
+        EXPECT_EQ(y.back(), 7.0f) << "wrote past the output";
+        for (size_t i = 0; i < want.size(); ++i) {
+            const float g = y[i], w = want[i];
+            const std::string what = pc_str(c) + (max ? " max" : include_pad ? " avg incl" : " avg excl") +
+                                     " isa " + isa_name(isa) + " element " + std::to_string(i);
+            if (std::isnan(w) || std::isinf(w)) {
+                ASSERT_TRUE((std::isnan(g) && std::isnan(w)) || g == w) << what << ": " << g << " vs " << w;
+            } else {
+                ASSERT_NEAR(g, w, 1e-5 * (1 + std::abs(w))) << what;
+            }
+        }
+    }
+}
+
+const std::vector<PoolCase>& pool_cases() {
+    static const std::vector<PoolCase> cases = {
+        // the models' shapes: embedding_model, ppocr_cls, ResNet-50 stem (scaled down), ppocrv4_rec
+        {3, 72, 32, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false},
+        {2, 32, 16, 1, 2, 1, 2, 1, 1, 0, 0, 0, 0, false},
+        {5, 2, 96, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0, false},
+        {2, 23, 23, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false},
+        {3, 8, 40, 3, 2, 1, 2, 1, 1, 1, 0, 1, 0, false},
+        // odd sizes, every kw 1-4 x stride 1-3, padding, ceil_mode, dilation, 1-D (H = 1)
+        {1, 7, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false},
+        {2, 9, 35, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false},
+        {2, 9, 35, 2, 2, 1, 1, 1, 1, 0, 0, 1, 1, false},
+        {2, 11, 37, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, true},
+        {2, 10, 36, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, true},
+        {2, 13, 29, 1, 2, 1, 2, 1, 1, 0, 1, 0, 0, true},
+        {1, 17, 33, 4, 4, 3, 3, 1, 1, 2, 1, 1, 2, false},
+        {1, 17, 33, 5, 1, 2, 1, 1, 1, 2, 0, 2, 0, false},
+        {1, 12, 31, 2, 3, 1, 3, 2, 2, 1, 2, 0, 1, true},
+        {1, 12, 31, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, false},
+        {3, 1, 50, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, false},
+        {3, 1, 67, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true},
+        {2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false},
+    };
+    return cases;
+}
+
+TEST(PoolKernel, MaxMatchesDefinition) {
+    for (const PoolCase& c : pool_cases()) check_case(c, true, false, false);
+}
+
+TEST(PoolKernel, AverageMatchesDefinitionBothPadCounts) {
+    for (const PoolCase& c : pool_cases()) {
+        check_case(c, false, false, false);
+        check_case(c, false, true, false);
+    }
+}
+
+TEST(PoolKernel, EdgeValues) {
+    for (const PoolCase& c : pool_cases()) {
+        check_case(c, true, false, true);
+        check_case(c, false, true, true);
+    }
+}
+
+TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {
+    // kernel 2, pad 2 at the begin: the first window lies entirely in the padding.
+    const int64_t in[2] = {1, 4}, out[2] = {1, 4}, k[2] = {1, 2}, s[2] = {1, 1}, d[2] = {1, 1},
+                  pb[2] = {0, 2}, pe[2] = {0, 0};
+    Pool2d p;
+    EXPECT_FALSE(pool2d_setup(true, false, in, out, k, s, d, pb, pe, &p));
+}
+
+}  // namespace
