@@ -3,7 +3,8 @@
 // JIFFY_AGENT_VOICE when src/agent/oww.cpp and vad.cpp exist.
 //
 //   type: mqtt (source)  host, port, client_id, keepalive_s, topic | topics, qos, format
-//                        (f32|i16|json_array|json_field), field, size, shared_group, inbox
+//                        (f32|i16|json_array|json_field), field, size, shared_group, inbox,
+//                        rate (values per second: media_s = position in the stream)
 //   type: mqtt (sink)    host, port, client_id, keepalive_s, topic, qos, outbox, flush_ms,
 //                        share_connection (default true: publish on the agent's MQTT source's
 //                        connection to the same broker)
@@ -96,6 +97,7 @@ public:
     int qos = 0;
     PayloadFormat fmt;
     int64_t size = 1;
+    double rate = 0;  // values per second (e.g. 16000 for 16 kHz audio); 0: no media_s
     size_t frame_size() const override { return size_t(size); }
     bool inline_ok() const override { return true; }
 
@@ -115,6 +117,7 @@ public:
         }
         const std::string who = "mqtt source '" + name + "'";
         std::vector<float> buf(static_cast<size_t>(size));
+        uint64_t values = 0;  // decoded so far: the stream position when `rate` is set
         c->set_handler([&](const MqttMessage& msg) {  // network thread
             size_t n = 0;
             Status d = decode_payload(fmt, msg.payload.data(), msg.payload.size(), buf.data(), buf.size(), &n);
@@ -126,6 +129,8 @@ public:
             FrameMeta m;
             m.event_us = msg.recv_us;  // steady clock, when the network thread received it
             m.n = n;
+            values += n;
+            if (rate > 0) m.media_s = double(values) / rate;  // the end of this frame, like a file source
             sink->push(buf.data(), m);
         });
         bool announced = false;
@@ -184,6 +189,8 @@ Status make_mqtt_source(Fields& f, const BuildEnv&, std::unique_ptr<Source>* out
         return f.error(f.get("field"), "field 'field' needs format: json_field");
     JIFFY_RETURN_IF_ERROR(f.get_int("size", &s->size, true, 1, 1 << 24));
     JIFFY_RETURN_IF_ERROR(f.get_int("inbox", &inbox, false, 1, 1 << 20));
+    JIFFY_RETURN_IF_ERROR(f.get_double("rate", &s->rate));
+    if (!(s->rate >= 0) || !std::isfinite(s->rate)) return f.error(f.get("rate"), "field 'rate' must be a number >= 0 (values per second)");
     s->qos = int(qos);
     s->link->mo.inbox_capacity = size_t(inbox);
     *out = std::move(s);

@@ -49,7 +49,7 @@ struct MqttOptions {
     std::string shared_group;  // non-empty: subscribe via $share/<group>/<topic>
     size_t inbox_capacity = 1024;
     size_t outbox_capacity = 10000;
-    int reconnect_min_ms = 100, reconnect_max_ms = 2000;
+    int reconnect_min_ms = 100, reconnect_max_ms = 1000;
     int connect_timeout_ms = 3000;  // no CONNACK within this: drop the attempt, back off
     int unrouted_hold_ms = 3000;    // keep re-sending "no matching subscribers" QoS 1 messages
     bool drop_duplicates = true;    // inbound (src, seq) already seen: count and drop

@@ -21,131 +21,15 @@
 #include "agent/mqtt.h"
 #include "agent/wav.h"
 #include "jiffy/jiffy.hpp"
+#include "agent_proc.h"
 #include "mosquitto_fixture.h"
 
 using namespace jiffy;
 using namespace jiffy::agent;
 using json = nlohmann::json;
 using jiffy::testing::MosquittoBroker;
+using namespace jiffy::agent::testing;
 
-namespace {
-
-const std::string kSrc = JIFFY_SOURCE_DIR;
-
-std::string tmp(const std::string& name) { return ::testing::TempDir() + "/agent_mqtt_" + name; }
-void write(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
-std::string slurp(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// `jiffy agent CONFIG args...` as a child process, stdout and stderr to files.
-class AgentProc {
-public:
-    AgentProc(const std::string& tag, const std::string& yaml, std::vector<std::string> args = {}) {
-        cfg_ = tmp(tag + ".yaml"), out_ = tmp(tag + ".out"), err_ = tmp(tag + ".err");
-        write(cfg_, yaml);
-        std::remove(out_.c_str());
-        std::remove(err_.c_str());
-        pid_ = fork();
-        if (pid_ == 0) {
-            FILE* o = std::freopen(out_.c_str(), "w", stdout);
-            FILE* e = std::freopen(err_.c_str(), "w", stderr);
-            (void)o, (void)e;
-            std::vector<char*> av{const_cast<char*>(JIFFY_BINARY), const_cast<char*>("agent"), const_cast<char*>(cfg_.c_str())};
-            for (auto& a : args) av.push_back(const_cast<char*>(a.c_str()));
-            av.push_back(nullptr);
-            execv(JIFFY_BINARY, av.data());
-            _exit(127);
-        }
-    }
-    ~AgentProc() {
-        if (pid_ > 0) {
-            kill(pid_, SIGKILL);
-            waitpid(pid_, nullptr, 0);
-        }
-    }
-    pid_t pid() const { return pid_; }
-    std::string err() const { return slurp(err_); }
-    std::string out() const { return slurp(out_); }
-    // Waits until stderr contains `s` (true) or the timeout passes / the process exits (false).
-    bool wait_err(const std::string& s, double timeout_s = 5) {
-        double end = now_s() + timeout_s;
-        while (now_s() < end) {
-            if (err().find(s) != std::string::npos) return true;
-            if (pid_ > 0 && waitpid(pid_, &status_, WNOHANG) == pid_) {
-                pid_ = -1;
-                return err().find(s) != std::string::npos;
-            }
-            sleep_ms(2);
-        }
-        return false;
-    }
-    // SIGTERM, then waits up to timeout_s; the exit code (-1: killed / signalled).
-    int stop(double timeout_s = 8) {
-        if (pid_ > 0) kill(pid_, SIGTERM);
-        return wait(timeout_s);
-    }
-    int wait(double timeout_s) {
-        double end = now_s() + timeout_s;
-        while (pid_ > 0 && now_s() < end) {
-            if (waitpid(pid_, &status_, WNOHANG) == pid_) pid_ = -1;
-            else sleep_ms(5);
-        }
-        if (pid_ > 0) return -1;
-        return WIFEXITED(status_) ? WEXITSTATUS(status_) : -1;
-    }
-    // VmRSS / VmHWM of the running process, KiB.
-    long vm(const char* key) const {
-        std::ifstream f("/proc/" + std::to_string(pid_) + "/status");
-        std::string l;
-        while (std::getline(f, l))
-            if (l.rfind(key, 0) == 0) return std::atol(l.c_str() + std::strlen(key) + 1);
-        return -1;
-    }
-
-private:
-    std::string cfg_, out_, err_;
-    pid_t pid_ = -1;
-    int status_ = 0;
-};
-
-// A number from the exit table: the integer just before `label` on the line that contains `key`.
-uint64_t table_num(const std::string& err, const std::string& key, const std::string& label) {
-    std::istringstream is(err);
-    std::string l;
-    while (std::getline(is, l)) {
-        if (l.find(key) == std::string::npos) continue;
-        size_t p = l.find(label);
-        if (p == std::string::npos) continue;
-        size_t e = p;
-        while (e > 0 && l[e - 1] == ' ') --e;
-        size_t b = e;
-        while (b > 0 && std::isdigit(static_cast<unsigned char>(l[b - 1]))) --b;
-        if (b < e) return std::stoull(l.substr(b, e - b));
-    }
-    ADD_FAILURE() << "no '" << label << "' on a line with '" << key << "' in:\n" << err;
-    return 0;
-}
-
-std::unique_ptr<MqttClient> client(int port, const std::string& id, bool dedupe = true) {
-    MqttOptions o;
-    o.port = port;
-    o.client_id = id;
-    o.drop_duplicates = dedupe;
-    o.inbox_capacity = 100000;
-    o.log = [](const std::string&) {};
-    std::unique_ptr<MqttClient> c;
-    Status st = MqttClient::create(o, &c);
-    EXPECT_TRUE(st.ok()) << st.message();
-    return c;
-}
-
-std::string port_s(const MosquittoBroker& b) { return std::to_string(b.port()); }
-
-}  // namespace
 
 // (a) A WAV clip streamed as 1280-sample raw int16 frames over MQTT QoS 1 into a melspectrogram
 // model stage; every action arrives on the output topic and its values equal a direct engine run.
