@@ -26,6 +26,9 @@ int fuse_residual(Graph& g);        // Conv + Add(other) -> Conv with _fused_res
 int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_act
 int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
 int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
+int fold_matmul_transpose(Graph& g);  // Transposes around a float MatMul -> strided MatMul
+int fuse_softmax_scale(Graph& g);   // Softmax(x * s) -> Softmax with _fused_scale
+int fuse_add_layernorm(Graph& g);   // LayerNormalization(x + r) -> LayerNormalization with r fused
 }  // namespace passes
 
 }  // namespace jiffy
