@@ -145,7 +145,7 @@ void BM_softmax_rows(benchmark::State& st, Isa isa) {
     for (float& v : x) v = u(rng);
     SoftmaxRowsFn fn = softmax_rows_for(isa);
     for (auto _ : st) {
-        fn(x.data(), y.data(), rows, n);
+        fn(x.data(), y.data(), rows, n, 1.0f);
         benchmark::DoNotOptimize(y.data());
     }
 }
@@ -162,7 +162,7 @@ void BM_layernorm_rows(benchmark::State& st, Isa isa) {
     for (float& v : x) v = u(rng);
     LayerNormRowsFn fn = layernorm_rows_for(isa);
     for (auto _ : st) {
-        fn(x.data(), y.data(), rows, n, sc.data(), b.data(), 1e-5f);
+        fn(x.data(), y.data(), rows, n, sc.data(), b.data(), 1e-5f, nullptr);
         benchmark::DoNotOptimize(y.data());
     }
 }

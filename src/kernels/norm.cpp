@@ -4,13 +4,14 @@
 
 namespace jiffy::kernels {
 
-void softmax_rows_scalar(const float* x, float* y, int64_t rows, int64_t n) {
+void softmax_rows_scalar(const float* x, float* y, int64_t rows, int64_t n, float scale) {
     for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
         float mx = x[0];
         for (int64_t i = 1; i < n; ++i) mx = x[i] > mx ? x[i] : mx;
+        mx *= scale;
         float s[4] = {0, 0, 0, 0};
         for (int64_t i = 0; i < n; ++i) {
-            const float e = std::exp(x[i] - mx);
+            const float e = std::exp(x[i] * scale - mx);
             y[i] = e;
             s[i & 3] += e;
         }
@@ -19,9 +20,15 @@ void softmax_rows_scalar(const float* x, float* y, int64_t rows, int64_t n) {
     }
 }
 
-void layernorm_rows_scalar(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
-                           const float* bias, float eps) {
-    for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+void layernorm_rows_scalar(const float* x0, float* y, int64_t rows, int64_t n, const float* scale,
+                           const float* bias, float eps, const float* res) {
+    for (int64_t r = 0; r < rows; ++r, x0 += n, y += n) {
+        const float* x = x0;
+        if (res) {  // y = x + res first (the fused residual Add), then normalize y in place
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i] + res[i];
+            res += n;
+            x = y;
+        }
         float s[4] = {0, 0, 0, 0};
         for (int64_t i = 0; i < n; ++i) s[i & 3] += x[i];
         const float mean = ((s[0] + s[1]) + (s[2] + s[3])) / float(n);

@@ -1447,16 +1447,18 @@ Status prep_GroupNormalization(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------- LayerNormalization
+// `_fused_residual` = 1 (set by the fuse_add_layernorm pass for LayerNormalization(Add(x, r))): a
+// 4th input r of X's shape is added to X before normalizing (B may then be absent: input -1).
 
 template <typename T>
 class LayerNormKernel : public Kernel {
 public:
     LayerNormKernel(int64_t outer, int64_t inner, double eps, std::vector<int64_t> sidx,
                     std::vector<int64_t> bidx, DType stat_t, bool has_bias, bool mean_out,
-                    bool inv_out)
+                    bool inv_out, bool has_res)
         : outer_(outer), inner_(inner), eps_(eps), sidx_(std::move(sidx)),
           bidx_(std::move(bidx)), stat_t_(stat_t), has_bias_(has_bias), mean_out_(mean_out),
-          inv_out_(inv_out) {
+          inv_out_(inv_out), has_res_(has_res) {
         // float rows with per-element scale / bias and no statistics outputs: the vector kernel.
         if (std::is_same_v<T, float> && sidx_.empty() && bidx_.empty() && !mean_out_ && !inv_out_ && inner_ > 0)
             fast_ = kernels::layernorm_rows_for(kernels::active_isa());
@@ -1465,16 +1467,21 @@ public:
         const T* X = static_cast<const T*>(in[0]);
         const T* scale = static_cast<const T*>(in[1]);
         const T* bias = has_bias_ ? static_cast<const T*>(in[2]) : nullptr;
+        const T* res = has_res_ ? static_cast<const T*>(in[3]) : nullptr;
         T* Y = static_cast<T*>(out[0]);
         if constexpr (std::is_same_v<T, float>) {
             if (fast_) {
-                fast_(X, Y, outer_, inner_, scale, bias, float(eps_));
+                fast_(X, Y, outer_, inner_, scale, bias, float(eps_), res);
                 return {};
             }
         }
         for (int64_t r = 0; r < outer_; ++r) {
             const T* x = X + r * inner_;
             T* y = Y + r * inner_;
+            if (res) {  // y = x + res, then normalize y in place
+                for (int64_t i = 0; i < inner_; ++i) y[i] = T(x[i] + res[r * inner_ + i]);
+                x = y;
+            }
             double sum = 0;
             for (int64_t i = 0; i < inner_; ++i) sum += double(x[i]);
             const double mean = inner_ ? sum / double(inner_) : 0;
@@ -1500,7 +1507,7 @@ private:
     double eps_;
     std::vector<int64_t> sidx_, bidx_;
     DType stat_t_;
-    bool has_bias_, mean_out_, inv_out_;
+    bool has_bias_, mean_out_, inv_out_, has_res_;
     kernels::LayerNormRowsFn fast_ = nullptr;
 };
 
@@ -1552,12 +1559,18 @@ Status prep_LayerNormalization(OpContext& ctx) {
     if (ctx.has_output(1)) JIFFY_RETURN_IF_ERROR(ctx.set_output(1, stat_t, st));
     if (ctx.has_output(2)) JIFFY_RETURN_IF_ERROR(ctx.set_output(2, stat_t, st));
     double eps = ctx.attr_float("epsilon", 1e-5f);
+    const bool has_res = ctx.attr_int("_fused_residual", 0) != 0;
+    if (ctx.num_inputs() > (has_res ? 4 : 3))
+        return ctx.fail("takes at most 3 inputs (4 with _fused_residual=1), got ", ctx.num_inputs());
+    if (has_res && (!ctx.has_input(3) || ctx.in_dtype(3) != ctx.in_dtype(0) || ctx.in_shape(3) != x))
+        return ctx.fail("_fused_residual=1 needs a 4th input of X's dtype and shape ", shape_str(x), ", got ",
+                        ctx.has_input(3) ? shape_str(ctx.in_shape(3)) : std::string("none"));
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<LayerNormKernel<T>>(outer, inner, eps, std::move(sidx),
                                                             std::move(bidx), stat_t,
                                                             ctx.has_input(2), ctx.has_output(1),
-                                                            ctx.has_output(2)));
+                                                            ctx.has_output(2), has_res));
         return {};
     });
 }

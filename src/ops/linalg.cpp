@@ -52,6 +52,17 @@ struct MatMulGeom {
     Shape batch;             // broadcast batch dims
     Shape out;
     std::vector<int64_t> a_off, b_off;  // per batch, in elements
+    // Row strides of A, B and Y (B: N x K rows when trans_b) and the per-batch Y offsets: the
+    // contiguous layout unless _perm_a / _perm_b / _perm_y read or write through a transpose.
+    int64_t lda = 0, ldb = 0, ldc = 0;
+    bool trans_b = false;
+    std::vector<int64_t> y_off;
+    bool strided() const {
+        if (lda != K || ldb != N || ldc != N || trans_b) return true;
+        for (size_t i = 0; i < y_off.size(); ++i)
+            if (y_off[i] != int64_t(i) * M * N) return true;
+        return false;
+    }
 };
 
 Status matmul_geometry(const OpContext& ctx, const Shape& a, const Shape& b, MatMulGeom* g) {
@@ -84,6 +95,129 @@ Status matmul_geometry(const OpContext& ctx, const Shape& a, const Shape& b, Mat
         g->a_off[size_t(i)] = oa * amat;
         g->b_off[size_t(i)] = ob * bmat;
     });
+    g->lda = g->K;
+    g->ldb = g->ldc = g->N;
+    g->trans_b = false;
+    g->y_off.resize(size_t(nb));
+    for (int64_t i = 0; i < nb; ++i) g->y_off[size_t(i)] = i * g->M * g->N;
+    return {};
+}
+
+// ---------------------------------------------------------------- transposed operands
+// The fold_matmul_transpose pass (attention heads) folds Transposes around a float32 MatMul into
+// attributes: `_perm_a` / `_perm_b`: the operand is Transpose(input, perm); `_perm_y`: the output
+// is Transpose(product, perm). The kernel reads and writes through strides, no copy: A's and Y's
+// last axis must stay innermost, B's last or second-to-last axis must be innermost (the latter is
+// a transposed B, packed per run).
+bool read_perm(const OpContext& ctx, const char* name, std::vector<int64_t>* p) {
+    const Attr* a = ctx.attr(name);
+    if (!a) return false;
+    *p = a->ints;
+    return true;
+}
+
+Status check_perm(const OpContext& ctx, const char* name, const std::vector<int64_t>& p, size_t rank) {
+    std::vector<char> seen(rank, 0);
+    bool ok = p.size() == rank && rank >= 2;
+    for (int64_t v : p) {
+        if (!ok || v < 0 || v >= int64_t(rank) || seen[size_t(v)]) {
+            ok = false;
+            break;
+        }
+        seen[size_t(v)] = 1;
+    }
+    if (!ok) return ctx.fail(name, " must be a permutation of the ", rank, " axes (rank >= 2)");
+    return {};
+}
+
+Shape contiguous_strides(const Shape& s) {
+    Shape st(s.size(), 1);
+    for (size_t i = s.size(); i-- > 1;) st[i - 1] = st[i] * s[i];
+    return st;
+}
+
+// Logical shape and element strides of Transpose(raw, perm) read in place.
+void permuted_view(const Shape& raw, const std::vector<int64_t>& perm, Shape* shape, Shape* strides) {
+    const Shape cs = contiguous_strides(raw);
+    shape->resize(raw.size());
+    strides->resize(raw.size());
+    for (size_t i = 0; i < raw.size(); ++i) {
+        (*shape)[i] = raw[size_t(perm[i])];
+        (*strides)[i] = cs[size_t(perm[i])];
+    }
+}
+
+// Offset of each output batch (in g.batch order) in a tensor of logical shape `l` / strides `ls`
+// whose leading rank-2 dims broadcast against the batch.
+std::vector<int64_t> batch_offsets(const Shape& batch, const Shape& l, const Shape& ls) {
+    const int64_t nb = shape_numel(batch);
+    const size_t lb = l.size() - 2, skip = batch.size() - lb;
+    std::vector<int64_t> off(size_t(nb), 0), idx(batch.size(), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+        int64_t o = 0;
+        for (size_t j = 0; j < lb; ++j)
+            if (l[j] != 1) o += idx[skip + j] * ls[j];
+        off[size_t(i)] = o;
+        for (size_t d = batch.size(); d-- > 0;) {
+            if (++idx[d] < batch[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return off;
+}
+
+// MatMul geometry with the _perm_* attributes applied; *strided is false when none is present.
+Status matmul_geometry_perm(const OpContext& ctx, MatMulGeom* g, Shape* out_shape, bool* strided) {
+    const Shape& ra = ctx.in_shape(0);
+    const Shape& rb = ctx.in_shape(1);
+    std::vector<int64_t> pa, pb, py;
+    const bool ha = read_perm(ctx, "_perm_a", &pa), hb = read_perm(ctx, "_perm_b", &pb),
+               hy = read_perm(ctx, "_perm_y", &py);
+    *strided = ha || hb || hy;
+    if (!*strided) {
+        JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ra, rb, g));
+        *out_shape = g->out;
+        return {};
+    }
+    if (ra.size() < 2 || rb.size() < 2)
+        return ctx.fail("_perm_a/_perm_b/_perm_y need inputs of rank >= 2, got ", shape_str(ra), " and ", shape_str(rb));
+    if (ha) JIFFY_RETURN_IF_ERROR(check_perm(ctx, "_perm_a", pa, ra.size()));
+    if (hb) JIFFY_RETURN_IF_ERROR(check_perm(ctx, "_perm_b", pb, rb.size()));
+    auto identity = [](size_t r) {
+        std::vector<int64_t> p(r);
+        for (size_t i = 0; i < r; ++i) p[i] = int64_t(i);
+        return p;
+    };
+    if (!ha) pa = identity(ra.size());
+    if (!hb) pb = identity(rb.size());
+    Shape la, lsa, lb, lsb;
+    permuted_view(ra, pa, &la, &lsa);
+    permuted_view(rb, pb, &lb, &lsb);
+    JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, la, lb, g));
+    const size_t a1 = la.size() - 1, b1 = lb.size() - 1;
+    if (lsa[a1] != 1) return ctx.fail("_perm_a must keep A's last axis innermost");
+    g->lda = lsa[a1 - 1];
+    if (lsb[b1] == 1) {
+        g->ldb = lsb[b1 - 1];
+    } else if (lsb[b1 - 1] == 1) {
+        g->trans_b = true;
+        g->ldb = lsb[b1];
+    } else {
+        return ctx.fail("_perm_b must keep one of B's last two axes innermost");
+    }
+    g->a_off = batch_offsets(g->batch, la, lsa);
+    g->b_off = batch_offsets(g->batch, lb, lsb);
+    const size_t ry = g->out.size();
+    if (!hy) py = identity(ry);
+    JIFFY_RETURN_IF_ERROR(check_perm(ctx, "_perm_y", py, ry));
+    Shape o(ry), lsy(ry);
+    for (size_t i = 0; i < ry; ++i) o[i] = g->out[size_t(py[i])];
+    const Shape cso = contiguous_strides(o);
+    for (size_t i = 0; i < ry; ++i) lsy[size_t(py[i])] = cso[i];
+    if (lsy[ry - 1] != 1) return ctx.fail("_perm_y must keep the product's last axis innermost");
+    g->ldc = lsy[ry - 2];
+    g->y_off = batch_offsets(g->batch, g->out, lsy);
+    *out_shape = o;
     return {};
 }
 
@@ -246,7 +380,7 @@ public:
             shared_b = shared_b && g.b_off[size_t(i)] == g.b_off[0];
             contiguous_a = contiguous_a && g.a_off[size_t(i)] == i * M * K;
         }
-        tall_ = shared_b && contiguous_a;
+        tall_ = shared_b && contiguous_a && !g.strided();
         if (bconst) {
             if (tall_ && nb * M == 1) {
                 gemv_ = kernels::pack_b_gemv(bconst + g.b_off[0], K, N, N, false);
@@ -260,7 +394,7 @@ public:
                     if (idx < 0) {
                         idx = int64_t(b_keys_.size());
                         b_keys_.push_back(g.b_off[size_t(i)]);
-                        packed_.push_back(kernels::pack_b(bconst + g.b_off[size_t(i)], K, N, N, false, isa));
+                        packed_.push_back(kernels::pack_b(bconst + g.b_off[size_t(i)], K, N, g.ldb, g.trans_b, isa));
                     }
                     b_index_.push_back(idx);
                 }
@@ -294,25 +428,26 @@ public:
                     gemm_(nb * M, a, K, packed_[0], bias, y, N, gemm_act_);
             } else {
                 for (int64_t i = 0; i < nb; ++i)
-                    gemm_(M, a + g_.a_off[size_t(i)], K, packed_[size_t(b_index_[size_t(i)])], bias, y + i * M * N, N,
-                          gemm_act_);
+                    gemm_(M, a + g_.a_off[size_t(i)], g_.lda, packed_[size_t(b_index_[size_t(i)])], bias,
+                          y + g_.y_off[size_t(i)], g_.ldc, gemm_act_);
             }
         } else {
             int64_t last = -1;
             for (int64_t i = 0; i < nb; ++i) {
                 const float* bi = b + g_.b_off[size_t(i)];
-                if (N == view_.NR && reinterpret_cast<uintptr_t>(bi) % 64 == 0) {
+                if (N == view_.NR && !g_.trans_b && g_.ldb == N && reinterpret_cast<uintptr_t>(bi) % 64 == 0) {
                     // One K x NR panel is B itself (e.g. attention's 32-wide heads): no packing.
                     kernels::PackedB direct = view_;
                     direct.data = std::shared_ptr<float>(std::shared_ptr<float>(), const_cast<float*>(bi));
-                    gemm_(M, a + g_.a_off[size_t(i)], K, direct, bias, y + i * M * N, N, gemm_act_);
+                    gemm_(M, a + g_.a_off[size_t(i)], g_.lda, direct, bias, y + g_.y_off[size_t(i)], g_.ldc,
+                          gemm_act_);
                     continue;
                 }
                 if (g_.b_off[size_t(i)] != last) {
                     last = g_.b_off[size_t(i)];
-                    kernels::pack_b_into(bi, N, false, view_);
+                    kernels::pack_b_into(bi, g_.ldb, g_.trans_b, view_);
                 }
-                gemm_(M, a + g_.a_off[size_t(i)], K, view_, bias, y + i * M * N, N, gemm_act_);
+                gemm_(M, a + g_.a_off[size_t(i)], g_.lda, view_, bias, y + g_.y_off[size_t(i)], g_.ldc, gemm_act_);
             }
         }
         if (post_act_) act_fn_(act_, y, y, nb * M * N);
@@ -352,7 +487,10 @@ Status prep_MatMul(OpContext& ctx) {
     if (!dtype_is_int(t) && t != DType::kF32 && t != DType::kF64)
         return ctx.fail_unsupported("dtype ", dtype_name(t), " is not supported");
     MatMulGeom g;
-    JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ctx.in_shape(0), ctx.in_shape(1), &g));
+    Shape out_shape;
+    bool strided = false;
+    JIFFY_RETURN_IF_ERROR(matmul_geometry_perm(ctx, &g, &out_shape, &strided));
+    if (strided && t != DType::kF32) return ctx.fail("_perm_a/_perm_b/_perm_y need float32, got ", dtype_name(t));
     kernels::Activation act;
     JIFFY_RETURN_IF_ERROR(fused_activation(ctx, &act));
     const bool has_bias = ctx.attr_int("_fused_bias", 0) != 0;
@@ -363,11 +501,11 @@ Status prep_MatMul(OpContext& ctx) {
             return ctx.fail("_fused_bias=1 needs a 3rd input of ", g.N, " ", dtype_name(t), " values, got ",
                             ctx.has_input(2) ? shape_str(ctx.in_shape(2)) : std::string("none"));
     }
-    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, g.out));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out_shape));
     const Tensor* bc = ctx.in_const(1);
     // float32: the packed SGEMM when B is constant or the product is tall enough to repay
-    // packing B per run.
-    if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4)) {
+    // packing B per run (always when strided: the reference loop assumes contiguous operands).
+    if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4 || strided)) {
         auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
         k->set_parallel(ctx.options().pool.get(),
                         parallel_chunks(ctx.options(), 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N));
@@ -998,13 +1136,16 @@ Status prep_Einsum(OpContext& ctx) {
 
 enum class SoftKind { kSoftmax, kLogSoftmax, kHardmax };
 
-// Normalizes along the middle dim of an [outer, n, inner] view of the input.
+// Normalizes along the middle dim of an [outer, n, inner] view of the input. `_fused_scale` (set by
+// the fuse_softmax_scale pass for Softmax(Mul(x, s)), attention's 1/sqrt(d)): the op normalizes
+// s * x instead of x.
 template <typename T, SoftKind K>
 class SoftmaxKernel : public Kernel {
 public:
-    SoftmaxKernel(int64_t outer, int64_t n, int64_t inner) : outer_(outer), n_(n), inner_(inner) {
-        // float softmax over contiguous rows: the vector kernel (kernels/norm.h).
-        if (std::is_same_v<T, float> && K == SoftKind::kSoftmax && inner_ == 1 && n_ > 0)
+    SoftmaxKernel(int64_t outer, int64_t n, int64_t inner, double scale)
+        : outer_(outer), n_(n), inner_(inner), scale_(scale) {
+        // float softmax over contiguous rows: the vector kernel (kernels/norm.h; scale > 0).
+        if (std::is_same_v<T, float> && K == SoftKind::kSoftmax && inner_ == 1 && n_ > 0 && scale_ > 0)
             fast_ = kernels::softmax_rows_for(kernels::active_isa());
     }
     Status run(const void* const* in, void* const* out) const override {
@@ -1013,20 +1154,21 @@ public:
         if (n_ == 0) return {};
         if constexpr (std::is_same_v<T, float>) {
             if (fast_) {
-                fast_(x, y, outer_, n_);
+                fast_(x, y, outer_, n_, float(scale_));
                 return {};
             }
         }
         const int64_t st = inner_;
+        const T sc = T(scale_);
         for (int64_t o = 0; o < outer_; ++o) {
             for (int64_t s = 0; s < inner_; ++s) {
                 const T* xp = x + o * n_ * inner_ + s;
                 T* yp = y + o * n_ * inner_ + s;
-                T mx = xp[0];
+                T mx = xp[0] * sc;
                 int64_t arg = 0;
                 for (int64_t i = 1; i < n_; ++i)
-                    if (xp[i * st] > mx) {
-                        mx = xp[i * st];
+                    if (xp[i * st] * sc > mx) {
+                        mx = xp[i * st] * sc;
                         arg = i;
                     }
                 if constexpr (K == SoftKind::kHardmax) {
@@ -1035,7 +1177,7 @@ public:
                 } else if constexpr (K == SoftKind::kSoftmax) {
                     double sum = 0;
                     for (int64_t i = 0; i < n_; ++i) {
-                        T e = std::exp(xp[i * st] - mx);
+                        T e = std::exp(xp[i * st] * sc - mx);
                         yp[i * st] = e;
                         sum += double(e);
                     }
@@ -1043,9 +1185,9 @@ public:
                     for (int64_t i = 0; i < n_; ++i) yp[i * st] *= inv;
                 } else {
                     double sum = 0;
-                    for (int64_t i = 0; i < n_; ++i) sum += double(std::exp(xp[i * st] - mx));
+                    for (int64_t i = 0; i < n_; ++i) sum += double(std::exp(xp[i * st] * sc - mx));
                     const T lse = T(std::log(sum));
-                    for (int64_t i = 0; i < n_; ++i) yp[i * st] = xp[i * st] - mx - lse;
+                    for (int64_t i = 0; i < n_; ++i) yp[i * st] = xp[i * st] * sc - mx - lse;
                 }
             }
         }
@@ -1054,6 +1196,7 @@ public:
 
 private:
     int64_t outer_, n_, inner_;
+    double scale_;
     kernels::SoftmaxRowsFn fast_ = nullptr;
 };
 
@@ -1075,10 +1218,12 @@ Status prep_softmax(OpContext& ctx) {
         n = s[size_t(axis)];
         for (int64_t d = axis + 1; d < r; ++d) inner *= s[size_t(d)];
     }
+    const double scale = ctx.has_attr("_fused_scale") ? double(ctx.attr_float("_fused_scale", 1.0f)) : 1.0;
+    if (!std::isfinite(scale)) return ctx.fail("_fused_scale must be finite, got ", scale);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), s));
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<SoftmaxKernel<T, K>>(outer, n, inner));
+        ctx.set_kernel(std::make_unique<SoftmaxKernel<T, K>>(outer, n, inner, scale));
         return {};
     });
 }

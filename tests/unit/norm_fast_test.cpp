@@ -67,15 +67,56 @@ TEST(NormFast, SoftmaxRowsMatchReferenceEveryIsa) {
                 const auto want = softmax_ref(x, rows, n);
                 for (Isa isa : isas()) {
                     std::vector<float> y(x.size(), NAN);
-                    softmax_rows_for(isa)(x.data(), y.data(), rows, n);
+                    softmax_rows_for(isa)(x.data(), y.data(), rows, n, 1.0f);
                     for (size_t i = 0; i < y.size(); ++i)
                         ASSERT_NEAR(y[i], want[i], 2e-6 * want[i] + 1e-7)
                             << "n " << n << " scale " << scale << " offset " << offset << " isa " << isa_name(isa) << " " << i;
                     std::vector<float> inplace = x;  // x == y
-                    softmax_rows_for(isa)(inplace.data(), inplace.data(), rows, n);
+                    softmax_rows_for(isa)(inplace.data(), inplace.data(), rows, n, 1.0f);
                     ASSERT_EQ(0, std::memcmp(inplace.data(), y.data(), y.size() * sizeof(float))) << isa_name(isa);
                 }
             }
+}
+
+// The fused attention scale: softmax(s * x) equals the plain kernel on pre-scaled rows.
+TEST(NormFast, ScaledSoftmaxMatchesPrescaledRows) {
+    uint32_t seed = 300;
+    for (int64_t n : {1, 7, 16, 31, 32, 33, 100})
+        for (float s : {0.125f, 0.17677669f, 3.0f}) {
+            const int64_t rows = 4;
+            const auto x = rnd(rows * n, seed++, 8.0f, 0.0f);
+            std::vector<float> xs(x.size());
+            for (size_t i = 0; i < x.size(); ++i) xs[i] = x[i] * s;
+            const auto want = softmax_ref(xs, rows, n);
+            for (Isa isa : isas()) {
+                std::vector<float> y(x.size(), NAN);
+                softmax_rows_for(isa)(x.data(), y.data(), rows, n, s);
+                for (size_t i = 0; i < y.size(); ++i)
+                    ASSERT_NEAR(y[i], want[i], 4e-6 * want[i] + 1e-7) << "n " << n << " s " << s << " " << isa_name(isa);
+            }
+        }
+}
+
+// The fused residual: LayerNorm(x + res) in one call, out of place and in place (y == res).
+TEST(NormFast, LayerNormWithResidualMatchesAddThenNorm) {
+    uint32_t seed = 400;
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 33, 128, 257}) {
+        const int64_t rows = 3;
+        const auto x = rnd(rows * n, seed++, 2.0f, 0.0f), res = rnd(rows * n, seed++, 2.0f, 1.0f);
+        const auto sc = rnd(n, seed++, 1.5f), b = rnd(n, seed++, 1.0f);
+        std::vector<float> sum(x.size());
+        for (size_t i = 0; i < x.size(); ++i) sum[i] = x[i] + res[i];
+        const auto want = layernorm_ref(sum, rows, n, sc.data(), b.data(), 1e-5);
+        for (Isa isa : isas()) {
+            std::vector<float> y(x.size(), NAN);
+            layernorm_rows_for(isa)(x.data(), y.data(), rows, n, sc.data(), b.data(), 1e-5f, res.data());
+            for (size_t i = 0; i < y.size(); ++i)
+                ASSERT_NEAR(y[i], want[i], 2e-5 * (1 + std::abs(want[i]))) << "n " << n << " " << isa_name(isa) << " " << i;
+            std::vector<float> inplace = res;
+            layernorm_rows_for(isa)(x.data(), inplace.data(), rows, n, sc.data(), b.data(), 1e-5f, inplace.data());
+            ASSERT_EQ(0, std::memcmp(inplace.data(), y.data(), y.size() * sizeof(float))) << isa_name(isa);
+        }
+    }
 }
 
 TEST(NormFast, SoftmaxExtremeLogits) {
@@ -83,7 +124,7 @@ TEST(NormFast, SoftmaxExtremeLogits) {
     const std::vector<float> x = {-INFINITY, 0.0f, 1.0f, -INFINITY, 3.4e38f, -3.4e38f, 0.0f, 0.0f, 0.0f};
     for (Isa isa : isas()) {
         std::vector<float> y(x.size());
-        softmax_rows_for(isa)(x.data(), y.data(), 3, 3);
+        softmax_rows_for(isa)(x.data(), y.data(), 3, 3, 1.0f);
         EXPECT_EQ(y[0], 0.0f) << isa_name(isa);
         EXPECT_NEAR(y[2], 1 / (1 + std::exp(-1.0)), 1e-6) << isa_name(isa);
         EXPECT_EQ(y[3], 0.0f) << isa_name(isa);
@@ -105,7 +146,7 @@ TEST(NormFast, LayerNormRowsMatchReferenceEveryIsa) {
                 const auto want = layernorm_ref(x, rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5);
                 for (Isa isa : isas()) {
                     std::vector<float> y(x.size(), NAN);
-                    layernorm_rows_for(isa)(x.data(), y.data(), rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5f);
+                    layernorm_rows_for(isa)(x.data(), y.data(), rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5f, nullptr);
                     for (size_t i = 0; i < y.size(); ++i)
                         ASSERT_NEAR(y[i], want[i], 2e-5 * (1 + std::abs(want[i])) * (offset > 0 ? 10 : 1))
                             << "n " << n << " offset " << offset << " isa " << isa_name(isa) << " " << i;
@@ -118,7 +159,7 @@ TEST(NormFast, LayerNormConstantRowIsBias) {
     const std::vector<float> x(size_t(n), 3.25f), sc(size_t(n), 2.0f), b = rnd(n, 9, 1.0f);
     for (Isa isa : isas()) {
         std::vector<float> y(static_cast<size_t>(n));
-        layernorm_rows_for(isa)(x.data(), y.data(), 1, n, sc.data(), b.data(), 1e-5f);
+        layernorm_rows_for(isa)(x.data(), y.data(), 1, n, sc.data(), b.data(), 1e-5f, nullptr);
         for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[size_t(i)], b[size_t(i)]) << isa_name(isa) << " " << i;
     }
 }

@@ -548,6 +548,131 @@ TEST(Passes, ProbeRejectsUnknownOps) {
     EXPECT_FALSE(passes::kernel_supports(kind("Conv", "NoSuchActivation")));
 }
 
+// ---------------------------------------------------------------- transformer patterns
+
+// Multi-head attention on [1, S, H, D] head views (odd sizes: the per-run packing, tails).
+struct Attention {
+    int q, k, v, qt, kt, vt, s, sm, ctx, y;
+};
+Attention attention(Builder& b, int64_t S, int64_t H, int64_t D, bool scale) {
+    Attention a;
+    a.q = b.input("q", {1, S, H, D}, 1);
+    a.k = b.input("k", {1, S, H, D}, 2);
+    a.v = b.input("v", {1, S, H, D}, 3);
+    a.qt = b.node("Transpose", {a.q}, {1, H, S, D}, {{"perm", aints({0, 2, 1, 3})}});
+    a.kt = b.node("Transpose", {a.k}, {1, H, D, S}, {{"perm", aints({0, 2, 3, 1})}});
+    a.vt = b.node("Transpose", {a.v}, {1, H, S, D}, {{"perm", aints({0, 2, 1, 3})}});
+    a.s = b.node("MatMul", {a.qt, a.kt}, {1, H, S, S});
+    int sc = scale ? b.node("Mul", {a.s, b.constant("scale", scalar(0.35f))}, {1, H, S, S}) : a.s;
+    a.sm = b.node("Softmax", {sc}, {1, H, S, S}, {{"axis", ai(-1)}});
+    a.ctx = b.node("MatMul", {a.sm, a.vt}, {1, H, S, D});
+    a.y = b.node("Transpose", {a.ctx}, {1, S, H, D}, {{"perm", aints({0, 2, 1, 3})}});
+    return a;
+}
+
+TEST(Passes, AttentionTransposesFoldIntoMatMulStrides) {
+    Builder b;
+    Attention a = attention(b, 7, 3, 5, false);
+    b.output(a.y);
+    Graph g = check_pass(b, passes::fold_matmul_transpose, 4);
+    ASSERT_EQ(ops(g), (std::vector<std::string>{"MatMul", "Softmax", "MatMul"}));
+    EXPECT_EQ(g.nodes[0].inputs[0], a.q);
+    EXPECT_EQ(g.nodes[0].inputs[1], a.k);
+    EXPECT_EQ(g.nodes[0].attrs["_perm_a"].ints, (std::vector<int64_t>{0, 2, 1, 3}));
+    EXPECT_EQ(g.nodes[0].attrs["_perm_b"].ints, (std::vector<int64_t>{0, 2, 3, 1}));  // transposed B
+    EXPECT_EQ(g.nodes[2].inputs[1], a.v);
+    EXPECT_EQ(g.nodes[2].attrs["_perm_y"].ints, (std::vector<int64_t>{0, 2, 1, 3}));
+    EXPECT_EQ(g.nodes[2].outputs[0], a.y);
+}
+
+TEST(Passes, TransposeWithAnotherReaderOrMovedLastAxisStays) {
+    Builder b;
+    Attention a = attention(b, 6, 2, 4, false);
+    b.output(a.y);
+    b.output(b.node("Relu", {a.qt}, {1, 2, 6, 4}));  // Q's head view has a second reader
+    // A whose last axis moves (A = Transpose(x, 0,1,3,2)) cannot be read in place.
+    int x = b.input("x", {1, 2, 6, 6}, 4);
+    int xt = b.node("Transpose", {x}, {1, 2, 6, 6}, {{"perm", aints({0, 1, 3, 2})}});
+    b.output(b.node("MatMul", {xt, a.vt}, {1, 2, 6, 4}));  // V's head view is read twice too
+    Graph g = check_pass(b, passes::fold_matmul_transpose, 2);  // K's and the output's only
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "Transpose", "MatMul", "Softmax", "MatMul", "Relu",
+                                                "Transpose", "MatMul"}));
+    EXPECT_EQ(g.nodes[2].inputs[0], a.qt);
+    EXPECT_EQ(g.nodes[4].inputs[1], a.vt);
+}
+
+TEST(Passes, SoftmaxScaleFolds) {
+    Builder b;
+    Attention a = attention(b, 5, 2, 4, true);
+    b.output(a.y);
+    Graph g = check_pass(b, passes::fuse_softmax_scale, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "Transpose", "Transpose", "MatMul", "Softmax", "MatMul",
+                                                "Transpose"}));
+    EXPECT_FLOAT_EQ(g.nodes[4].attrs["_fused_scale"].f, 0.35f);
+    EXPECT_EQ(g.nodes[4].inputs[0], a.s);
+    // The whole pipeline: one step per MatMul and the Softmax.
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+    EXPECT_EQ(plan->steps.size(), 3u);
+}
+
+TEST(Passes, SoftmaxDivFoldsButNotNegativeOrShared) {
+    Builder b;
+    int x = b.input("x", {3, 9});
+    int d = b.node("Div", {x, b.constant("two", scalar(2.5f))}, {3, 9});
+    b.output(b.node("Softmax", {d}, {3, 9}, {{"axis", ai(1)}}));
+    int n = b.node("Mul", {x, b.constant("neg", scalar(-0.5f))}, {3, 9});
+    b.output(b.node("Softmax", {n}, {3, 9}));
+    int m = b.node("Mul", {x, b.constant("half", scalar(0.5f))}, {3, 9});
+    b.output(b.node("Softmax", {m}, {3, 9}));
+    b.output(m);  // the scaled scores are an output too
+    Graph g = check_pass(b, passes::fuse_softmax_scale, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Softmax", "Mul", "Softmax", "Mul", "Softmax"}));
+    EXPECT_FLOAT_EQ(g.nodes[0].attrs["_fused_scale"].f, 0.4f);
+}
+
+TEST(Passes, ResidualAddFusesIntoLayerNorm) {
+    Builder b;
+    int x = b.input("x", {2, 5, 24});
+    int r = b.input("r", {2, 5, 24}, 8);
+    int s = b.node("Add", {x, r}, {2, 5, 24});
+    int ln = b.node("LayerNormalization", {s, b.constant("g", rnd({24}, 3)), b.constant("bb", rnd({24}, 4))}, {2, 5, 24},
+                    {{"axis", ai(-1)}});
+    // Without bias, over the last two axes.
+    int s2 = b.node("Add", {ln, x}, {2, 5, 24});
+    b.output(b.node("LayerNormalization", {s2, b.constant("g2", rnd({5, 24}, 5))}, {2, 5, 24}, {{"axis", ai(1)}}));
+    Graph g = check_pass(b, passes::fuse_add_layernorm, 2);
+    ASSERT_EQ(ops(g), (std::vector<std::string>{"LayerNormalization", "LayerNormalization"}));
+    EXPECT_EQ(g.nodes[0].inputs, (std::vector<int>{x, g.nodes[0].inputs[1], g.nodes[0].inputs[2], r}));
+    EXPECT_EQ(g.nodes[1].inputs[2], -1);
+    EXPECT_EQ(g.nodes[1].inputs[3], x);
+}
+
+TEST(Passes, LayerNormAddWithAnotherReaderOrBroadcastStays) {
+    Builder b;
+    int x = b.input("x", {4, 16});
+    int r = b.input("r", {4, 16}, 8);
+    int s = b.node("Add", {x, r}, {4, 16});
+    b.output(b.node("LayerNormalization", {s, b.constant("g", rnd({16}, 3))}, {4, 16}));
+    b.output(s);  // pre-norm style: the sum is read again
+    int c = b.input("c", {1, 16}, 9);
+    int s2 = b.node("Add", {x, c}, {4, 16});  // a broadcast Add is no residual
+    b.output(b.node("LayerNormalization", {s2, b.constant("g2", rnd({16}, 4))}, {4, 16}));
+    check_pass(b, passes::fuse_add_layernorm, 0);
+}
+
+TEST(Passes, StridedMatMulGivesClearErrors) {
+    Builder b;
+    int x = b.input("x", {2, 3, 4});
+    int w = b.input("w", {2, 3, 5}, 3);
+    b.output(b.node("MatMul", {x, w}, {2, 4, 5}, {{"_perm_a", aints({0, 2, 1})}}));  // moves A's last axis
+    std::shared_ptr<const Plan> plan;
+    ScopedPasses sp(false);
+    Status st = compile_graph(b.g, CompileOptions{}, &plan);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("_perm_a"), std::string::npos) << st.message();
+}
+
 // ---------------------------------------------------------------- whole pipeline
 
 TEST(Passes, ConvBnBiasHardSwishChain) {

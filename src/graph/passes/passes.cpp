@@ -28,7 +28,10 @@ bool run_graph_passes(Graph& g) {
                    {"fold_bias_add", passes::fold_bias_add, 0},
                    {"fuse_hardswish", passes::fuse_hardswish, 0},
                    {"fuse_residual", passes::fuse_residual, 0},
-                   {"fuse_activation", passes::fuse_activation, 0}};
+                   {"fuse_activation", passes::fuse_activation, 0},
+                   {"fold_matmul_transpose", passes::fold_matmul_transpose, 0},
+                   {"fuse_softmax_scale", passes::fuse_softmax_scale, 0},
+                   {"fuse_add_layernorm", passes::fuse_add_layernorm, 0}};
     bool changed = false;
     for (int round = 0; round < 8; ++round) {
         bool any = false;

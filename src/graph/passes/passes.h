@@ -27,6 +27,10 @@ int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_a
 int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
 int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
 int fuse_elementwise(Graph& g);     // elementwise chains -> one jiffy::ElementwiseChain (runs last)
+
+int fold_matmul_transpose(Graph& g);  // Transposes around a float MatMul -> strided MatMul
+int fuse_softmax_scale(Graph& g);   // Softmax(x * s) -> Softmax with _fused_scale
+int fuse_add_layernorm(Graph& g);   // LayerNormalization(x + r) -> LayerNormalization with r fused
 }  // namespace passes
 
 }  // namespace jiffy

@@ -10,17 +10,18 @@ namespace {
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
 }  // namespace
 
-void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n) {
+void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, float scale) {
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const __m512 sc = _mm512_set1_ps(scale);
     for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
         __m512 mx = ninf;
         for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(ninf, tail_mask(n - i), x + i));
-        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+        const __m512 m = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale);
         __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         int64_t i = 0;
         for (; i + 32 <= n; i += 32) {
-            const __m512 e0 = exp_v512(_mm512_sub_ps(_mm512_loadu_ps(x + i), m));
-            const __m512 e1 = exp_v512(_mm512_sub_ps(_mm512_loadu_ps(x + i + 16), m));
+            const __m512 e0 = exp_v512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), sc, m));
+            const __m512 e1 = exp_v512(_mm512_fmsub_ps(_mm512_loadu_ps(x + i + 16), sc, m));
             _mm512_storeu_ps(y + i, e0);
             _mm512_storeu_ps(y + i + 16, e1);
             s0 = _mm512_add_ps(s0, e0);
@@ -28,7 +29,7 @@ void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n) {
         }
         for (; i < n; i += 16) {
             const __mmask16 k = tail_mask(n - i);
-            const __m512 e = exp_v512(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), m));
+            const __m512 e = exp_v512(_mm512_fmsub_ps(_mm512_maskz_loadu_ps(k, x + i), sc, m));
             _mm512_mask_storeu_ps(y + i, k, e);
             s0 = _mm512_mask_add_ps(s0, k, s0, e);
         }
@@ -40,11 +41,22 @@ void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n) {
     }
 }
 
-void layernorm_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
-                           const float* bias, float eps) {
-    for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+void layernorm_rows_avx512(const float* x0, float* y, int64_t rows, int64_t n, const float* scale,
+                           const float* bias, float eps, const float* res) {
+    for (int64_t r = 0; r < rows; ++r, x0 += n, y += n) {
+        const float* x = x0;
         __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
         int64_t i = 0;
+        if (res) {  // y = x + res first (the fused residual Add), then normalize y in place
+            for (; i < n; i += 16) {
+                const __mmask16 k = tail_mask(n - i);
+                const __m512 v = _mm512_add_ps(_mm512_maskz_loadu_ps(k, x + i), _mm512_maskz_loadu_ps(k, res + i));
+                _mm512_mask_storeu_ps(y + i, k, v);
+                s0 = _mm512_add_ps(s0, v);
+            }
+            res += n;
+            x = y;
+        }
         for (; i + 32 <= n; i += 32) {
             s0 = _mm512_add_ps(s0, _mm512_loadu_ps(x + i));
             s1 = _mm512_add_ps(s1, _mm512_loadu_ps(x + i + 16));
