@@ -310,10 +310,10 @@ TEST(AgentMqtt, BadConfigsNameLineAndField) {
 // the stages on the agent's thread, and inline on the MQTT network thread (which must keep reading
 // between events so that the inbox, not the socket, holds the backlog).
 void flood(const std::string& exec) {
-    std::remove(tmp("flood.jsonl").c_str());
+    std::remove(tmp("flood_" + exec + ".jsonl").c_str());
     MosquittoBroker broker;
     ASSERT_TRUE(broker.start()) << broker.log_text();
-    AgentProc agent("flood",
+    AgentProc agent("flood_" + exec,
                     "agents:\n"
                     "  - name: f\n"
                     "    execution: " + exec + "\n"
@@ -321,7 +321,7 @@ void flood(const std::string& exec) {
                     "    sources: [{name: s, type: mqtt, port: " + port_s(broker) + ", topic: in/f, format: f32, size: 256, inbox: 16}]\n"
                     "    stages: [{name: m, type: model, file: " + kSrc + "/.cache/models/mlp_256_1024_1024_256.onnx}]\n"
                     "    emit: {y: 'm[0]'}\n"
-                    "    sinks: [{type: file, path: " + tmp("flood.jsonl") + "}]\n");
+                    "    sinks: [{type: file, path: " + tmp("flood_" + exec + ".jsonl") + "}]\n");
     ASSERT_TRUE(agent.wait_err("subscribed to 'in/f'")) << agent.err();
     auto pub = client(broker.port(), "test-pub");
     ASSERT_TRUE(pub->wait_ready(3000));
@@ -339,7 +339,7 @@ void flood(const std::string& exec) {
     // Wait until the agent has drained: its action file stops growing for 300 ms.
     for (size_t last = 0, same = 0; same < 3;) {
         sleep_ms(100);
-        size_t n = slurp(tmp("flood.jsonl")).size();
+        size_t n = slurp(tmp("flood_" + exec + ".jsonl")).size();
         same = n == last ? same + 1 : 0;
         last = n;
     }
