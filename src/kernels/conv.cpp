@@ -95,7 +95,10 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // With small K the masked implicit mode (below) beats the transposed one down to 16 of 32
     // lanes used (embedding_model, K <= 288: 1x3 96 -> 96 on 12x4 77 against 51 GFLOP/s, on 8x2
     // 50 against 29); with large K it does not (3x3 512 -> 512 on 7x7: 57-62 against 69-70).
+    // Kernels of more than 3 taps load their lane masks per k (a kmov on the FMAs' port 5 each):
+    // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered).
     const bool can_mask = isa == Isa::kAvx512 && a.implicit && g.OW == g.W &&
+                          (g.kh * g.kw <= 3 || a.K <= 32) &&
                           !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
         const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
