@@ -175,23 +175,16 @@ struct ConvCase {
     ConvGemm cg;
 };
 
-// Conv N=1, C->M, HxW, k x k, stride s, pad k/2 (ResNet / MobileNetV2 / PaddleOCR shapes).
-ConvCase make_conv(int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s, Isa isa, bool dw) {
+// Conv N=1 of geometry g (weights, input and bias uniform in [-1, 1)).
+ConvCase make_conv_g(const Conv2DGeom& g, Isa isa, bool dw) {
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> u(-1, 1);
     ConvCase c;
-    Conv2DGeom& g = c.g;
-    g.C = C;
-    g.M = M;
-    g.H = g.W = HW;
-    g.kh = g.kw = k;
-    g.sh = g.sw = s;
-    g.ph = g.pw = k / 2;
-    g.OH = g.OW = (HW + 2 * (k / 2) - k) / s + 1;
-    c.x.resize(size_t(C * HW * HW));
-    c.w.resize(size_t(M * (dw ? 1 : C) * k * k));
-    c.b.resize(size_t(M));
-    c.y.resize(size_t(M * g.OH * g.OW));
+    c.g = g;
+    c.x.resize(size_t(g.C * g.H * g.W));
+    c.w.resize(size_t(g.M * (dw ? 1 : g.C) * g.kh * g.kw));
+    c.b.resize(size_t(g.M));
+    c.y.resize(size_t(g.M * g.OH * g.OW));
     for (float& v : c.x) v = u(rng);
     for (float& v : c.w) v = u(rng);
     for (float& v : c.b) v = u(rng);
@@ -203,6 +196,19 @@ ConvCase make_conv(int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s, Isa i
         c.scratch.resize(c.cg.scratch_floats());
     }
     return c;
+}
+
+// Conv N=1, C->M, HxW, k x k, stride s, pad k/2 (ResNet / MobileNetV2 / PaddleOCR shapes).
+ConvCase make_conv(int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s, Isa isa, bool dw) {
+    Conv2DGeom g;
+    g.C = C;
+    g.M = M;
+    g.H = g.W = HW;
+    g.kh = g.kw = k;
+    g.sh = g.sw = s;
+    g.ph = g.pw = k / 2;
+    g.OH = g.OW = (HW + 2 * (k / 2) - k) / s + 1;
+    return make_conv_g(g, isa, dw);
 }
 
 void set_conv_flops(benchmark::State& st, const Conv2DGeom& g, bool dw) {
@@ -231,6 +237,30 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
+// The reference conv: a direct loop nest (no im2col, no vectors by hand).
+void conv_reference(ConvCase& c, bool dw) {
+    const Conv2DGeom& g = c.g;
+    for (int64_t m = 0; m < g.M; ++m) {
+        float* ym = c.y.data() + m * g.OH * g.OW;
+        for (int64_t i = 0; i < g.OH * g.OW; ++i) ym[i] = c.b[size_t(m)];
+        const int64_t c0 = dw ? m : 0, c1 = dw ? m + 1 : g.C;
+        for (int64_t ci = c0; ci < c1; ++ci)
+            for (int64_t ky = 0; ky < g.kh; ++ky)
+                for (int64_t kx = 0; kx < g.kw; ++kx) {
+                    const float wv = dw ? c.w[size_t((m * g.kh + ky) * g.kw + kx)]
+                                        : c.w[size_t(((m * g.C + ci) * g.kh + ky) * g.kw + kx)];
+                    for (int64_t oy = 0; oy < g.OH; ++oy) {
+                        const int64_t iy = oy * g.sh - g.ph + ky;
+                        if (iy < 0 || iy >= g.H) continue;
+                        for (int64_t ox = 0; ox < g.OW; ++ox) {
+                            const int64_t ix = ox * g.sw - g.pw + kx;
+                            if (ix >= 0 && ix < g.W) ym[oy * g.OW + ox] += wv * c.x[size_t((ci * g.H + iy) * g.W + ix)];
+                        }
+                    }
+                }
+    }
+}
+
 // The reference beside it: a direct loop nest (no im2col, no vectors by hand).
 void BM_conv_reference(benchmark::State& st) {
     const bool dw = st.range(5) != 0;
@@ -238,28 +268,54 @@ void BM_conv_reference(benchmark::State& st) {
     if (!dw) c.w.resize(size_t(c.g.M * c.g.C * c.g.kh * c.g.kw), 0.5f);
     const Conv2DGeom& g = c.g;
     for (auto _ : st) {
-        for (int64_t m = 0; m < g.M; ++m) {
-            float* ym = c.y.data() + m * g.OH * g.OW;
-            for (int64_t i = 0; i < g.OH * g.OW; ++i) ym[i] = c.b[size_t(m)];
-            const int64_t c0 = dw ? m : 0, c1 = dw ? m + 1 : g.C;
-            for (int64_t ci = c0; ci < c1; ++ci)
-                for (int64_t ky = 0; ky < g.kh; ++ky)
-                    for (int64_t kx = 0; kx < g.kw; ++kx) {
-                        const float wv = dw ? c.w[size_t((m * g.kh + ky) * g.kw + kx)]
-                                            : c.w[size_t(((m * g.C + ci) * g.kh + ky) * g.kw + kx)];
-                        for (int64_t oy = 0; oy < g.OH; ++oy) {
-                            const int64_t iy = oy * g.sh - g.ph + ky;
-                            if (iy < 0 || iy >= g.H) continue;
-                            for (int64_t ox = 0; ox < g.OW; ++ox) {
-                                const int64_t ix = ox * g.sw - g.pw + kx;
-                                if (ix >= 0 && ix < g.W) ym[oy * g.OW + ox] += wv * c.x[size_t((ci * g.H + iy) * g.W + ix)];
-                            }
-                        }
-                    }
-        }
+        conv_reference(c, dw);
         benchmark::DoNotOptimize(c.y.data());
     }
     set_conv_flops(st, g, dw);
+}
+
+// openWakeWord's embedding_model, every conv in order (C, M, H, W, kh, kw, ph, pw; stride 1):
+// small channel counts on tall-narrow planes, 1x3 (width-padded) and 3x1 kernels.
+constexpr int64_t kEmbConvs[][8] = {
+    {1, 24, 76, 32, 3, 3, 0, 1},   {24, 24, 74, 32, 1, 3, 0, 1}, {24, 24, 74, 32, 3, 1, 0, 0},
+    {24, 48, 36, 16, 1, 3, 0, 1},  {48, 48, 36, 16, 3, 1, 0, 0}, {48, 48, 34, 16, 1, 3, 0, 1},
+    {48, 48, 34, 16, 3, 1, 0, 0},  {48, 72, 32, 8, 1, 3, 0, 1},  {72, 72, 32, 8, 3, 1, 0, 0},
+    {72, 72, 30, 8, 1, 3, 0, 1},   {72, 72, 30, 8, 3, 1, 0, 0},  {72, 96, 14, 4, 1, 3, 0, 1},
+    {96, 96, 14, 4, 3, 1, 0, 0},   {96, 96, 12, 4, 1, 3, 0, 1},  {96, 96, 12, 4, 3, 1, 0, 0},
+    {96, 96, 10, 2, 1, 3, 0, 1},   {96, 96, 10, 2, 3, 1, 0, 0},  {96, 96, 8, 2, 1, 3, 0, 1},
+    {96, 96, 8, 2, 3, 1, 0, 0},    {96, 96, 3, 1, 3, 1, 0, 0}};
+
+Conv2DGeom emb_geom(int64_t i) {
+    const int64_t* r = kEmbConvs[i];
+    Conv2DGeom g;
+    g.C = r[0], g.M = r[1], g.H = r[2], g.W = r[3], g.kh = r[4], g.kw = r[5], g.ph = r[6], g.pw = r[7];
+    g.OH = g.H + 2 * g.ph - g.kh + 1;
+    g.OW = g.W + 2 * g.pw - g.kw + 1;
+    return g;
+}
+
+// Arg: the layer index in kEmbConvs. LeakyRelu epilogue as in the model.
+void BM_conv_emb(benchmark::State& st, Isa isa) {
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    ConvCase c = make_conv_g(emb_geom(st.range(0)), isa, false);
+    const ConvEpi epi{ConvAct::kLeakyRelu, 0.2f};
+    for (auto _ : st) {
+        c.cg.run(c.x.data(), c.wp.data(), c.b.data(), nullptr, c.y.data(), c.scratch.data(), epi);
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, c.g, false);
+}
+
+void BM_conv_emb_reference(benchmark::State& st) {
+    ConvCase c = make_conv_g(emb_geom(st.range(0)), Isa::kScalar, false);
+    for (auto _ : st) {
+        conv_reference(c, false);
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, c.g, false);
 }
 
 void conv_sizes(benchmark::internal::Benchmark* b) {
@@ -343,6 +399,9 @@ BENCHMARK(BM_fma_peak_avx512);
 #endif
 BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
+BENCHMARK_CAPTURE(BM_conv_emb, avx512, Isa::kAvx512)->DenseRange(0, 19);
+BENCHMARK_CAPTURE(BM_conv_emb, avx2, Isa::kAvx2)->DenseRange(0, 19);
+BENCHMARK(BM_conv_emb_reference)->DenseRange(0, 19);
 BENCHMARK(BM_conv_reference)->ArgNames({"C", "M", "HW", "k", "s", "dw"})
     ->Args({64, 64, 56, 3, 1, 0})->Args({256, 64, 56, 1, 1, 0})->Args({144, 144, 56, 3, 1, 1});
 

@@ -92,10 +92,19 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // Transposed mode (see ConvGemmArgs::trans) when it fills clearly more vector lanes: the
     // normal mode uses P / (P rounded up to NR) of them, the transposed M / (M rounded up to NR)
     // (7x7: 49 / 64 against 1; at 14x14, 196 / 224 against 1, both measured the same).
+    // With small K the masked implicit mode (below) beats the transposed one down to 16 of 32
+    // lanes used (embedding_model, K <= 288: 1x3 96 -> 96 on 12x4 77 against 51 GFLOP/s, on 8x2
+    // 50 against 29); with large K it does not (3x3 512 -> 512 on 7x7: 57-62 against 69-70).
+    // Kernels of more than 3 taps load their lane masks per k (a kmov on the FMAs' port 5 each):
+    // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered).
+    const bool can_mask = isa == Isa::kAvx512 && a.implicit && g.OW == g.W &&
+                          (g.kh * g.kw <= 3 || a.K <= 32) &&
+                          !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
         const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
         const double eff_t = double(g.M) / double((g.M + nr - 1) / nr * nr);
-        a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15;
+        a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15 &&
+                  !(can_mask && eff_n >= 0.45 && a.K <= 512);
     }
     if (a.trans) {
         a.implicit = false;
@@ -104,6 +113,33 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
             (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 <= g.H &&
             (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 <= g.W)
             a.pad_copy = false;  // only the implicit path's anti-aliasing copy: not needed
+    }
+    // Masked implicit mode (see ConvGemmArgs::masked) for padded stride-1 convs whose output rows
+    // are as wide as the input's, on AVX-512 (fault-free masked loads): replaces the padded copy
+    // and the buffered output (its WP - OW wasted columns per row and the copy-out); embedding_model
+    // 1x3 layers 62-73 -> 87-97 GFLOP/s. Also small unpadded planes (no scalar-packed tail panel).
+    // Unpadded large planes keep the plain implicit path (3-8% faster than masked loads there).
+    if (can_mask && !a.trans && (a.pad_copy || a.P <= 256)) {
+        a.masked = true;
+        a.implicit = false;
+        a.pad_copy = false;
+        a.HP = g.H;
+        a.WP = g.W;
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t ky = 0; ky < g.kh; ++ky)
+                for (int64_t kx = 0; kx < g.kw; ++kx)
+                    offs_.push_back(c * g.H * g.W + (ky * g.dh - g.ph) * g.W + kx * g.dw - g.pw);
+        hmask_.assign(size_t(g.kw * g.W), 0u);
+        for (int64_t kx = 0; kx < g.kw; ++kx)
+            for (int64_t s = 0; s < g.W; ++s)
+                for (int64_t l = 0; l < nr && l < 32; ++l) {
+                    const int64_t ix = (s + l) % g.W + kx * g.dw - g.pw;
+                    if (ix >= 0 && ix < g.W) hmask_[size_t(kx * g.W + s)] |= 1u << l;
+                }
+        a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
+        // K chunks of whole taps (the 3-tap kernels keep their masks in registers).
+        const int64_t khw = g.kh * g.kw;
+        a.kc = std::min(a.K, (a.kc + khw - 1) / khw * khw);
     }
     a.PS = a.HP * a.WP;
     if (a.pad_copy && g.C > 1 && !a.trans)
@@ -152,6 +188,7 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
     const Conv2DGeom& g = args_.g;
     ConvGemmArgs args = args_;  // offs points into this object's own table (safe across copies)
     args.offs = offs_.data();
+    args.hmask = hmask_.data();
     const int64_t in_g = g.C * g.H * g.W, out_g = g.M * args_.P;
     const int64_t w_g = (args_.trans ? args_.Mpad : g.M) * args_.K;
     for (int64_t gi = 0; gi < groups_; ++gi)

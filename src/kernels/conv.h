@@ -62,6 +62,14 @@ struct ConvGemmArgs {
     // epilogue. Scratch: P x kc packed rows, P x Mpad Yt, then the padded image if any.
     bool trans = false;
     int64_t Mpad = 0;
+    // Masked implicit GEMM (AVX-512, stride 1, padded, OW == W): B rows are read straight from
+    // the unpadded image at offs[k] = c * H * W + (ky * dh - ph) * W + kx * dw - pw with masked
+    // loads, so taps in the padding and pixels past P load as zero (masked-out lanes never fault),
+    // and the output is written in place: no padded copy, no output buffer, no wasted columns.
+    // hmask[kx * W + s]: the lanes l < NR whose column (s + l) % W reads inside the row for tap
+    // column kx. Scratch: (tile / NR) * kh * kw lane masks per tile.
+    bool masked = false;
+    const uint32_t* hmask = nullptr;
 };
 
 class ConvGemm {
@@ -78,6 +86,7 @@ public:
     size_t scratch_floats() const {
         const ConvGemmArgs& a = args_;
         const int64_t main = a.trans      ? a.P * a.kc + a.P * a.Mpad
+                             : a.masked   ? a.tile / nr_ * a.g.kh * a.g.kw
                              : a.implicit ? a.g.M * a.ldbuf + a.K * nr_
                                           : a.K * a.tile;
         return size_t(main + (a.pad_copy ? a.g.C * a.PS : 0));
@@ -97,6 +106,7 @@ private:
     ConvGemmArgs args_;
     int64_t nr_ = 8;
     std::vector<int64_t> offs_;
+    std::vector<uint32_t> hmask_;
 };
 
 // The zero-padded channel plane of the depthwise kernel: HP x WP floats, plus slack so that the

@@ -177,10 +177,14 @@ inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const f
 // instead of C; `last`: add R (may be null) and apply the activation. C, R: NR columns, or the
 // first nv < NR with PART (masked).
 // IND: B row k is b + offs[k] (implicit GEMM over the image) instead of b + k * NR (packed).
-template <int mr, bool IND = false, bool PART = false>
+// MSK (AVX-512 only; with IND): B row k is loaded under the lane mask tm[t] (low VL bits: the
+// first vector, high: the second), t running from t0 through 0..khw-1 cyclically with k; with
+// KT > 0 (= khw), t0 == 0 and kc a multiple of KT, unrolled by KT with the masks in registers.
+template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT = 0>
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
-         const int64_t* offs = nullptr, int64_t nv = NR) {
+         const int64_t* offs = nullptr, int64_t nv = NR, const uint32_t* tm = nullptr,
+         int64_t t0 = 0, int64_t khw = 1) {
     V c0[mr], c1[mr];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
@@ -190,14 +194,43 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
             ld_pair<PART>(C + i * ldc, nv, c0[i], c1[i]);
         }
     }
-    for (int64_t k = 0; k < kc; ++k) {
-        const float* bk = IND ? b + offs[k] : b + k * NR;
-        const V b0 = ld(bk), b1 = ld(bk + VL);
+    auto step = [&](int64_t k, V b0, V b1) __attribute__((always_inline)) {
 #pragma GCC unroll 16
         for (int i = 0; i < mr; ++i) {
             const V av = bc(a[k * mr + i]);
             c0[i] += av * b0;
             c1[i] += av * b1;
+        }
+    };
+    if constexpr (MSK) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+        if constexpr (KT > 0) {  // kc % KT == 0, t0 == 0: the KT tap masks stay in registers
+            __mmask16 m0[KT], m1[KT];
+            for (int u = 0; u < KT; ++u) m0[u] = __mmask16(tm[u]), m1[u] = __mmask16(tm[u] >> 16);
+            for (int64_t k = 0; k < kc; k += KT)
+#pragma GCC unroll 4
+                for (int u = 0; u < KT; ++u) {
+                    const float* bk = b + offs[k + u];
+                    step(k + u, (V)_mm512_maskz_loadu_ps(m0[u], bk),
+                         (V)_mm512_maskz_loadu_ps(m1[u], bk + VL));
+                }
+        } else {
+            int64_t t = t0;
+            for (int64_t k = 0; k < kc; ++k) {
+                const float* bk = b + offs[k];
+                const uint32_t m = tm[t];
+                step(k, (V)_mm512_maskz_loadu_ps(__mmask16(m), bk),
+                     (V)_mm512_maskz_loadu_ps(__mmask16(m >> 16), bk + VL));
+                if (++t == khw) t = 0;
+            }
+        }
+#else
+        (void)tm, (void)t0, (void)khw, (void)step;
+#endif
+    } else {
+        for (int64_t k = 0; k < kc; ++k) {
+            const float* bk = IND ? b + offs[k] : b + k * NR;
+            step(k, ld(bk), ld(bk + VL));
         }
     }
     if (!last) {
@@ -258,6 +291,71 @@ constexpr auto make_ukr_ind_table(std::integer_sequence<int, I...>) {
     return std::array<UkrIndFn, sizeof...(I)>{&ukr_ind<I + 1>...};
 }
 constexpr auto kUkrInd = make_ukr_ind_table(std::make_integer_sequence<int, MR>{});
+
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+template <int mr, int KT>
+void ukr_msk(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
+             bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
+             const int64_t* offs, const uint32_t* tm, int64_t t0, int64_t khw) {
+    if (nv == NR)
+        ukr<mr, true, false, true, KT>(kc, a, b, C, ldc, first, bias, last, R, e, offs, nv, tm, t0, khw);
+    else
+        ukr<mr, true, true, true, KT>(kc, a, b, C, ldc, first, bias, last, R, e, offs, nv, tm, t0, khw);
+}
+using UkrMskFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool,
+                          const float*, bool, const float*, const ConvEpi&, const int64_t*,
+                          const uint32_t*, int64_t, int64_t);
+template <int KT, int... I>
+constexpr auto make_ukr_msk_table(std::integer_sequence<int, I...>) {
+    return std::array<UkrMskFn, sizeof...(I)>{&ukr_msk<I + 1, KT>...};
+}
+constexpr auto kUkrMsk = make_ukr_msk_table<0>(std::make_integer_sequence<int, MR>{});
+constexpr auto kUkrMsk3 = make_ukr_msk_table<3>(std::make_integer_sequence<int, MR>{});
+
+// Masked implicit GEMM (ConvGemmArgs::masked): output pixel p reads x[p + offs[k]] for B row k,
+// under per-panel lane masks (tap inside the image, p < P); Y is written in place.
+void masked_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
+                  const float* res, float* y, float* scratch, const ConvEpi& e) {
+    const Conv2DGeom& g = a.g;
+    const int64_t K = a.K, M = g.M, P = a.P, W = g.W, khw = g.kh * g.kw;
+    const int64_t nb = (M + MR - 1) / MR;
+    uint32_t* tm = reinterpret_cast<uint32_t*>(scratch);  // khw masks per panel of the tile
+    auto range = [](int64_t lo, int64_t hi) -> uint32_t {  // lanes [lo, hi) of 0..NR-1
+        lo = std::clamp<int64_t>(lo, 0, NR);
+        hi = std::clamp<int64_t>(hi, 0, NR);
+        return hi <= lo ? 0u : uint32_t(((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1));
+    };
+    for (int64_t q0 = 0; q0 < P; q0 += a.tile) {
+        const int64_t nq = std::min(a.tile, P - q0);
+        for (int64_t j = 0; j * NR < nq; ++j) {
+            const int64_t q = q0 + j * NR, s = q % W;
+            for (int64_t ky = 0; ky < g.kh; ++ky) {
+                // Output rows whose tap row ky is inside the image, and pixels < P.
+                const int64_t r0 = std::clamp<int64_t>(g.ph - ky * g.dh, 0, g.OH);
+                const int64_t r1 = std::clamp<int64_t>(g.H + g.ph - ky * g.dh, 0, g.OH);
+                const uint32_t vm = range(r0 * W - q, r1 * W - q);
+                for (int64_t kx = 0; kx < g.kw; ++kx)
+                    tm[j * khw + ky * g.kw + kx] = vm & a.hmask[kx * W + s];
+            }
+        }
+        for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
+            const int64_t kc = std::min(a.kc, K - k0);
+            const bool first = k0 == 0, last = k0 + kc == K;
+            const bool unroll3 = khw == 3 && k0 % 3 == 0 && kc % 3 == 0;
+            for (int64_t j = 0; j * NR < nq; ++j) {
+                const int64_t q = q0 + j * NR, nv = std::min<int64_t>(NR, nq - j * NR);
+                for (int64_t blk = 0; blk < nb; ++blk) {
+                    const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
+                    (unroll3 ? kUkrMsk3 : kUkrMsk)[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, x + q, y + r0 * P + q, P, nv,
+                                            first, bias ? bias + r0 : nullptr, last,
+                                            res ? res + r0 * P + q : nullptr, e, a.offs + k0,
+                                            tm + j * khw, k0 % khw, khw);
+                }
+            }
+        }
+    }
+}
+#endif
 
 // ------------------------------------------------------------------------- im2col into panels
 
@@ -541,6 +639,9 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                 const float* res, float* y, float* scratch, const ConvEpi& e) {
     if (a.trans) return trans_group(a, x, wp, bias, res, y, scratch, e);
     if (a.implicit) return implicit_group(a, x, wp, bias, res, y, scratch, e);
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    if (a.masked) return masked_group(a, x, wp, bias, res, y, scratch, e);
+#endif
     const int64_t K = a.K, P = a.P, M = a.g.M;
     const int64_t nb = (M + MR - 1) / MR;
     if (a.pad_copy) {

@@ -547,7 +547,7 @@ public:
                 // A part must take the same path as the whole conv (the transposed small-plane
                 // mode is chosen from M): else its sums would round differently from one thread.
                 if (p.gemm.args().trans != gemm_.args().trans || p.gemm.args().implicit != gemm_.args().implicit ||
-                    p.gemm.args().kc != gemm_.args().kc) {
+                    p.gemm.args().masked != gemm_.args().masked || p.gemm.args().kc != gemm_.args().kc) {
                     parts_.clear();
                     return;
                 }

@@ -259,6 +259,12 @@ TEST(ConvFast, GemmMatchesReferenceOnOddShapes) {
         {1, 48, 32, 32, 20, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // planes 4 KiB apart
         {1, 8, 32, 30, 5, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // copied planes, partial panel
         {1, 96, 3, 1, 96, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // one output pixel per channel
+        // Masked implicit mode (AVX-512, OW == W): taps in the padding and pixels past P masked.
+        {1, 50, 12, 4, 40, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1},   // 1x3, K = 150 in two chunks
+        {1, 96, 8, 2, 96, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1},    // few pixels (instead of transposed)
+        {1, 96, 8, 2, 96, 3, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // unpadded few pixels
+        {1, 5, 13, 11, 14, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1, 1},   // dilated rows, vertical pads
+        {1, 7, 10, 33, 9, 5, 3, 1, 1, 1, 2, 1, 2, 3, 2, 1},    // dilated columns, uneven pads
         {1, 3, 9, 75, 6, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 1},     // unpadded stride 2, wide rows
         {1, 3, 34, 34, 32, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stem-like stride 2
         // Transposed mode (few pixels, output channels on the vector axis):
