@@ -1,4 +1,5 @@
 #include "serve/batcher.h"
+#include "serve/realtime.h"
 
 #include "serve/cache.h"
 #include "serve/shm.h"
@@ -285,6 +286,7 @@ bool Executor::submit(std::unique_ptr<Job>& job) {
 }
 
 void Executor::worker() {
+    drop_realtime();  // made by a --realtime I/O thread: computing threads stay SCHED_OTHER
     std::vector<std::unique_ptr<Job>> batch;
     const bool batching = cfg_.dynamic_batching && cfg_.max_batch_size > 1;
     auto preferred = [&](int64_t r) {

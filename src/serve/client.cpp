@@ -83,6 +83,8 @@ std::unique_ptr<LocalClient> LocalClient::connect(const std::string& ring, std::
             cl->slot_ = i;
             cl->seq_ = s->req_seq.load();
             cl->spin_us_ = spin_us;
+            cl->req_low_ = kAreaBytes;
+            s->epoch.fetch_add(1);  // the server drops the previous owner's prepared requests
             return cl;
         }
     munmap(m, total_bytes());
@@ -96,15 +98,9 @@ LocalClient::~LocalClient() {
     munmap(base_, total_bytes());
 }
 
-bool LocalClient::infer(const std::string& model, int64_t version, const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs,
-                        std::string* err) {
-    Control* c = control(base_);
-    SlotHeader* s = slot(base_, slot_);
-    if (c->shutdown.load(std::memory_order_relaxed)) {
-        *err = "the server has shut down";
-        return false;
-    }
-    Writer w{request_area(base_, slot_), kAreaBytes};
+bool LocalClient::encode(const std::string& model, int64_t version, const std::vector<Tensor>& inputs, bool with_data,
+                         std::string* err) {
+    Writer w{request_area(base_, slot_), req_low_};
     w.num<uint32_t>(uint32_t(model.size()));
     w.num<uint32_t>(uint32_t(inputs.size()));
     w.num<int64_t>(version < 0 ? -1 : version);
@@ -118,6 +114,7 @@ bool LocalClient::infer(const std::string& model, int64_t version, const std::ve
         w.put(t.shape.data(), t.shape.size() * 8);
         w.put(t.name.data(), t.name.size());
         w.put(t.datatype.data(), t.datatype.size());
+        if (!with_data) continue;
         w.align64();
         if (t.nbytes && !t.data) {
             *err = "input '" + t.name + "': data is null";
@@ -126,10 +123,24 @@ bool LocalClient::infer(const std::string& model, int64_t version, const std::ve
         w.put(t.data, t.nbytes);
     }
     if (!w.ok) {
-        *err = "request too large for the local ring (" + std::to_string(kAreaBytes) + " bytes per request)";
+        *err = "request too large for the local ring (" + std::to_string(req_low_) + " bytes per request" +
+               (req_low_ < kAreaBytes ? " beside this client's prepared requests)" : ")");
         return false;
     }
-    s->req_bytes = uint32_t(w.n);
+    req_n_ = w.n;
+    return true;
+}
+
+bool LocalClient::round_trip(uint32_t op, uint32_t handle, size_t req_bytes, std::string* err) {
+    Control* c = control(base_);
+    SlotHeader* s = slot(base_, slot_);
+    if (c->shutdown.load(std::memory_order_relaxed)) {
+        *err = "the server has shut down";
+        return false;
+    }
+    s->req_op = op;
+    s->req_handle = handle;
+    s->req_bytes = uint32_t(req_bytes);
     uint32_t seq = ++seq_;
     s->req_seq.store(seq, std::memory_order_seq_cst);
     if (c->server_sleeping.load(std::memory_order_seq_cst)) {
@@ -160,6 +171,22 @@ bool LocalClient::infer(const std::string& model, int64_t version, const std::ve
             return false;
         }
     }
+    return true;
+}
+
+std::string LocalClient::error_text() const {
+    const SlotHeader* s = slot(base_, slot_);
+    Reader r{response_area(base_, slot_), std::min<size_t>(s->resp_bytes, kAreaBytes)};
+    r.num<uint32_t>();
+    uint32_t n = r.num<uint32_t>();
+    const uint8_t* p = r.take(n);
+    return p ? std::string(reinterpret_cast<const char*>(p), n) : "malformed error response";
+}
+
+bool LocalClient::infer(const std::string& model, int64_t version, const std::vector<Tensor>& inputs, std::vector<Tensor>* outputs,
+                        std::string* err) {
+    if (!encode(model, version, inputs, true, err) || !round_trip(kOpInfer, 0, req_n_, err)) return false;
+    SlotHeader* s = slot(base_, slot_);
     Reader r{response_area(base_, slot_), std::min<size_t>(s->resp_bytes, kAreaBytes)};
     uint32_t status = r.num<uint32_t>(), n = r.num<uint32_t>();
     if (status != 0) {
@@ -188,6 +215,71 @@ bool LocalClient::infer(const std::string& model, int64_t version, const std::ve
         o.datatype.assign(reinterpret_cast<const char*>(dp), dl);
         o.data = data;
         o.nbytes = nbytes;
+    }
+    return true;
+}
+
+Prepared* LocalClient::prepare(const std::string& model, int64_t version, const std::vector<Tensor>& inputs, std::string* err) {
+    if (!encode(model, version, inputs, false, err) || !round_trip(kOpPrepare, 0, req_n_, err)) return nullptr;
+    const SlotHeader* s = slot(base_, slot_);
+    if (s->resp_status != 0) {
+        *err = error_text();
+        return nullptr;
+    }
+    Reader r{response_area(base_, slot_), std::min<size_t>(s->resp_bytes, kAreaBytes)};
+    r.num<uint32_t>();
+    auto p = std::make_unique<Prepared>();
+    p->client_ = this;
+    p->handle_ = r.num<uint32_t>();
+    uint32_t nin = r.num<uint32_t>(), nout = r.num<uint32_t>();
+    if (!r.ok || nin != inputs.size() || nout > 4096) {
+        *err = "malformed prepare answer from the local ring";
+        return nullptr;
+    }
+    size_t low = req_low_;
+    for (uint32_t k = 0; k < nin; ++k) {
+        uint64_t off = r.num<uint64_t>(), nbytes = r.num<uint64_t>();
+        if (!r.ok || off > kAreaBytes || nbytes > kAreaBytes - off) {
+            *err = "malformed prepare answer from the local ring";
+            return nullptr;
+        }
+        Tensor t = inputs[k];
+        t.data = request_area(base_, slot_) + off;
+        t.nbytes = nbytes;
+        p->in_ptr_.push_back(request_area(base_, slot_) + off);
+        low = std::min<size_t>(low, off);
+        p->in_.push_back(std::move(t));
+    }
+    for (uint32_t k = 0; k < nout; ++k) {
+        uint32_t nl = r.num<uint32_t>(), dl = r.num<uint32_t>(), rank = r.num<uint32_t>();
+        r.num<uint32_t>();
+        uint64_t nbytes = r.num<uint64_t>(), off = r.num<uint64_t>();
+        const uint8_t* dims = rank <= 16 ? r.take(size_t(rank) * 8) : nullptr;
+        const uint8_t* np = r.take(nl);
+        const uint8_t* dp = r.take(dl);
+        if (!r.ok || !dims || off > kAreaBytes || nbytes > kAreaBytes - off) {
+            *err = "malformed prepare answer from the local ring";
+            return nullptr;
+        }
+        Tensor o;
+        o.shape.resize(rank);
+        std::memcpy(o.shape.data(), dims, size_t(rank) * 8);
+        o.name.assign(reinterpret_cast<const char*>(np), nl);
+        o.datatype.assign(reinterpret_cast<const char*>(dp), dl);
+        o.data = response_area(base_, slot_) + off;
+        o.nbytes = nbytes;
+        p->out_.push_back(std::move(o));
+    }
+    req_low_ = low;
+    prepared_.push_back(std::move(p));
+    return prepared_.back().get();
+}
+
+bool Prepared::run(std::string* err) {
+    if (!client_->round_trip(kOpRun, handle_, 0, err)) return false;
+    if (slot(client_->base_, client_->slot_)->resp_status != 0) {
+        *err = client_->error_text();
+        return false;
     }
     return true;
 }

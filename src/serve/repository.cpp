@@ -388,6 +388,7 @@ void Repository::install(const std::string& name, const ModelConfig& cfg, std::u
         e->version_reason.erase(v);
         e->failed_fingerprint.erase(v);
         e->reason.clear();
+        generation_.fetch_add(1, std::memory_order_release);
     }
     retire(std::move(old));
     for (auto& d : dropped) retire(std::move(d));
@@ -451,6 +452,7 @@ Status Repository::load(const std::string& name) {
         e->config = cfg;
         e->version_reason.clear();
         e->failed_fingerprint.clear();
+        generation_.fetch_add(1, std::memory_order_release);
     }
     for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason.clear();
@@ -464,6 +466,7 @@ Status Repository::unload(const std::string& name) {
     {
         std::lock_guard<std::mutex> g(mu_);
         old.swap(e->versions);
+        generation_.fetch_add(1, std::memory_order_release);
     }
     for (auto& [v, lv] : old) retire(std::move(lv));
     e->reason = "unloaded";

@@ -3,6 +3,7 @@
 // configured or declared shapes; a model with symbolic dims and no configured shape compiles per
 // request shape (the engine's plan cache keeps each plan).
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -97,6 +98,9 @@ public:
     // Thread-safe lookup for threads other than the I/O thread (version < 0: the latest).
     std::shared_ptr<LoadedVersion> get(const std::string& name, int64_t version);
     std::mutex& mu() { return mu_; }
+    // Bumped whenever a model's versions change (load, install, unload): callers that cache a
+    // get() result check it with one relaxed load and look up again only when it moved.
+    uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
     void set_cache_l2(RedisL2* l2) { l2_ = l2; }
 
     // Hot reload (serve/reload.h). Fingerprint of a version folder's files; 0 when model.onnx is missing.
@@ -132,6 +136,7 @@ private:
     std::map<std::string, std::unique_ptr<ModelEntry>> models_;
     std::vector<std::unique_ptr<VersionMetrics>> metrics_;  // never freed: counters survive unload
     std::mutex mu_;
+    std::atomic<uint64_t> generation_{0};
     RedisL2* l2_ = nullptr;
     std::vector<std::shared_ptr<LoadedVersion>> retiring_;  // I/O thread only
 };

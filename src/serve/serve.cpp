@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "serve/http.h"
 #include "serve/json_fast.h"
 #include "serve/metrics.h"
+#include "serve/realtime.h"
 #include "serve/reload.h"
 #include "serve/repository.h"
 #include "serve/shm.h"
@@ -47,7 +49,9 @@ const char* kUsage =
     "  --cache-redis HOST:PORT second level for the response cache (config.yaml response_cache)\n"
     "  --cache-redis-timeout-ms N  Redis connect/command timeout (default 20); failures count as misses\n"
     "  --repository-poll-ms N  hot reload: scan the repository every N ms for new or changed versions (0: off)\n"
-    "  --local-ring NAME       serve local clients over a shared-memory ring (jiffy/client.h)\n";
+    "  --local-ring NAME       serve local clients over a shared-memory ring (jiffy/client.h)\n"
+    "  --realtime              run the I/O thread and the ring thread SCHED_FIFO (warns once if not permitted)\n"
+    "  --realtime-priority N   their SCHED_FIFO priority, 1..99 (default 10; implies --realtime)\n";
 
 struct Options {
     std::string repo, host = "127.0.0.1";
@@ -58,6 +62,8 @@ struct Options {
     bool exit_on_error = true;
     std::string cache_redis, local_ring;
     int cache_redis_timeout_ms = 20, repository_poll_ms = 0;
+    bool realtime = false;
+    int realtime_priority = 10;
 };
 
 struct ArgError {
@@ -532,6 +538,11 @@ Options parse_args(int argc, char** argv) {
             o.local_ring = next();
             if (!Repository::valid_name(o.local_ring)) throw ArgError{"bad value for --local-ring: '" + o.local_ring + "' (letters, digits, _ - .)"};
         }
+        else if (a == "--realtime") o.realtime = true;
+        else if (a == "--realtime-priority") {
+            o.realtime_priority = int(parse_num(a, next(), 1, 99));
+            o.realtime = true;
+        }
         else if (a == "-h" || a == "--help") throw ArgError{""};
         else throw ArgError{"unknown option '" + a + "' (see jiffy serve --help)"};
     }
@@ -621,9 +632,20 @@ int serve_main(int argc, char** argv) {
     std::unique_ptr<Reloader> reloader;
     if (opt.repository_poll_ms > 0) reloader = std::make_unique<Reloader>(repo, server, opt.repository_poll_ms);
     // Local clients over a shared-memory ring (serve/shm_ring.h, jiffy/client.h).
+    // --realtime: SCHED_FIFO for the I/O thread (here) and the ring thread; one warning if refused.
+    std::atomic<bool> rt_warned{false};
+    auto realtime = [&](const char* who) {
+        std::string why;
+        if (set_thread_fifo(opt.realtime_priority, &why)) {
+            std::fprintf(stderr, "jiffy serve: %s thread runs SCHED_FIFO priority %d\n", who, opt.realtime_priority);
+        } else if (!rt_warned.exchange(true)) {
+            std::fprintf(stderr, "jiffy serve: warning: --realtime: SCHED_FIFO not permitted (%s); running SCHED_OTHER\n", why.c_str());
+        }
+    };
     std::unique_ptr<RingServer> ring;
     if (!opt.local_ring.empty()) {
         ring = std::make_unique<RingServer>(repo, opt.max_bytes);
+        if (opt.realtime) ring->on_thread_start([&] { realtime("ring"); });
         Status st = ring->start(opt.local_ring);
         if (!st.ok()) {
             std::fprintf(stderr, "jiffy: error: --local-ring: %s\n", st.message().c_str());
@@ -633,6 +655,7 @@ int serve_main(int argc, char** argv) {
     std::printf("jiffy serve: listening on http://%s:%d\n", opt.host.c_str(), port);
     if (mport >= 0) std::printf("jiffy serve: metrics on http://%s:%d/metrics\n", opt.host.c_str(), mport);
     std::fflush(stdout);
+    if (opt.realtime) realtime("I/O");
     server.run(handler);
     reloader.reset();
     ring.reset();

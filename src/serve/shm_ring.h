@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -29,7 +30,7 @@ class Repository;
 namespace ring {
 
 inline constexpr uint32_t kMagic = 0x4a52494e;  // "JRIN"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kSlots = 8;
 inline constexpr size_t kAreaBytes = size_t(1) << 20;  // request and response area, each
 inline constexpr size_t kHeaderBytes = 4096;             // the control block's page
@@ -44,13 +45,28 @@ struct Control {
     alignas(64) std::atomic<uint32_t> shutdown;         // the server is gone or going
 };
 
+// Request kinds (SlotHeader::req_op).
+enum Op : uint32_t {
+    kOpInfer = 0,    // a self-describing request (model, version, inputs with their data)
+    kOpPrepare = 1,  // the same without data: the server resolves the model once, places the
+                     // inputs in the request area and the outputs in the response area, and
+                     // answers a handle
+    kOpRun = 2,      // run prepared request req_handle: inputs already in place, nothing to parse
+};
+
+// Each side writes only its own cache line (no false sharing of the hot words).
 struct SlotHeader {
     alignas(64) std::atomic<uint32_t> owner;       // pid of the client holding the slot; 0 free
-    alignas(64) std::atomic<uint32_t> req_seq;     // client: a new request is in the request area
-    alignas(64) std::atomic<uint32_t> resp_seq;    // server: the response for req_seq is ready (futex word)
+    std::atomic<uint32_t> epoch;                   // bumped by each client that claims the slot
+    // Written by the client.
+    alignas(64) std::atomic<uint32_t> req_seq;     // a new request is posted
+    uint32_t req_op, req_handle, req_bytes;
     std::atomic<uint32_t> client_waiting;          // the client is (about to be) in FUTEX_WAIT
-    uint32_t req_bytes, resp_bytes;
+    // Written by the server.
+    alignas(64) std::atomic<uint32_t> resp_seq;    // the response for req_seq is ready (futex word)
+    uint32_t resp_status, resp_bytes;              // status 0 ok, else the error is in the response area
 };
+static_assert(sizeof(SlotHeader) <= kSlotHeaderBytes);
 
 inline size_t total_bytes() { return kHeaderBytes + kSlots * kSlotHeaderBytes + kSlots * 2 * kAreaBytes; }
 inline std::string shm_name(const std::string& ring) { return "/jiffy-ring-" + ring; }
@@ -67,10 +83,14 @@ inline uint8_t* response_area(void* base, uint32_t i) { return request_area(base
 int futex_wait(std::atomic<uint32_t>* w, uint32_t expected, int timeout_ms);
 void futex_wake(std::atomic<uint32_t>* w, int n);
 
-// Messages. Request: u32 model_len, u32 n_inputs, i64 version (-1 latest), model bytes, then per
+// Messages. Infer and prepare request: u32 model_len, u32 n_inputs, i64 version (-1 latest), model bytes, then per
 // input: u32 name_len, u32 dtype_len, u32 rank, u32 pad, u64 nbytes, i64 dims[rank], name, dtype,
 // padding to 64, data. Response: u32 status (0 ok), u32 n (outputs, or the error's length), then
-// the error text or per output the same record as an input.
+// the error text or per output the same record as an input. A prepare request carries no data;
+// its answer: u32 status, u32 handle, u32 n_inputs, u32 n_outputs, u64 request-area offset and u64
+// nbytes per input (in the request's order), then per output u32 name_len, u32 dtype_len, u32 rank, u32 pad,
+// u64 nbytes, u64 response-area offset, i64 dims[rank], name, dtype. Prepared regions are placed
+// from the top of each area down; infer requests and answers use the space below them.
 struct Writer {
     uint8_t* p;
     size_t cap, n = 0;
@@ -116,19 +136,26 @@ public:
     RingServer(Repository& repo, uint64_t max_bytes);
     ~RingServer();
     Status start(const std::string& name);  // creates the shm object and the server thread
+    // Called on the ring thread once, before it serves (e.g. to set its scheduling policy).
+    void on_thread_start(std::function<void()> f) { on_start_ = std::move(f); }
 
 private:
     void loop();
     bool pending() const;
     void handle(uint32_t i);
+    void run_prepared(uint32_t i, uint32_t seq);
+    struct Prepared;
+    struct SlotState;  // per slot: the client's prepared requests and the areas they hold
     Repository& repo_;
     uint64_t max_bytes_;
     std::string shm_;
     void* base_ = nullptr;
     std::atomic<bool> stop_{false};
     std::thread thread_;
+    std::function<void()> on_start_;
     struct SessionSlot;
     std::map<const Plan*, std::unique_ptr<SessionSlot>> sessions_;  // the ring thread's own
+    std::unique_ptr<SlotState[]> slots_;
 };
 
 }  // namespace jiffy::serve

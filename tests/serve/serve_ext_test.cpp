@@ -3,6 +3,7 @@
 // reload. Each test starts the real server binary on loopback.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <atomic>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "jiffy/client.h"
@@ -513,6 +515,154 @@ TEST(ServeLocalRing, SameResultsAsHttpAndClearErrors) {
     s.wait_exit(5000);
     EXPECT_FALSE(cl->infer("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}, x.data(), x.size() * 4}}, &out, &err));
     EXPECT_NE(err.find("shut down"), std::string::npos) << err;
+}
+
+TEST(ServeLocalRing, PreparedRequestInPlaceFollowsReloadAndFailsClearly) {
+    TmpDir t;
+    std::string repo = t.path + "/repo";
+    put_model(repo, "jarvis", 1);
+    write(repo + "/jarvis/config.yaml", "inputs:\n  x.1: [1, 16, 96]\n");
+    std::string ring = "prep" + std::to_string(getpid());
+    Server s;
+    ASSERT_TRUE(s.start(kBin, {"--model-repository", repo, "--local-ring", ring}, t.path + "/server.log"));
+    std::string err;
+    auto cl = jiffy::client::LocalClient::connect(ring, &err);
+    ASSERT_NE(cl, nullptr) << err;
+    jiffy::client::Prepared* p = cl->prepare("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}}}, &err);
+    ASSERT_NE(p, nullptr) << err;
+    ASSERT_EQ(p->num_inputs(), 1u);
+    EXPECT_EQ(p->inputs()[0].nbytes, 6144u);  // derived by the server from the shape
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(p->input(0)) % 64, 0u);
+    ASSERT_EQ(p->outputs().size(), 1u);
+    EXPECT_EQ(p->outputs()[0].name, "53");
+    EXPECT_EQ(p->outputs()[0].datatype, "FP32");
+    EXPECT_EQ(p->outputs()[0].shape, (std::vector<int64_t>{1, 1}));
+    Client c(s.port());
+    std::vector<jiffy::client::Tensor> out;
+    auto http_score = [&](const std::vector<float>& x) {
+        Response r = c.request("POST", "/v2/models/jarvis/infer", jarvis_request(x).dump());
+        EXPECT_EQ(r.status, 200) << r.body;
+        return json::parse(r.body)["outputs"][0]["data"][0].get<float>();
+    };
+    auto score = [&] { return *static_cast<const float*>(p->outputs()[0].data); };
+    std::vector<float> want;
+    for (int i = 0; i < 5; ++i) {
+        auto x = random_floats(16 * 96, 40 + i);
+        want.push_back(http_score(x));
+        std::memcpy(p->input(0), x.data(), x.size() * 4);
+        ASSERT_TRUE(p->run(&err)) << err;
+        EXPECT_EQ(score(), want.back());
+    }
+    // infer() on the same client uses the space below the prepared buffers: the prepared input
+    // and output survive it.
+    auto y = random_floats(16 * 96, 99);
+    ASSERT_TRUE(cl->infer("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}, y.data(), y.size() * 4}}, &out, &err)) << err;
+    EXPECT_EQ(*static_cast<const float*>(out[0].data), http_score(y));
+    EXPECT_EQ(score(), want.back());
+    ASSERT_TRUE(p->run(&err)) << err;
+    EXPECT_EQ(score(), want.back());
+    // A second prepared request gets its own buffers.
+    jiffy::client::Prepared* p2 = cl->prepare("jarvis", 1, {{"x.1", "FP32", {1, 16, 96}, nullptr, 6144}}, &err);
+    ASSERT_NE(p2, nullptr) << err;
+    EXPECT_NE(p2->input(0), p->input(0));
+    std::memcpy(p2->input(0), y.data(), y.size() * 4);
+    ASSERT_TRUE(p2->run(&err)) << err;
+    ASSERT_TRUE(p->run(&err)) << err;
+    EXPECT_EQ(score(), want.back());
+    EXPECT_EQ(*static_cast<const float*>(p2->outputs()[0].data), http_score(y));
+    // prepare() checks like infer().
+    EXPECT_EQ(cl->prepare("nope", -1, {{"x.1", "FP32", {1, 16, 96}}}, &err), nullptr);
+    EXPECT_NE(err.find("unknown model 'nope'"), std::string::npos) << err;
+    EXPECT_EQ(cl->prepare("jarvis", -1, {{"x.1", "FP32", {1, 96, 16}}}, &err), nullptr);
+    EXPECT_NE(err.find("shape [1,96,16] does not match the expected [1,16,96]"), std::string::npos) << err;
+    EXPECT_EQ(cl->prepare("jarvis", -1, {{"x.1", "INT64", {1, 16, 96}}}, &err), nullptr);
+    EXPECT_NE(err.find("datatype INT64"), std::string::npos) << err;
+    EXPECT_EQ(cl->prepare("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}, nullptr, 100}}, &err), nullptr);
+    EXPECT_NE(err.find("100 bytes, expected 6144"), std::string::npos) << err;
+    EXPECT_EQ(cl->prepare("jarvis", -1, {}, &err), nullptr);
+    EXPECT_NE(err.find("missing input 'x.1'"), std::string::npos) << err;
+    // Unloaded: run() fails naming why; loaded again (a new version object, same inputs and
+    // outputs): the prepared request follows it.
+    ASSERT_EQ(c.request("POST", "/v2/repository/models/jarvis/unload", "").status, 200);
+    EXPECT_FALSE(p->run(&err));
+    EXPECT_NE(err.find("unloaded since prepare()"), std::string::npos) << err;
+    ASSERT_EQ(c.request("POST", "/v2/repository/models/jarvis/load", "").status, 200);
+    ASSERT_TRUE(p->run(&err)) << err;
+    EXPECT_EQ(score(), want.back());
+    EXPECT_GE(metric(s.port(), series("jiffy_inference_requests_total", "jarvis")), 5 + 2 + 1);
+    // A new client in the same slot starts with no prepared requests.
+    cl.reset();
+    auto cl2 = jiffy::client::LocalClient::connect(ring, &err);
+    ASSERT_NE(cl2, nullptr) << err;
+    jiffy::client::Prepared* q = cl2->prepare("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}}}, &err);
+    ASSERT_NE(q, nullptr) << err;
+    std::memcpy(q->input(0), y.data(), y.size() * 4);
+    ASSERT_TRUE(q->run(&err)) << err;
+    EXPECT_EQ(*static_cast<const float*>(q->outputs()[0].data), http_score(y));
+    s.signal(SIGKILL);
+    s.wait_exit(5000);
+    EXPECT_FALSE(q->run(&err));
+    EXPECT_NE(err.find("shut down"), std::string::npos) << err;
+}
+
+static std::string read_all(const std::string& path) {
+    std::ifstream f(path);
+    return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+}
+
+// --realtime: the I/O thread (the main thread) and the ring thread run SCHED_FIFO at the given
+// priority where permitted (root here); elsewhere one warning line and SCHED_OTHER.
+TEST(ServeRealtime, IoAndRingThreadsRunFifoOrWarnOnce) {
+    TmpDir t;
+    std::string repo = t.path + "/repo";
+    put_model(repo, "jarvis", 1);
+    write(repo + "/jarvis/config.yaml", "inputs:\n  x.1: [1, 16, 96]\n");
+    std::string ring = "rt" + std::to_string(getpid());
+    Server s;
+    ASSERT_TRUE(s.start(kBin, {"--model-repository", repo, "--local-ring", ring, "--realtime-priority", "12"}, t.path + "/server.log"));
+    std::string err;
+    auto cl = jiffy::client::LocalClient::connect(ring, &err);  // the ring thread is up once it answers
+    ASSERT_NE(cl, nullptr) << err;
+    auto x = random_floats(16 * 96, 3);
+    std::vector<jiffy::client::Tensor> out;
+    ASSERT_TRUE(cl->infer("jarvis", -1, {{"x.1", "FP32", {1, 16, 96}, x.data(), x.size() * 4}}, &out, &err)) << err;
+    // /proc/PID/task/TID/stat: field 40 rt_priority, 41 policy (after the ")" of the name).
+    auto sched_of = [&](const std::string& tid) {
+        std::ifstream f("/proc/" + std::to_string(s.pid()) + "/task/" + tid + "/stat");
+        std::string line((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        std::istringstream rest(line.substr(line.rfind(')') + 2));
+        std::vector<std::string> v;
+        for (std::string w; rest >> w;) v.push_back(w);
+        return v.size() > 38 ? std::make_pair(std::stoi(v[37]), std::stoi(v[38])) : std::make_pair(-1, -1);  // (prio, policy)
+    };
+    int fifo = 0;
+    for (const auto& d : std::filesystem::directory_iterator("/proc/" + std::to_string(s.pid()) + "/task"))
+        if (auto [prio, policy] = sched_of(d.path().filename().string()); policy == SCHED_FIFO) {
+            EXPECT_EQ(prio, 12);
+            ++fifo;
+        }
+    auto main_thread = sched_of(std::to_string(s.pid()));
+    std::string log = read_all(t.path + "/server.log");
+    sched_param sp{};
+    sp.sched_priority = 1;
+    bool permitted = sched_setscheduler(0, SCHED_FIFO, &sp) == 0;  // can this user do it? (then back)
+    sp.sched_priority = 0;
+    if (permitted) sched_setscheduler(0, SCHED_OTHER, &sp);
+    if (permitted) {
+        EXPECT_EQ(main_thread, std::make_pair(12, int(SCHED_FIFO))) << log;
+        EXPECT_EQ(fifo, 2) << log;  // I/O and ring threads; nothing else
+        EXPECT_NE(log.find("I/O thread runs SCHED_FIFO priority 12"), std::string::npos) << log;
+        EXPECT_NE(log.find("ring thread runs SCHED_FIFO priority 12"), std::string::npos) << log;
+    } else {
+        EXPECT_EQ(fifo, 0);
+        size_t w = log.find("warning: --realtime: SCHED_FIFO not permitted");
+        EXPECT_NE(w, std::string::npos) << log;
+        EXPECT_EQ(log.find("warning: --realtime", w + 1), std::string::npos) << log;  // once
+    }
+    // A bad priority is refused at start.
+    Server bad;
+    EXPECT_FALSE(bad.start(kBin, {"--model-repository", repo, "--realtime-priority", "100"}, t.path + "/bad.log"));
+    EXPECT_NE(read_all(t.path + "/bad.log").find("--realtime-priority"), std::string::npos);
 }
 
 // ------------------------------------------------------------------ hot reload
