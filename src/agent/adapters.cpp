@@ -99,6 +99,7 @@ public:
     int64_t size = 1;
     double rate = 0;  // values per second (e.g. 16000 for 16 kHz audio); 0: no media_s
     size_t frame_size() const override { return size_t(size); }
+    double sample_rate() const override { return rate; }
     bool inline_ok() const override { return true; }
 
     void run(FrameSink* sink, const std::atomic<bool>& stop) override {

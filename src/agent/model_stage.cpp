@@ -3,11 +3,14 @@
 // earlier stages' buffers, `const` inputs are frozen into the plan, and `carry` feeds an output
 // back as the next call's input (a recurrent state: one memcpy of the state per call, cheaper here
 // than re-binding, which re-resolves every step's pointers).
+#include <algorithm>
 #include <cstring>
+#include <filesystem>
 
 #include "agent/agent.h"
 #include "agent/registry.h"
 #include "jiffy/jiffy.hpp"
+#include "serve/repository.h"
 
 namespace jiffy::agent {
 
@@ -223,13 +226,75 @@ private:
     std::vector<std::pair<std::string, const float*>> alias_;
 };
 
+namespace fs = std::filesystem;
+
+// `repository: DIR, model: NAME[, version: N]`: the model.onnx `jiffy serve` would load from its
+// repository (Triton layout DIR/NAME/N/model.onnx, docs/serving.md). Without a version, the
+// highest one that NAME/config.yaml's version_policy selects (by default the highest on disk).
+// config.yaml's fixed input shapes become the stage's default `shapes`.
+Status resolve_repository_model(Fields& f, const BuildEnv& env, std::string* file, std::map<std::string, std::vector<int64_t>>* shapes) {
+    std::string root, name;
+    int64_t version = -1;
+    JIFFY_RETURN_IF_ERROR(f.get_string("repository", &root, true));
+    JIFFY_RETURN_IF_ERROR(f.get_string("model", &name, true));
+    JIFFY_RETURN_IF_ERROR(f.get_int("version", &version, false, 0));
+    const YAML::Node rn = f.node()["repository"], mn = f.node()["model"], vn = f.node()["version"];
+    root = env.path(root);
+    std::error_code ec;
+    if (!fs::is_directory(root, ec)) return f.error(rn, "field 'repository': repository '" + root + "' is not a folder");
+    fs::path dir = fs::path(root) / name;
+    if (!serve::Repository::valid_name(name) || !fs::is_directory(dir, ec)) {
+        std::vector<std::string> names;
+        for (const auto& d : fs::directory_iterator(root, ec))
+            if (d.is_directory(ec)) names.push_back(d.path().filename().string());
+        std::sort(names.begin(), names.end());
+        std::string list;
+        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        return f.error(mn, "field 'model': model '" + name + "' is not in repository '" + root + "' (models: " + (list.empty() ? "none" : list) + ")");
+    }
+    serve::ModelConfig cfg;
+    fs::path cfg_path = dir / "config.yaml";
+    if (fs::exists(cfg_path, ec)) {
+        Status st = serve::parse_model_config(cfg_path.string(), &cfg);
+        if (!st.ok()) return f.error(mn, "field 'model': model '" + name + "': " + st.message());
+    }
+    std::vector<int64_t> found = serve::Repository::versions_on_disk(dir.string());
+    std::string list;
+    for (int64_t v : found) list += (list.empty() ? "" : ", ") + std::to_string(v);
+    if (version >= 0) {
+        if (!std::binary_search(found.begin(), found.end(), version)) {
+            fs::path vd = dir / std::to_string(version);
+            if (fs::is_directory(vd, ec)) return f.error(vn, "field 'version': model '" + name + "' version " + std::to_string(version) + ": no model.onnx in " + vd.string());
+            return f.error(vn, "field 'version': model '" + name + "' has no version " + std::to_string(version) + " (versions with a model.onnx: " +
+                                   (list.empty() ? "none" : list) + ")");
+        }
+    } else {
+        std::vector<int64_t> want = serve::Repository::wanted_versions(cfg, found);
+        if (want.empty())
+            return f.error(mn, "field 'model': model '" + name + "' has no version folder with a model.onnx (expected " + (dir / "1" / "model.onnx").string() +
+                                   (found.empty() ? "" : "; config.yaml's version_policy selects none of " + list) + ")");
+        version = want.back();
+    }
+    *file = (dir / std::to_string(version) / "model.onnx").string();
+    for (const auto& [in, shape] : cfg.inputs) (*shapes)[in] = shape;
+    return {};
+}
+
 }  // namespace
 
 Status make_model_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out) {
     auto s = std::make_unique<ModelStage>();
     std::string file;
-    JIFFY_RETURN_IF_ERROR(f.get_string("file", &file, true));
-    s->file = env.path(file);
+    std::map<std::string, std::vector<int64_t>> repo_shapes;
+    if (f.has("repository") || f.has("model") || f.has("version")) {
+        if (f.has("file")) return f.error(f.node()["file"], "give 'file' or 'repository' + 'model', not both");
+        JIFFY_RETURN_IF_ERROR(resolve_repository_model(f, env, &file, &repo_shapes));
+    } else {
+        if (!f.has("file")) return invalid(f.at(), "missing required field 'file' (or 'repository' + 'model')");
+        JIFFY_RETURN_IF_ERROR(f.get_string("file", &file, true));
+        file = env.path(file);
+    }
+    s->file = file;
     JIFFY_RETURN_IF_ERROR(f.get_string("input", &s->input));
     JIFFY_RETURN_IF_ERROR(f.get_string("output", &s->output));
     JIFFY_RETURN_IF_ERROR(f.get_string_map("inputs", &s->inputs));
@@ -255,6 +320,7 @@ Status make_model_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* 
             }
         }
     }
+    for (auto& [in, shape] : repo_shapes) s->shapes.emplace(in, shape);  // the stage's own 'shapes' win
     *out = std::move(s);
     return {};
 }

@@ -66,6 +66,7 @@ void register_builtins() {
         register_stage("normalize", make_scale_stage);
         register_stage("window", make_window_stage);
         register_stage("frame", make_frame_stage);
+        register_stage("resample", make_resample_stage);
         register_stage("argmax", make_topk_stage);
         register_stage("topk", make_topk_stage);
         register_stage("rule", make_rule_stage);

@@ -48,6 +48,7 @@ Status make_stdin_source(Fields& f, const BuildEnv& env, std::unique_ptr<Source>
 Status make_model_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
 Status make_scale_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);      // scale, normalize
 Status make_window_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
+Status make_resample_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
 Status make_frame_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);
 Status make_topk_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);       // argmax, topk
 Status make_rule_stage(Fields& f, const BuildEnv& env, std::unique_ptr<Stage>* out);       // rule, threshold

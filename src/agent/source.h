@@ -37,6 +37,9 @@ public:
     virtual std::vector<int64_t> frame_shape() const { return {1, int64_t(frame_size())}; }
     // Channel names for values "<source>.<channel>" (the newest row's column); may be empty.
     virtual std::vector<std::string> channels() const { return {}; }
+    // Samples per second of the stream (a WAV file's rate, a raw file's or MQTT source's
+    // `rate`); 0 when unknown. A resample stage takes it as its default `from`.
+    virtual double sample_rate() const { return 0; }
 
     virtual bool can_pull() const { return false; }
     // True if running the agent's stages on the thread that calls FrameSink::push keeps this

@@ -35,6 +35,7 @@ public:
         return {1, chunk, int64_t(cols)};
     }
     std::vector<std::string> channels() const override { return names; }
+    double sample_rate() const override { return cols == 1 ? rate : 0; }
     bool can_pull() const override { return true; }
     // Several WAV files (`files:`) replay one after the other, each a stream of its own: frames
     // never straddle two files (a file's last partial chunk is dropped), media_s restarts at 0,

@@ -1,10 +1,13 @@
 // Built-in pre/post-processing stages: scale/normalize (affine), window (the last N frames),
-// frame (re-chunk a sample stream into frames of F with hop H), argmax/topk.
+// frame (re-chunk a sample stream into frames of F with hop H), resample (sample-rate
+// conversion of a stream), argmax/topk.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "agent/agent.h"
 #include "agent/registry.h"
+#include "agent/resample.h"
 #include "agent/ring.h"
 
 namespace jiffy::agent {
@@ -115,6 +118,68 @@ private:
     size_t fill_ = 0;
 };
 
+// Converts a sample stream from `from` Hz to `to` Hz (Resampler: polyphase windowed sinc, state
+// kept across frames) and emits frames of `chunk` output samples ([1, chunk]), 0..k per input.
+// A new stream (FrameMeta::stream) starts the filter over.
+class ResampleStage : public Stage {
+public:
+    double from = 0, to = 0;
+    int64_t chunk = 0, zeros = 16;
+    Status prepare(const Port& in, Pipeline& pipe) override {
+        in_ = in;
+        pipe_ = &pipe;
+        if (from <= 0) {
+            for (const auto& s : pipe.sources)
+                if (s->sample_rate() > 0) {
+                    if (from > 0 && from != s->sample_rate())
+                        return invalid("the sources have different rates (", from, ", ", s->sample_rate(), " Hz); give 'from'");
+                    from = s->sample_rate();
+                }
+            if (from <= 0) return invalid("the source does not say its sample rate; give 'from' (Hz)");
+        }
+        for (const auto& s : pipe.sources)
+            if (s->sample_rate() > 0 && s->sample_rate() != from)
+                return invalid("'from' is ", from, " Hz but source '", s->name, "' is ", s->sample_rate(), " Hz");
+        if (from != std::floor(from) || to != std::floor(to)) return invalid("rates must be whole Hz, got ", from, " -> ", to);
+        JIFFY_RETURN_IF_ERROR(rs_.init(int64_t(from), int64_t(to), int(zeros)));
+        if (chunk <= 0) {
+            // Default: one output frame per input frame, when the ratio makes that whole.
+            int64_t num = in.numel * rs_.up();
+            if (num % rs_.down() != 0)
+                return invalid("an input frame of ", in.numel, " samples is ", double(in.numel) * to / from, " samples at ", to,
+                               " Hz; give 'chunk' (output samples per frame)");
+            chunk = num / rs_.down();
+        }
+        pending_.assign(size_t(chunk) + rs_.max_out(size_t(in.numel)), 0.0f);
+        alloc_out({1, chunk});
+        return {};
+    }
+    Status push() override {
+        if (pipe_->frame && pipe_->frame->stream != stream_) {
+            stream_ = pipe_->frame->stream;
+            rs_.reset();
+            fill_ = 0;
+        }
+        fill_ += rs_.process(in_.data, size_t(in_.numel), &pending_[fill_]);
+        return {};
+    }
+    bool next() override {
+        if (fill_ < size_t(chunk)) return false;
+        std::memcpy(out_.data, pending_.data(), size_t(chunk) * sizeof(float));
+        std::memmove(pending_.data(), &pending_[size_t(chunk)], (fill_ - size_t(chunk)) * sizeof(float));
+        fill_ -= size_t(chunk);
+        return true;
+    }
+
+private:
+    Port in_;
+    Pipeline* pipe_ = nullptr;
+    Resampler rs_;
+    std::vector<float> pending_;  // converted samples not yet emitted
+    size_t fill_ = 0;
+    uint32_t stream_ = 0;
+};
+
 // Top-k over the input's elements: output [k, 2] = (index, score) pairs, best first. Values:
 // <name>.index / <name>.score (the best), <name>.index[i] / <name>.score[i].
 class TopkStage : public SimpleStage {
@@ -198,6 +263,21 @@ Status make_frame_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out)
     auto s = std::make_unique<FrameStage>();
     JIFFY_RETURN_IF_ERROR(f.get_int("size", &s->size, true, 1, 1 << 24));
     JIFFY_RETURN_IF_ERROR(f.get_int("hop", &s->hop, false, 1, 1 << 24));
+    *out = std::move(s);
+    return {};
+}
+
+Status make_resample_stage(Fields& f, const BuildEnv&, std::unique_ptr<Stage>* out) {
+    auto s = std::make_unique<ResampleStage>();
+    JIFFY_RETURN_IF_ERROR(f.get_double("from", &s->from));
+    JIFFY_RETURN_IF_ERROR(f.get_double("to", &s->to, true));
+    for (const char* k : {"from", "to"}) {
+        double v = std::string(k) == "from" ? s->from : s->to;
+        if (f.has(k) && (!(v >= 1 && v <= 1e7) || v != std::floor(v)))
+            return f.error(f.node()[k], std::string("field '") + k + "' must be a whole number of Hz, 1..10000000");
+    }
+    JIFFY_RETURN_IF_ERROR(f.get_int("chunk", &s->chunk, false, 1, 1 << 24));
+    JIFFY_RETURN_IF_ERROR(f.get_int("zeros", &s->zeros, false, 2, 256));
     *out = std::move(s);
     return {};
 }
