@@ -652,10 +652,11 @@ int serve_main(int argc, char** argv) {
             return 2;
         }
     }
+    // Before "listening": whoever waits for that line finds the I/O thread's policy already set.
+    if (opt.realtime) realtime("I/O");
     std::printf("jiffy serve: listening on http://%s:%d\n", opt.host.c_str(), port);
     if (mport >= 0) std::printf("jiffy serve: metrics on http://%s:%d/metrics\n", opt.host.c_str(), mport);
     std::fflush(stdout);
-    if (opt.realtime) realtime("I/O");
     server.run(handler);
     reloader.reset();
     ring.reset();

@@ -14,19 +14,14 @@
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
 #include "runtime/plan.h"
+#include "isa_util.h"
 
 using namespace jiffy;
 using namespace jiffy::testattr;
 using namespace jiffy::kernels;
+using namespace jiffy::testisa;
 
 namespace {
-
-std::vector<Isa> isas() {
-    std::vector<Isa> r{Isa::kScalar};
-    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
-    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
-    return r;
-}
 
 
 // Deterministic pseudo-random floats in [-scale, scale).

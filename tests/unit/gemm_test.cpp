@@ -8,18 +8,12 @@
 #include <vector>
 
 #include "kernels/gemm.h"
+#include "isa_util.h"
 
 using namespace jiffy::kernels;
+using namespace jiffy::testisa;
 
 namespace {
-
-std::vector<Isa> isas() {
-    std::vector<Isa> r{Isa::kScalar};
-    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
-    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
-    if (cpu_isa() == Isa::kNeon) r.push_back(Isa::kNeon);
-    return r;
-}
 
 TEST(Gemm, MatchesReferenceOnOddSizesEveryIsa) {
     std::mt19937 rng(1);

@@ -19,38 +19,12 @@
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
+#include "isa_util.h"
 
 using namespace jiffy::kernels;
+using namespace jiffy::testisa;
 
 namespace {
-
-std::vector<Isa> isas() {
-    std::vector<Isa> r{Isa::kScalar};
-    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
-    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
-    if (cpu_isa() == Isa::kNeon) r.push_back(Isa::kNeon);
-    return r;
-}
-
-const float kInf = std::numeric_limits<float>::infinity();
-const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-std::vector<float> edge_values() {
-    std::vector<float> v = {0.0f,    -0.0f,   1e-30f,  -1e-30f, 1e-40f,  -1e-40f, 1e-7f,   -1e-7f,  1e-3f,
-                            0.5f,    -0.5f,   0.6249f, 0.625f,  0.6251f, -0.625f, 1.0f,    -1.0f,   2.5f,
-                            -3.0f,   3.0f,    6.0f,    -6.0f,   9.0f,    20.0f,   -20.0f,  80.0f,   -80.0f,
-                            87.0f,   -87.0f,  88.5f,   88.72f,  88.8f,   89.0f,   -88.0f,  -100.0f, -103.0f,
-                            -104.0f, -110.0f, 1e10f,   -1e10f,  kInf,    -kInf,   kNaN,    3.4e38f, -3.4e38f};
-    for (int i = -400; i <= 400; ++i) v.push_back(float(i) * 0.05f + 0.003f);
-    for (int i = -120; i <= 120; ++i) v.push_back(float(i) * 0.9f);
-    return v;
-}
-
-bool close_rel(float got, float want, float rel, float abs_tol = 1e-37f) {
-    if (std::isnan(want)) return std::isnan(got);
-    if (std::isinf(want)) return got == want;
-    return std::fabs(got - want) <= rel * std::fabs(want) + abs_tol;
-}
 
 // ---------------------------------------------------------------- dispatch
 
@@ -96,7 +70,7 @@ const Activation kAllActs[] = {
 };
 
 TEST(KernelsIsa, ActivationsMatchScalarOnEdgeValues) {
-    const std::vector<float> x = edge_values();
+    const std::vector<float> x = edge_values(400, 0.05f);
     for (Isa isa : isas()) {
         ActApplyFn fn = act_apply_for(isa);
         for (const Activation& a : kAllActs) {
@@ -143,7 +117,7 @@ TEST(KernelsIsa, ExpDenormalAndOverflowEdges) {
 // ---------------------------------------------------------------- binary rows
 
 TEST(KernelsIsa, BinaryRowsMatchScalarExactly) {
-    std::vector<float> a = edge_values(), b = edge_values();
+    std::vector<float> a = edge_values(400, 0.05f), b = edge_values(400, 0.05f);
     std::reverse(b.begin(), b.end());
     b[3] = kNaN;
     for (Isa isa : isas())

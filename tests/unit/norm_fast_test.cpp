@@ -8,17 +8,12 @@
 #include <vector>
 
 #include "kernels/norm.h"
+#include "isa_util.h"
 
 using namespace jiffy::kernels;
+using namespace jiffy::testisa;
 
 namespace {
-
-std::vector<Isa> isas() {
-    std::vector<Isa> r{Isa::kScalar};
-    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
-    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
-    return r;
-}
 
 std::vector<float> rnd(int64_t n, uint32_t seed, float scale, float offset = 0) {
     std::vector<float> v(static_cast<size_t>(n));

@@ -12,19 +12,14 @@
 #include "attr_util.h"
 #include "kernels/small_conv.h"
 #include "runtime/plan.h"
+#include "isa_util.h"
 
 using namespace jiffy;
 using namespace jiffy::kernels;
+using namespace jiffy::testisa;
 using namespace jiffy::testattr;
 
 namespace {
-
-std::vector<Isa> isas() {
-    std::vector<Isa> r{Isa::kScalar};
-    if (int(cpu_isa()) >= int(Isa::kAvx2)) r.push_back(Isa::kAvx2);
-    if (int(cpu_isa()) >= int(Isa::kAvx512)) r.push_back(Isa::kAvx512);
-    return r;
-}
 
 std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
     std::vector<float> v(static_cast<size_t>(n));
