@@ -21,11 +21,15 @@ namespace jiffy::kernels {
 
 // Activation applied after bias (+ residual). Clip: min = alpha, max = beta; LeakyRelu: alpha;
 // HardSigmoid: max(0, min(1, alpha * x + beta)); HardSwish: x * max(0, min(1, x / 6 + 0.5)).
+// `clamp` (only with an activation other than kNone): the activation's result then goes through
+// min(max(v, lo), hi), std::max / std::min order (a fused Max / Min with a scalar constant).
 enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh };
 
 struct ConvEpi {
     ConvAct act = ConvAct::kNone;
     float alpha = 0, beta = 0;
+    bool clamp = false;
+    float lo = -__builtin_inff(), hi = __builtin_inff();
 };
 
 // The geometry of one group: C input channels of H x W, M output channels of OH x OW.

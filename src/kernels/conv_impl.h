@@ -67,7 +67,7 @@ inline void st_n(float* p, V v, int64_t n) {
 inline V vmax(V a, V b) { return a > b ? a : b; }
 inline V vmin(V a, V b) { return a < b ? a : b; }
 
-inline __attribute__((always_inline)) float act_s(float v, const ConvEpi& e) {
+inline __attribute__((always_inline)) float act_raw_s(float v, const ConvEpi& e) {
     switch (e.act) {
         case ConvAct::kNone: return v;
         case ConvAct::kRelu: return v > 0 ? v : 0.0f;
@@ -82,8 +82,15 @@ inline __attribute__((always_inline)) float act_s(float v, const ConvEpi& e) {
     return v;
 }
 
+// The activation, then the optional clamp (never with kNone).
+inline __attribute__((always_inline)) float act_s(float v, const ConvEpi& e) {
+    v = act_raw_s(v, e);
+    if (e.clamp && e.act != ConvAct::kNone) v = std::min(std::max(v, e.lo), e.hi);
+    return v;
+}
+
 template <ConvAct A>
-inline V act_v(V v, const ConvEpi& e) {
+inline V act_raw_v(V v, const ConvEpi& e) {
     if constexpr (A == ConvAct::kRelu) return vmax(v, V{});
     else if constexpr (A == ConvAct::kLeakyRelu) return v < V{} ? v * e.alpha : v;
     else if constexpr (A == ConvAct::kClip) return vmin(vmax(v, bc(e.alpha)), bc(e.beta));
@@ -92,6 +99,25 @@ inline V act_v(V v, const ConvEpi& e) {
     else if constexpr (A == ConvAct::kHardSwish)
         return v * vmin(vmax(v * (1.0f / 6.0f) + 0.5f, V{}), bc(1.0f));
     else return v;
+}
+
+// std::max(v, lo) then std::min(., hi) per lane (the reference's order; NaN stays NaN).
+inline V clamp_v(V v, const ConvEpi& e) {
+    const V lo = bc(e.lo), hi = bc(e.hi);
+    v = v < lo ? lo : v;
+    return hi < v ? hi : v;
+}
+
+// The activation A, then the clamp where asked (kNone, and kSigmoid / kTanh whose activation
+// runs later through act_s, pass through untouched).
+template <ConvAct A>
+inline V act_v(V v, const ConvEpi& e) {
+    if constexpr (A == ConvAct::kNone || A == ConvAct::kSigmoid || A == ConvAct::kTanh) {
+        return v;
+    } else {
+        v = act_raw_v<A>(v, e);
+        return e.clamp ? clamp_v(v, e) : v;
+    }
 }
 
 // y[i] = act(y[i] (+ r[i])) over n values.

@@ -265,6 +265,14 @@ Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
                         "Sigmoid or Tanh, got '", act, "'");
     e->alpha = ctx.attr_float("_fused_alpha", da);
     e->beta = ctx.attr_float("_fused_beta", db);
+    const float inf = std::numeric_limits<float>::infinity();
+    e->lo = ctx.attr_float("_fused_lo", -inf);
+    e->hi = ctx.attr_float("_fused_hi", inf);
+    e->clamp = e->lo != -inf || e->hi != inf;
+    if (e->clamp && e->act == ConvAct::kNone)
+        return ctx.fail("_fused_lo / _fused_hi need a _fused_act");
+    if (std::isnan(e->lo) || std::isnan(e->hi))
+        return ctx.fail("_fused_lo / _fused_hi must not be NaN");
     *has_res = ctx.attr_int("_fused_residual", 0) != 0;
     if (!*has_res && ctx.num_inputs() > 3)
         return ctx.fail("has ", ctx.num_inputs(), " inputs; at most 3 without _fused_residual");
@@ -275,7 +283,7 @@ Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
 }
 
 template <typename T>
-inline T fused_act(T v, const kernels::ConvEpi& e) {
+inline T fused_act_raw(T v, const kernels::ConvEpi& e) {
     using kernels::ConvAct;
     switch (e.act) {
         case ConvAct::kNone: return v;
@@ -288,6 +296,14 @@ inline T fused_act(T v, const kernels::ConvEpi& e) {
         case ConvAct::kSigmoid: return T(1) / (T(1) + std::exp(-v));
         case ConvAct::kTanh: return std::tanh(v);
     }
+    return v;
+}
+
+// The activation, then the optional clamp (std::max then std::min, as the Max / Min ops).
+template <typename T>
+inline T fused_act(T v, const kernels::ConvEpi& e) {
+    v = fused_act_raw<T>(v, e);
+    if (e.clamp) v = std::min(std::max(v, T(e.lo)), T(e.hi));
     return v;
 }
 

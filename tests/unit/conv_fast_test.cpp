@@ -178,7 +178,7 @@ ConvEpi epi_of(const std::string& act, float alpha, float beta) {
 // Runs case c through the kernels directly on every ISA (GEMM path, or depthwise when
 // `depthwise`) and compares with the float64 reference Conv graph carrying the same epilogue.
 void check_case(const Case& c, bool depthwise, const std::string& act, bool with_res,
-                bool with_bias, uint32_t seed, float scale = 1.0f) {
+                bool with_bias, uint32_t seed, float scale = 1.0f, bool clamp = false) {
     const Conv2DGeom g = case_geom(c, depthwise);
     const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C / c.G, c.kh, c.kw};
     const Shape ys{c.N, c.M, g.OH, g.OW};
@@ -196,6 +196,11 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
         attrs["_fused_beta"] = af(beta);
     }
     if (with_res) attrs["_fused_residual"] = ai(1);
+    const float lo = -0.05f, hi = 0.35f;  // a fused Max / Min after the activation
+    if (clamp) {
+        attrs["_fused_lo"] = af(lo);
+        attrs["_fused_hi"] = af(hi);
+    }
     Result ref = run_conv(DType::kF64, xs, x, ws, w, b, with_res ? &r : nullptr, ys, attrs);
     ASSERT_TRUE(ref.st.ok()) << ref.st.message();
     ASSERT_EQ(ref.shape, ys);
@@ -204,8 +209,23 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
         for (double v : ref.out) lo = std::min(lo, v);
         ASSERT_EQ(lo, 0.0);
     }
-    const std::string what = case_str(c) + " act '" + act + "' res " + std::to_string(with_res);
-    const ConvEpi e = epi_of(act, alpha, beta);
+    if (clamp) {  // the oracle clamps, and the bounds bind somewhere
+        int at_hi = 0;
+        for (double v : ref.out) {
+            ASSERT_GE(v, double(lo));
+            ASSERT_LE(v, double(hi));
+            at_hi += v == double(hi);
+        }
+        EXPECT_GT(at_hi, 0) << act;
+    }
+    const std::string what = case_str(c) + " act '" + act + "' res " + std::to_string(with_res) +
+                             (clamp ? " clamp" : "");
+    ConvEpi e = epi_of(act, alpha, beta);
+    if (clamp) {
+        e.clamp = true;
+        e.lo = lo;
+        e.hi = hi;
+    }
     const int64_t in_img = c.C * c.H * c.W, out_img = c.M * g.OH * g.OW;
     for (Isa isa : isas()) {
         std::vector<float> y(size_t(yn), 12345.0f);
@@ -321,6 +341,23 @@ TEST(ConvFast, EpilogueEveryActivationAndResidual) {
     // The transposed mode (7x7 output): epilogue applied while transposing.
     for (const char* act : kActs)
         check_case({1, 150, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, act, true, true, seed++, 2.0f);
+}
+
+TEST(ConvFast, EpilogueClampAfterEveryActivation) {
+    // A fused Max / Min: min(max(act(y (+ r)), lo), hi), on the GEMM, depthwise and transposed
+    // paths of every ISA.
+    const Case gemm{1, 5, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const Case dw{1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+    const Case tr{1, 150, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1};
+    uint32_t seed = 700;
+    for (const char* act : kActs) {
+        if (!*act) continue;  // the clamp needs an activation
+        for (bool res : {false, true}) {
+            check_case(gemm, false, act, res, true, seed++, 2.0f, true);
+            check_case(dw, true, act, res, true, seed++, 2.0f, true);
+            check_case(tr, false, act, res, true, seed++, 2.0f, true);
+        }
+    }
 }
 
 TEST(ConvFast, EdgeValues) {
@@ -442,6 +479,11 @@ TEST(ConvFast, BadFusedAttributesGiveClearErrors) {
     r = run_conv(DType::kF32, xs, x, ws, w, b, &res, {1, 3, 2, 2}, {});
     ASSERT_FALSE(r.st.ok());
     EXPECT_NE(r.st.message().find("_fused_residual"), std::string::npos) << r.st.message();
+
+    // A clamp without an activation.
+    r = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, {}, {{"_fused_lo", af(-0.4f)}});
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_lo"), std::string::npos) << r.st.message();
 }
 
 }  // namespace

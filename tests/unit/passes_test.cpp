@@ -516,6 +516,78 @@ TEST(Passes, ActivationNotFusedAcrossSharedValue) {
     check_pass(b, passes::fuse_activation, 0);
 }
 
+// Conv -> LeakyRelu -> Max / Min with a one-element constant (openWakeWord's embedding model).
+int leaky_conv(Builder& b) {
+    int x = b.input("x", {1, 3, 5, 6});
+    int y = conv(b, x, 3, 4, 5, 6, true, 11);
+    Attrs at;
+    at["alpha"] = af(0.2f);
+    return b.node("LeakyRelu", {y}, {1, 4, 5, 6}, at);
+}
+
+TEST(Passes, MaxMinWithScalarFuseIntoConvClamp) {
+    passes::FusionKind k = kind("Conv", "LeakyRelu");
+    const bool act_ok = passes::kernel_supports(k);
+    k.clamp = true;
+    const bool ok = act_ok && passes::kernel_supports(k);
+    EXPECT_TRUE(ok);  // every Conv path honours the clamp
+    Builder b;
+    int a = leaky_conv(b);
+    int m = b.node("Max", {a, b.constant("lo", scalar(-0.1f, {1, 1, 1, 1}))}, {1, 4, 5, 6});
+    b.output(b.node("Min", {b.constant("hi", scalar(0.3f)), m}, {1, 4, 5, 6}));
+    Graph g = check_pass(b, passes::fuse_activation, ok ? 3 : 1);
+    if (ok) {
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv"}));
+        EXPECT_FLOAT_EQ(passes::attr_f(g.nodes[0], "_fused_lo", 0), -0.1f);
+        EXPECT_FLOAT_EQ(passes::attr_f(g.nodes[0], "_fused_hi", 0), 0.3f);
+    }
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+}
+
+TEST(Passes, MaxAboveAnEarlierMinIsNotFused) {
+    Builder b;
+    int a = leaky_conv(b);
+    int m = b.node("Min", {a, b.constant("hi", scalar(0.1f))}, {1, 4, 5, 6});
+    b.output(b.node("Max", {m, b.constant("lo", scalar(0.2f))}, {1, 4, 5, 6}));  // 0.2 > hi
+    const bool ok = passes::kernel_supports(kind("Conv", "LeakyRelu"));
+    Graph g = check_pass(b, passes::fuse_activation, ok ? 2 : 0);
+    if (ok) EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Max"}));
+}
+
+TEST(Passes, MaxNotFusedWhenSharedOrNotScalar) {
+    const bool ok = passes::kernel_supports(kind("Conv", "LeakyRelu"));
+    {  // the activation's output has another reader
+        Builder b;
+        int a = leaky_conv(b);
+        b.output(b.node("Max", {a, b.constant("lo", scalar(-0.1f))}, {1, 4, 5, 6}));
+        b.output(b.node("Neg", {a}, {1, 4, 5, 6}));
+        Graph g = check_pass(b, passes::fuse_activation, ok ? 1 : 0);
+        if (ok) EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Max", "Neg"}));
+    }
+    {  // a per-channel constant
+        Builder b;
+        int a = leaky_conv(b);
+        b.output(b.node("Max", {a, b.constant("lo", rnd({1, 4, 1, 1}, 5, 0.2f))}, {1, 4, 5, 6}));
+        Graph g = check_pass(b, passes::fuse_activation, ok ? 1 : 0);
+        if (ok) EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Max"}));
+    }
+    {  // a non-constant operand
+        Builder b;
+        int a = leaky_conv(b);
+        int z = b.input("z", {1, 1, 1, 1}, 7);
+        b.output(b.node("Max", {a, z}, {1, 4, 5, 6}));
+        check_pass(b, passes::fuse_activation, ok ? 1 : 0);
+    }
+    {  // a Conv without a fused activation
+        Builder b;
+        int x = b.input("x", {1, 3, 5, 6});
+        int y = conv(b, x, 3, 4, 5, 6, true, 11);
+        b.output(b.node("Max", {y, b.constant("lo", scalar(-0.1f))}, {1, 4, 5, 6}));
+        check_pass(b, passes::fuse_activation, 0);
+    }
+}
+
 TEST(Passes, ResidualAddFusesIntoConvWhenSupported) {
     Builder b;
     int x = b.input("x", {1, 4, 5, 6});

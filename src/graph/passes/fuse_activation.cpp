@@ -4,7 +4,12 @@
 //   HardSigmoid alpha, beta)
 // and writes the activation's output value. Only where the producer's kernel honours the
 // attributes (kernel_supports probes it), so the graph stays correct while kernels catch up.
+// Then a Max / Min with a constant one-element operand after such a fused Conv (as in
+// openWakeWord's Max(LeakyRelu(Conv(x)), -0.4)) becomes a clamp after the activation:
+//   _fused_lo / _fused_hi (floats; y = min(max(act(...), lo), hi)).
+#include <algorithm>
 #include <cfloat>
+#include <cmath>
 
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
@@ -70,9 +75,55 @@ int fuse_one(Graph& g, const Uses& u, int ai, std::vector<char>& dead) {
     return 1;
 }
 
+// Max(y, c) / Min(y, c) (either order) with y the only-read output of a Conv carrying a fused
+// activation and c a constant with one element that does not change y's shape.
+int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
+    const Node& m = g.nodes[size_t(mi)];
+    const bool is_max = is_op(m, "Max");
+    if (!is_max && !is_op(m, "Min")) return 0;
+    if (m.inputs.size() != 2 || m.num_explicit_inputs != 2 || m.outputs.size() != 1 || m.outputs[0] < 0)
+        return 0;
+    for (int side = 0; side < 2; ++side) {
+        const int y = m.inputs[size_t(side)], c = m.inputs[size_t(1 - side)];
+        double cv = 0;
+        if (y < 0 || c < 0 || y == c || !is_f32(g, y) || !is_f32(g, c) || !scalar_of(g, c, &cv)) continue;
+        if (std::isnan(cv) || !only_feeds(u, y, mi) || !same_dims(g, y, m.outputs[0])) continue;
+        const int pi = g.values[size_t(y)].producer;
+        if (pi < 0) continue;
+        const Node& p = g.nodes[size_t(pi)];
+        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act"))
+            continue;
+        const float v = float(cv);
+        float lo = attr_f(p, "_fused_lo", -INFINITY), hi = attr_f(p, "_fused_hi", INFINITY);
+        // max(min(max(a, lo), hi), v) = min(max(a, max(lo, v)), hi) only while v <= hi;
+        // min(min(max(a, lo), hi), v) = min(max(a, lo), min(hi, v)) always.
+        if (is_max) {
+            if (v > hi) continue;
+            lo = std::max(lo, v);
+        } else {
+            hi = std::min(hi, v);
+        }
+        FusionKind k;
+        k.op = "Conv";
+        k.act = attr_s(p, "_fused_act", "");
+        k.residual = attr_i(p, "_fused_residual", 0) != 0;
+        k.const_weight = const_of(g, p.inputs[1]) != nullptr;
+        k.clamp = true;
+        if (!kernel_supports(k)) return 0;
+        const int out = m.outputs[0];
+        Node& pn = g.nodes[size_t(pi)];
+        set_f(pn, "_fused_lo", lo);
+        set_f(pn, "_fused_hi", hi);
+        retarget_output(g, pi, out);
+        dead[size_t(mi)] = 1;
+        return 1;
+    }
+    return 0;
+}
+
 }  // namespace
 
-int fuse_activation(Graph& g) { return rewrite_all(g, fuse_one); }
+int fuse_activation(Graph& g) { return rewrite_all(g, fuse_one) + rewrite_all(g, fuse_bound); }
 
 }  // namespace passes
 }  // namespace jiffy

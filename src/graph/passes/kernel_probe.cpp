@@ -207,6 +207,16 @@ bool probe(const FusionKind& k) {
             f.node.attrs["_fused_alpha"] = a;
             f.node.attrs["_fused_beta"] = b;
         }
+        // Clamp bounds inside the activation's range, so both bind on some values.
+        const float lo = -0.05f, hi = 0.3f;
+        if (k.clamp) {
+            Attr l, h;
+            l.kind = h.kind = Attr::kFloat;
+            l.f = lo;
+            h.f = hi;
+            f.node.attrs["_fused_lo"] = l;
+            f.node.attrs["_fused_hi"] = h;
+        }
         Tensor fused;
         if (!run_case(f, &fused) || fused.shape() != plain.shape()) return false;
         const int64_t n = plain.numel();
@@ -216,7 +226,8 @@ bool probe(const FusionKind& k) {
             float v = plain.as<float>()[i];
             if (k.bias) v += extra.as<float>()[i % last];
             if (k.residual) v += extra.as<float>()[i];
-            const float want = act_ref(k.act, v, alpha, beta);
+            float want = act_ref(k.act, v, alpha, beta);
+            if (k.clamp) want = std::min(std::max(want, lo), hi);
             const float got = fused.as<float>()[i];
             if (!(std::abs(got - want) <= 1e-4f * (1.0f + std::abs(want)))) return false;
             if (want != plain.as<float>()[i]) ++moved;
@@ -234,7 +245,7 @@ bool kernel_supports(const FusionKind& k) {
     static std::mutex mu;
     static std::map<std::string, bool> cache;
     const std::string key = k.op + "|" + k.act + "|" + (k.residual ? "r" : "") + (k.bias ? "b" : "") +
-                            (k.const_weight ? "c" : "");
+                            (k.const_weight ? "c" : "") + (k.clamp ? "k" : "");
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;

@@ -72,6 +72,7 @@ struct FusionKind {
     bool residual = false;   // Conv: _fused_residual with a 4th input
     bool bias = false;       // MatMul: _fused_bias with a 3rd input
     bool const_weight = true;  // input 1 is a constant
+    bool clamp = false;      // Conv with act: _fused_lo / _fused_hi after the activation
 };
 // True when the op's kernel honours the fused attributes, checked once per kind by compiling
 // and running a few small single-node graphs with and without them and comparing the results.
