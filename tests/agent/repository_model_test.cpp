@@ -1,6 +1,7 @@
 // The `model` stage from a `jiffy serve` repository (repository: DIR, model: NAME[, version: N]):
 // the latest version by default, a given version, config.yaml's fixed input shapes, and an error
 // naming the line and the field for each way the reference can be wrong.
+#include <unistd.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,7 +24,9 @@ protected:
     void SetUp() override {
         if (!fs::exists(kModels + "/mlp_64_128_128_10.onnx") || !fs::exists(kModels + "/one_node_relu.onnx"))
             GTEST_SKIP() << "models missing in .cache: run scripts/setup.sh";
-        dir_ = testing::TempDir() + "/repo_model_test";
+        // One folder per test process: ctest runs the cases of this file in parallel.
+        dir_ = testing::TempDir() + "/repo_model_test_" + std::to_string(getpid()) + "_" +
+               testing::UnitTest::GetInstance()->current_test_info()->name();
         fs::remove_all(dir_);
         fs::create_directories(dir_ + "/repo/mlp/1");
         fs::create_directories(dir_ + "/repo/mlp/2");  // a version folder without a model.onnx
@@ -31,6 +34,9 @@ protected:
         fs::create_directories(dir_ + "/repo/empty");
         fs::copy_file(kModels + "/one_node_relu.onnx", dir_ + "/repo/mlp/1/model.onnx");      // [1,16] -> [1,16]
         fs::copy_file(kModels + "/mlp_64_128_128_10.onnx", dir_ + "/repo/mlp/3/model.onnx");  // [1,64] -> [1,10]
+    }
+    void TearDown() override {
+        if (!dir_.empty()) fs::remove_all(dir_);
     }
     // An agent: timer -> window of `frames` -> the model stage given (one line: line 6).
     Status load(const std::string& stage, int frames, std::vector<std::unique_ptr<Agent>>* a) {
