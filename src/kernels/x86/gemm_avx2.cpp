@@ -111,38 +111,15 @@ inline void gemv_block(int64_t K, const float* a, const float* b, int64_t ldb, c
     }
 }
 
-template <int KIND>
-void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act0) {
-    Activation act = act0;
-    if constexpr (KIND >= 0) act.kind = ActKind(KIND);
-    const int64_t K = B.K, N = B.N;
-    int64_t n0 = 0;
-    for (; n0 + 64 <= N; n0 += 64)
-        gemv_block<8, 1>(K, a, B.col(n0), B.stride(n0), bias ? bias + n0 : nullptr, y + n0, 64, act);
-    if (n0 >= N) return;
-    const float* bb = bias ? bias + n0 : nullptr;
-    const int64_t nv = N - n0;
-    const float* b = B.col(n0);
-    const int64_t ldb = B.stride(n0);
-    switch ((nv + 7) / 8) {
-        case 1: gemv_block<1, 8>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 2: gemv_block<2, 4>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 3: gemv_block<3, 2>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 4: gemv_block<4, 2>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 5: gemv_block<5, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 6: gemv_block<6, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        default: gemv_block<7, 1>(K, a, b, ldb, bb, y + n0, nv, act); break;
-    }
-}
+constexpr int64_t kGemvVL = 8;
+constexpr int kGemvMainU = 1;
+constexpr int kGemvTailU[7] = {8, 4, 2, 2, 1, 1, 1};
+#include "kernels/gemv_driver_impl.h"
 
 }  // namespace
 
 void sgemv_avx2(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    switch (act.kind) {
-        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, bias, y, act);
-        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, bias, y, act);
-        default: return sgemv_k<-1>(a, B, bias, y, act);
-    }
+    sgemv_run(a, B, bias, y, act);
 }
 
 }  // namespace jiffy::kernels
