@@ -17,10 +17,6 @@ void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, c
                   float*, const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
-void conv_maxpool_w2_avx512(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                            const float*, float*);
-void conv_maxpool_w2_avx2(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                          const float*, float*);
 #endif
 #if defined(__aarch64__)  // src/kernels/arm/conv_neon.cpp
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
@@ -28,8 +24,6 @@ void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
                   float*, const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
-void conv_maxpool_w2_neon(int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t,
-                          const float*, float*);
 #endif
 
 int conv_mr(Isa isa) { return isa == Isa::kAvx512 ? 12 : 6; }
@@ -220,19 +214,6 @@ void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& 
 #endif
     (void)isa;
     conv_epi_portable(y, r, n, epi);
-}
-
-void maxpool_kx2(Isa isa, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh,
-                 int64_t sh, const float* x, float* y) {
-#if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return conv_maxpool_w2_avx512(planes, H, W, OH, OW, kh, sh, x, y);
-    if (isa == Isa::kAvx2) return conv_maxpool_w2_avx2(planes, H, W, OH, OW, kh, sh, x, y);
-#endif
-#if defined(__aarch64__)
-    if (isa == Isa::kNeon) return conv_maxpool_w2_neon(planes, H, W, OH, OW, kh, sh, x, y);
-#endif
-    (void)isa;
-    conv_maxpool_w2_portable(planes, H, W, OH, OW, kh, sh, x, y);
 }
 
 }  // namespace jiffy::kernels

@@ -135,11 +135,6 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
                     float* scratch);
 
-// Max pool of `planes` H x W planes with windows of kh rows x 2 columns, strides sh x 2, no
-// padding or dilation, every window inside the plane (OH, OW the output size).
-void maxpool_kx2(Isa isa, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh,
-                 int64_t sh, const float* x, float* y);
-
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
 

@@ -811,55 +811,7 @@ void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float*
     }
 }
 
-// Max pool with 1 x 2 windows at column stride 2 (kh rows at row stride sh, no padding): the even
-// and odd columns of two vectors are split by shuffles; taps compared in the reference's order
-// (best = tap > best ? tap : best from -inf), so NaNs are treated the same.
-void maxpool_w2(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t kh, int64_t sh,
-                const float* x, float* y) {
-    VI ev, od;
-    for (int i = 0; i < VL; ++i) {
-        ev[i] = 2 * i;
-        od[i] = 2 * i + 1;
-    }
-    const V lowest = bc(-__builtin_inff());
-    for (int64_t p = 0; p < planes; ++p) {
-        const float* xp = x + p * H * W;
-        float* yp = y + p * OH * OW;
-        for (int64_t oy = 0; oy < OH; ++oy) {
-            const float* r0 = xp + oy * sh * W;
-            float* yr = yp + oy * OW;
-            auto window = [&](int64_t ox, int64_t n) {  // n == VL: full vectors
-                V best = lowest;
-                for (int64_t ky = 0; ky < kh; ++ky) {
-                    const float* s = r0 + ky * W + 2 * ox;
-                    V a, b;
-                    if (n == VL) {
-                        a = ld(s);
-                        b = ld(s + VL);
-                    } else {
-                        a = ld_n(s, std::min<int64_t>(2 * n, VL));
-                        b = 2 * n > VL ? ld_n(s + VL, 2 * n - VL) : V{};
-                    }
-                    const V e = __builtin_shuffle(a, b, ev), o = __builtin_shuffle(a, b, od);
-                    best = e > best ? e : best;
-                    best = o > best ? o : best;
-                }
-                return best;
-            };
-            int64_t ox = 0;
-            for (; ox + VL <= OW; ox += VL) st(yr + ox, window(ox, VL));
-            if (ox < OW) st_n(yr + ox, window(ox, OW - ox), OW - ox);
-        }
-    }
-}
-
 }  // namespace
-
-void JIFFY_CONV_CAT(conv_maxpool_w2_, JIFFY_CONV_SUFFIX)(int64_t planes, int64_t H, int64_t W,
-                                                          int64_t OH, int64_t OW, int64_t kh,
-                                                          int64_t sh, const float* x, float* y) {
-    maxpool_w2(planes, H, W, OH, OW, kh, sh, x, y);
-}
 
 void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, const float* x,
                                                          const float* wp, const float* bias,

@@ -997,12 +997,6 @@ public:
             for (size_t o = 0; o < D.k0.size(); ++o)
                 if (D.k0[o] != 0 || D.k1[o] != g_.k[size_t(j)]) full_ = false;
         }
-        // Float 2-D (or 1-D) max pool with kh x 2 windows at column stride 2, no padding: the
-        // vector kernel (kernels::maxpool_kx2).
-        if constexpr (K == PoolKind::kMax && std::is_same_v<T, float>)
-            kx2_ = full_ && g_.k[0] == 1 && g_.in[0] == 1 && g_.k[2] == 2 && g_.s[2] == 2 &&
-                   g_.pb[1] == 0 && g_.pb[2] == 0 && g_.out[2] > 0;
-        isa_ = kernels::active_isa();
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -1012,13 +1006,6 @@ public:
         const int64_t inP = g_.in_plane(), outP = g_.out_plane();
         const int64_t in1 = g_.in[1], in2 = g_.in[2];
         const PoolDim &D0 = dims_[0], &D1 = dims_[1], &D2 = dims_[2];
-        if constexpr (K == PoolKind::kMax && std::is_same_v<T, float>) {
-            if (kx2_) {
-                kernels::maxpool_kx2(isa_, planes_, in1, in2, g_.out[1], g_.out[2], g_.k[1], g_.s[1],
-                                     X, Y);
-                return {};
-            }
-        }
         if constexpr (K == PoolKind::kMax) {
             if (full_) {
                 T lowest = std::numeric_limits<T>::lowest();
@@ -1118,8 +1105,6 @@ private:
     std::array<PoolDim, 3> dims_;
     bool include_pad_, col_major_, indices_;
     bool full_ = false;
-    bool kx2_ = false;
-    kernels::Isa isa_ = kernels::Isa::kScalar;
     double p_;
 };
 
