@@ -611,6 +611,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         const Node& n = g_.nodes[size_t(s.node)];
         info.op = n.op;
         info.name = n.name;
+        info.kernel = s.kernel->describe();
         info.attrs = n.attrs;
         for (int in : s.ins) {
             int sid = -1;
