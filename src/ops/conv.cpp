@@ -542,16 +542,17 @@ public:
     }
 
     std::string describe() const override {
-        std::string k;
-        if (depthwise_) {
-            k = "depthwise";
-        } else {
-            const kernels::ConvGemmArgs& a = gemm_.args();
-            k = a.trans ? "gemm-transposed" : a.masked ? "implicit-masked" : a.implicit ? "implicit" : a.pointwise ? "1x1" : "im2col";
-        }
-        k += std::string(" ") + kernels::isa_name(isa_);
-        if (!parts_.empty()) k += " x" + std::to_string(parts_.size());
-        return k;
+        const std::string isa = kernels::isa_name(isa_);
+        if (depthwise_) return "conv_dw " + isa;
+        const kernels::ConvGemmArgs& a = gemm_.args();
+        const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
+        const char* mode = a.trans ? "trans" : a.masked ? "masked" : a.implicit ? "implicit"
+                         : a.pointwise ? "pointwise" : "im2col";
+        std::string r = std::string("conv_gemm_") + mode + " " + std::to_string(a.trans ? nr : mr) + "x" +
+                        std::to_string(a.trans ? mr : nr) + " " + isa;
+        if (a.pad_copy) r += " padcopy";
+        if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
+        return r;
     }
 
     // Splits the conv across `pool` in `chunks` parts (docs/threading.md): the GEMM path by
@@ -857,10 +858,16 @@ Status prep_Conv(OpContext& ctx) {
         geo.ph = g.pb[1];
         geo.pw = g.pb[2];
         const bool depthwise = d.G > 1 && d.Cg == 1 && d.Mg == 1;
-        // Few output pixels (strided 1-D audio convs): the transposed GEMM of conv_small.h.
+        // Small planes (stride 1, OW == W): output channels on the vector (conv_cv.h); few output
+        // pixels (strided 1-D audio convs): the transposed GEMM of small_conv.h.
         if (d.G == 1 && ctx.in_const(1)) {
             geo.C = d.C;
             geo.M = d.M;
+            if (kernels::ConvChanVec::preferred(kernels::active_isa(), geo)) {
+                ctx.set_kernel(make_chanvec_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
+                                                        d.N, d.has_bias, has_res, epi));
+                return {};
+            }
             if (kernels::SmallConv::suits(geo)) {
                 ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                       d.N, d.has_bias, has_res, epi));

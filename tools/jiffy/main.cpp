@@ -250,11 +250,20 @@ std::string shape_str(const Shape& s) {
 }
 
 // `jiffy bench --profile` or JIFFY_PROFILE=N (N > 0: rows shown, 1 means 25): times every step over `runs` more runs (outside
-// the timed loop above, through Session::run_profiled) and prints the steps by total time.
+// the timed loop above, through Session::run_profiled) and prints the steps by time: each step's median over the runs (robust
+// to the preemptions of a shared machine), with the kernel chosen for it at compile time.
 void print_profile(Session& s, int64_t runs, int rows) {
     const Plan& p = s.plan();
-    std::vector<double> ns(p.steps.size(), 0.0);
-    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(ns.data()));
+    const size_t n_steps = p.steps.size();
+    std::vector<double> all(n_steps * size_t(runs), 0.0);  // [run][step]
+    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(all.data() + size_t(r) * n_steps));
+    std::vector<double> ns(n_steps, 0.0);
+    std::vector<double> col(static_cast<size_t>(runs));
+    for (size_t i = 0; i < n_steps; ++i) {
+        for (int64_t r = 0; r < runs; ++r) col[size_t(r)] = all[size_t(r) * n_steps + i];
+        std::nth_element(col.begin(), col.begin() + runs / 2, col.end());
+        ns[i] = col[size_t(runs / 2)] * double(runs);  // as a total over the runs
+    }
     double total = 0;
     for (double v : ns) total += v;
     std::vector<size_t> order(ns.size());
@@ -267,7 +276,8 @@ void print_profile(Session& s, int64_t runs, int rows) {
         by_op[si.op].first += ns[i];
         by_op[si.op].second += step_flops(si);
     }
-    std::printf("profile: %lld runs, %.1f us per run in steps\n", (long long)runs, total / double(runs) / 1e3);
+    std::printf("profile: %lld runs, %.1f us per run in steps (sum of per-step medians)\n", (long long)runs,
+                total / double(runs) / 1e3);
     std::printf("  %-16s %10s %6s %9s\n", "op", "us/run", "%", "GFLOP/s");
     std::vector<std::pair<double, std::string>> ops;
     for (const auto& [op, v] : by_op) ops.push_back({v.first, op});
