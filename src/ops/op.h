@@ -26,6 +26,9 @@ public:
     // in[i]: input i (nullptr when the optional input is omitted); out[i]: output i (nullptr when
     // omitted). Inputs and outputs never alias unless the kernel says so at prepare.
     virtual Status run(const void* const* in, void* const* out) const = 0;
+    // The kernel chosen at prepare when an op has several (e.g. "f32_winograd_f4x3__avx512"),
+    // shown per step by the profile; nullptr when there is nothing to tell.
+    virtual const char* kernel_name() const { return nullptr; }
 };
 
 // What the compiler knows about a tensor at prepare time.

@@ -612,6 +612,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         info.op = n.op;
         info.name = n.name;
         info.attrs = n.attrs;
+        if (const char* kn = s.kernel ? s.kernel->kernel_name() : nullptr) info.kernel = kn;
         for (int in : s.ins) {
             int sid = -1;
             if (in >= 0) {

@@ -63,6 +63,7 @@ struct Step {
 // Per-step description for inspect/profile (not used by run).
 struct StepInfo {
     std::string op, name;
+    std::string kernel;  // Kernel::kernel_name(), or empty
     std::vector<Shape> in_shapes, out_shapes;
     std::vector<DType> in_dtypes;
     std::vector<bool> in_const;

@@ -275,15 +275,16 @@ void print_profile(Session& s, int64_t runs, int rows) {
         std::printf("  %-16s %10.1f %6.1f %9.1f\n", op.c_str(), t / double(runs) / 1e3, 100.0 * t / total,
                     f ? double(f) * double(runs) / t : 0.0);
     }
-    std::printf("  %-4s %-16s %-28s %-20s %10s %6s %9s\n", "step", "op", "name", "output", "us/run", "%", "GFLOP/s");
+    std::printf("  %-4s %-16s %-28s %-20s %10s %6s %9s  %s\n", "step", "op", "name", "output", "us/run", "%", "GFLOP/s",
+                "kernel");
     for (size_t r = 0; r < order.size() && r < size_t(rows); ++r) {
         const size_t i = order[r];
         const StepInfo& si = p.step_info[i];
         const int64_t f = step_flops(si);
         std::string nm = si.name.size() > 28 ? si.name.substr(si.name.size() - 28) : si.name;
-        std::printf("  %-4zu %-16s %-28s %-20s %10.1f %6.1f %9.1f\n", i, si.op.c_str(), nm.c_str(),
+        std::printf("  %-4zu %-16s %-28s %-20s %10.1f %6.1f %9.1f  %s\n", i, si.op.c_str(), nm.c_str(),
                     si.out_shapes.empty() ? "" : shape_str(si.out_shapes[0]).c_str(), ns[i] / double(runs) / 1e3,
-                    100.0 * ns[i] / total, f ? double(f) * double(runs) / ns[i] : 0.0);
+                    100.0 * ns[i] / total, f ? double(f) * double(runs) / ns[i] : 0.0, si.kernel.c_str());
     }
 }
 
