@@ -960,6 +960,8 @@ void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float*
 
 }  // namespace
 
+// JIFFY_CONV_NO_ENTRY_POINTS: another kernel family (winograd_impl.h) reuses the internals.
+#ifndef JIFFY_CONV_NO_ENTRY_POINTS
 void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, const float* x,
                                                          const float* wp, const float* bias,
                                                          const float* res, float* y,
@@ -978,5 +980,6 @@ void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int6
                                                   const ConvEpi& e) {
     epi_row(y, r, n, e);
 }
+#endif
 
 }  // namespace jiffy::kernels
