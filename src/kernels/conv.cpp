@@ -41,7 +41,8 @@ static ConvGemmGroupFn gemm_fn(Isa isa) {
     return conv_gemm_group_portable;
 }
 
-ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), groups_(groups) {
+ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode force)
+    : isa_(isa), groups_(groups) {
     ConvGemmArgs& a = args_;
     a.g = g;
     a.K = g.C * g.kh * g.kw;
@@ -91,8 +92,9 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // 50 against 29); with large K it does not (3x3 512 -> 512 on 7x7: 57-62 against 69-70).
     // Kernels of more than 3 taps load their lane masks per k (a kmov on the FMAs' port 5 each):
     // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered).
-    const bool can_mask = isa == Isa::kAvx512 && a.implicit && g.OW == g.W &&
-                          (g.kh * g.kw <= 3 || a.K <= 32) &&
+    const bool stride1 = g.sh == 1 && g.sw == 1;
+    const bool maskable = isa == Isa::kAvx512 && stride1 && g.OW == g.W;
+    const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32) &&
                           !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
         const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
@@ -100,6 +102,35 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
         a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15 &&
                   !(can_mask && eff_n >= 0.45 && a.K <= 512);
     }
+    bool use_mask = can_mask && !a.trans && (a.pad_copy || a.P <= 256);
+    // 1x1 convs on mid-sized planes (8x8 < P <= 32x32, rows not 4 KiB-aliased) read B straight
+    // from the image (implicit, no packing): cold caches, 14x14 / 28x28 MobileNetV2 and ResNet-50
+    // layers 70-80 -> 82-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
+    // keep the packed panels: their K rows a plane apart defeat the hardware prefetchers.
+    if (a.pointwise && !a.trans && a.P > 64 && a.P <= 1024 && !aliased(a.P)) a.implicit = true;
+    // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
+    // and OW == W).
+    if (force == ConvGemmMode::kIm2col) {
+        a.trans = a.implicit = use_mask = false;
+    } else if (force == ConvGemmMode::kImplicit && stride1) {
+        a.trans = use_mask = false;
+        a.implicit = true;
+    } else if (force == ConvGemmMode::kMasked && maskable) {
+        a.trans = false;
+        a.implicit = use_mask = true;
+    } else if (force == ConvGemmMode::kTrans) {
+        a.trans = true;
+        use_mask = false;
+    }
+    if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {  // again, if forced
+        a.pad_copy = true;
+        a.HP = g.H;
+        a.WP = g.W;
+    }
+    if (!a.implicit && !a.trans && a.pad_copy && a.HP == g.H && a.WP == g.W && g.ph == 0 &&
+        g.pw == 0 && (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 <= g.H &&
+        (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 <= g.W)
+        a.pad_copy = false;  // forced off implicit: the anti-aliasing copy is not needed
     if (a.trans) {
         a.implicit = false;
         a.Mpad = (g.M + nr - 1) / nr * nr;
@@ -113,7 +144,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // and the buffered output (its WP - OW wasted columns per row and the copy-out); embedding_model
     // 1x3 layers 62-73 -> 87-97 GFLOP/s. Also small unpadded planes (no scalar-packed tail panel).
     // Unpadded large planes keep the plain implicit path (3-8% faster than masked loads there).
-    if (can_mask && !a.trans && (a.pad_copy || a.P <= 256)) {
+    if (use_mask) {
         a.masked = true;
         a.implicit = false;
         a.pad_copy = false;
@@ -147,6 +178,23 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
         a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
         a.ldbuf = a.tile;
         while (aliased(a.ldbuf)) a.ldbuf += 16;
+    }
+}
+
+ConvGemmMode ConvGemm::mode() const {
+    const ConvGemmArgs& a = args_;
+    return a.trans      ? ConvGemmMode::kTrans
+           : a.masked   ? ConvGemmMode::kMasked
+           : a.implicit ? ConvGemmMode::kImplicit
+                        : ConvGemmMode::kIm2col;
+}
+
+const char* ConvGemm::name() const {
+    switch (mode()) {
+        case ConvGemmMode::kTrans: return "gemm-transposed";
+        case ConvGemmMode::kMasked: return "implicit-masked";
+        case ConvGemmMode::kImplicit: return args_.pointwise ? "1x1-direct" : "implicit";
+        default: return args_.pointwise ? "1x1-packed" : "im2col";
     }
 }
 

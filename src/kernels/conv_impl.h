@@ -199,6 +199,24 @@ inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const f
     }
 }
 
+// Software prefetches (cache misses the hardware prefetchers do not hide: weights streamed from
+// DRAM once per layer, output lines whose first write would otherwise wait for their read-for-
+// ownership): pa (may be null) one line per k step, pa + 16 * k, into L2; pc (may be null) the mr
+// rows pc + i * ldc (their first NR columns) for writing.
+inline __attribute__((always_inline)) void pf_read(const float* p) { __builtin_prefetch(p, 0, 2); }
+inline __attribute__((always_inline)) void pf_write(float* p) {
+#if defined(__x86_64__)
+    asm volatile("prefetchw %0" : : "m"(*p));  // every x86-64 CPU with AVX2 has it
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+template <int mr>
+inline __attribute__((always_inline)) void pf_row(float* pc, int64_t ldc, int64_t i) {
+    pf_write(pc + i * ldc);
+    if constexpr (NR * sizeof(float) > 64) pf_write(pc + i * ldc + 16);
+}
+
 // C[mr x nv] (=|+=) a[kc x mr] . b[kc x NR]; `first`: start from the bias (per row, may be null)
 // instead of C; `last`: add R (may be null) and apply the activation. C, R: NR columns, or the
 // first nv < NR with PART (masked).
@@ -210,7 +228,7 @@ template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT 
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
          const int64_t* offs = nullptr, int64_t nv = NR, const uint32_t* tm = nullptr,
-         int64_t t0 = 0, int64_t khw = 1) {
+         int64_t t0 = 0, int64_t khw = 1, const float* pa = nullptr, float* pc = nullptr) {
     V c0[mr], c1[mr];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
@@ -256,9 +274,13 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
     } else {
         for (int64_t k = 0; k < kc; ++k) {
             const float* bk = IND ? b + offs[k] : b + k * NR;
+            if (pa) pf_read(pa + 16 * k);
+            if (pc && k < mr) pf_row<mr>(pc, ldc, k);
             step(k, ld(bk), ld(bk + VL));
         }
     }
+    if (pc)
+        for (int64_t i = kc; i < mr; ++i) pf_row<mr>(pc, ldc, i);
     if (!last) {
         store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, nullptr, e, nv);
         return;
@@ -288,15 +310,16 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
 // Block with nv <= NR valid columns: full blocks plain, partial ones masked.
 template <int mr>
 void ukr_nv(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
-            bool first, const float* bias, bool last, const float* R, const ConvEpi& e) {
+            bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
+            const float* pa, float* pc) {
     if (nv == NR)
-        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e);
+        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, NR, nullptr, 0, 1, pa, pc);
     else
-        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv);
+        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv, nullptr, 0, 1, pa, pc);
 }
 
 using UkrFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool,
-                       const float*, bool, const float*, const ConvEpi&);
+                       const float*, bool, const float*, const ConvEpi&, const float*, float*);
 
 template <int... I>
 constexpr auto make_ukr_table(std::integer_sequence<int, I...>) {
@@ -306,12 +329,13 @@ constexpr auto kUkr = make_ukr_table(std::make_integer_sequence<int, MR>{});
 
 template <int mr>
 void ukr_ind(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, bool first,
-             const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs) {
-    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs);
+             const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs,
+             const float* pa, float* pc) {
+    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs, NR, nullptr, 0, 1, pa, pc);
 }
 
 using UkrIndFn = void (*)(int64_t, const float*, const float*, float*, int64_t, bool, const float*,
-                          bool, const float*, const ConvEpi&, const int64_t*);
+                          bool, const float*, const ConvEpi&, const int64_t*, const float*, float*);
 template <int... I>
 constexpr auto make_ukr_ind_table(std::integer_sequence<int, I...>) {
     return std::array<UkrIndFn, sizeof...(I)>{&ukr_ind<I + 1>...};
@@ -550,12 +574,18 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
                     // Buffered: the activation still runs in the kernel unless a residual
                     // has to be added first (in the copy-out).
                     const ConvEpi& eb = direct || !res ? e : none;
+                    // Prefetch: the next block's weights on the tile's first panel, the next
+                    // panel's output rows on the first K chunk (direct mode: Y itself).
+                    const float* pa = j == 0 && blk + 1 < nb && (q0 == 0 || M * K > 131072)
+                                          ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
+                                          : nullptr;
+                    float* pc = direct && first && q + NR < Q ? Cb + NR : nullptr;
                     if (packed)
                         kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, panel, Cb, ldc, nv, first,
-                                             bb, last, Rb, eb);
+                                             bb, last, Rb, eb, pa, pc);
                     else
                         kUkrInd[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, x + q, Cb, ldc, first,
-                                                bb, last, Rb, eb, a.offs + k0);
+                                                bb, last, Rb, eb, a.offs + k0, pa, pc);
                 }
             }
         }
@@ -620,8 +650,11 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
             const float* bp = wp + n0 * K + k0 * NR;
             for (int64_t blk = 0; blk < nb; ++blk) {
                 const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+                // The weights are streamed once (from DRAM when large): the first two blocks
+                // prefetch the next panel's K chunk (2 * kc lines), one line per k step each.
+                const float* pa = blk < 2 && n0 + NR < Mp ? bp + NR * K + blk * 16 * kc : nullptr;
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
-                                     nullptr, false, nullptr, none);
+                                     nullptr, false, nullptr, none, pa, nullptr);
             }
         }
     }
@@ -687,9 +720,15 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                 const int64_t col = p0 + j * NR;
                 for (int64_t blk = 0; blk < nb; ++blk) {
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
+                    // Prefetch: the next block's weights on the tile's first panel, the next
+                    // panel's output rows on the first K chunk.
+                    const float* pa = j == 0 && blk + 1 < nb && (p0 == 0 || M * K > 131072)
+                                          ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
+                                          : nullptr;
+                    float* pc = first && col + NR < P ? y + r0 * P + col + NR : nullptr;
                     kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, bp, y + r0 * P + col, P, nv,
                                          first, bias ? bias + r0 : nullptr, last,
-                                         res ? res + r0 * P + col : nullptr, e);
+                                         res ? res + r0 * P + col : nullptr, e, pa, pc);
                 }
             }
         }
