@@ -541,6 +541,19 @@ public:
         return {};
     }
 
+    std::string describe() const override {
+        std::string k;
+        if (depthwise_) {
+            k = "depthwise";
+        } else {
+            const kernels::ConvGemmArgs& a = gemm_.args();
+            k = a.trans ? "gemm-transposed" : a.masked ? "implicit-masked" : a.implicit ? "implicit" : a.pointwise ? "1x1" : "im2col";
+        }
+        k += std::string(" ") + kernels::isa_name(isa_);
+        if (!parts_.empty()) k += " x" + std::to_string(parts_.size());
+        return k;
+    }
+
     // Splits the conv across `pool` in `chunks` parts (docs/threading.md): the GEMM path by
     // output-channel blocks (each part has its own ConvGemm, packed weight rows and scratch, so
     // every output is summed in the same order as on one thread), depthwise by channels.

@@ -26,6 +26,9 @@ public:
     // in[i]: input i (nullptr when the optional input is omitted); out[i]: output i (nullptr when
     // omitted). Inputs and outputs never alias unless the kernel says so at prepare.
     virtual Status run(const void* const* in, void* const* out) const = 0;
+    // The variant chosen at compile time for this op and shape (e.g. "conv im2col avx512"), shown
+    // by the profile and `jiffy inspect --steps`; empty when there is only one. Never called by run.
+    virtual std::string describe() const { return {}; }
 };
 
 // What the compiler knows about a tensor at prepare time.
