@@ -605,9 +605,70 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     }
 }
 
+// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T + bias (+ res), then the activation A, from
+// the P x Mp Yt: VL x VL blocks transposed in registers (log2(VL) rounds of interleaving row i
+// with row i + VL/2). Sigmoid / Tanh (A = kNone) run per row afterwards.
+template <ConvAct A>
+void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
+               const float* res, float* y, const ConvEpi& e) {
+    VI lo_m, hi_m;
+    for (int i = 0; i < VL / 2; ++i) {
+        lo_m[2 * i] = i;
+        lo_m[2 * i + 1] = i + VL;
+        hi_m[2 * i] = i + VL / 2;
+        hi_m[2 * i + 1] = i + VL / 2 + VL;
+    }
+    for (int64_t p0 = 0; p0 < P; p0 += VL) {
+        const int64_t np = std::min<int64_t>(VL, P - p0);
+        for (int64_t c0 = m0; c0 < m1; c0 += VL) {  // c0 + VL <= Mp: the loads stay in Yt
+            V r[VL];
+            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + c0) : V{};
+            for (int round = 1; round < VL; round *= 2) {
+                V o[VL];
+                for (int i = 0; i < VL / 2; ++i) {
+                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
+                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
+                }
+                for (int i = 0; i < VL; ++i) r[i] = o[i];
+            }
+            const int64_t nm = std::min<int64_t>(VL, m1 - c0);
+            for (int64_t j = 0; j < nm; ++j) {
+                V v = r[j] + bc(bias ? bias[c0 + j] : 0.0f);
+                float* yr = y + (c0 + j) * P + p0;
+                const float* rr = res ? res + (c0 + j) * P + p0 : nullptr;
+                if (np == VL) {
+                    if (rr) v += ld(rr);
+                    st(yr, act_v<A>(v, e));
+                } else {
+                    if (rr) v += ld_n(rr, np);
+                    st_n(yr, act_v<A>(v, e), np);
+                }
+            }
+        }
+    }
+    if constexpr (A == ConvAct::kNone)
+        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
+            for (int64_t m = m0; m < m1; ++m) epi_row(y + m * P, nullptr, P, e);
+}
+
+using TransOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
+                            const float*, float*, const ConvEpi&);
+TransOutFn trans_out_fn(ConvAct act) {
+    switch (act) {
+        case ConvAct::kRelu: return trans_out<ConvAct::kRelu>;
+        case ConvAct::kLeakyRelu: return trans_out<ConvAct::kLeakyRelu>;
+        case ConvAct::kClip: return trans_out<ConvAct::kClip>;
+        case ConvAct::kHardSigmoid: return trans_out<ConvAct::kHardSigmoid>;
+        case ConvAct::kHardSwish: return trans_out<ConvAct::kHardSwish>;
+        default: return trans_out<ConvAct::kNone>;
+    }
+}
+
 // Transposed mode (ConvGemmArgs::trans): Yt[P, Mpad] = col^T . Wt, pixels as the microkernel's
-// rows (balanced blocks of <= MR), output channels on its NR-wide axis; then Y = Yt^T + bias with
-// the epilogue.
+// rows (balanced blocks of <= MR), output channels on its NR-wide axis. On the last K chunk each
+// NR-channel panel, just computed and still in L1, goes out to Y (trans_out: transposed, bias,
+// residual, activation), its output lines prefetched for writing before the panel's GEMM: one
+// pass over Y instead of a transposition pass and an epilogue pass over L2-resident Yt and Y.
 void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
                  const float* res, float* y, float* scratch, const ConvEpi& e) {
     const Conv2DGeom& g = a.g;
@@ -619,6 +680,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
         pad_image(a, x, xp);
         x = xp;
     }
+    const TransOutFn out = trans_out_fn(e.act);
     const int64_t nb = (P + MR - 1) / MR;
     const ConvEpi none{};
     for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
@@ -645,9 +707,12 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 l += run;
             }
         }
-        const bool first = k0 == 0;
+        const bool first = k0 == 0, last = k0 + kc == K;
         for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
             const float* bp = wp + n0 * K + k0 * NR;
+            const int64_t n1 = std::min(n0 + NR, M);
+            if (last)  // Y rows [n0, n1) are contiguous
+                for (float* q = y + n0 * P; q < y + n1 * P; q += 16) pf_write(q);
             for (int64_t blk = 0; blk < nb; ++blk) {
                 const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
                 // The weights are streamed once (from DRAM when large): the first two blocks
@@ -656,42 +721,9 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
                                      nullptr, false, nullptr, none, pa, nullptr);
             }
+            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e);
         }
     }
-    // Y = Yt^T + bias in VL x VL blocks transposed in registers (log2(VL) rounds of interleaving
-    // row i with row i + VL/2), then the residual and activation per output row.
-    VI lo_m, hi_m;
-    for (int i = 0; i < VL / 2; ++i) {
-        lo_m[2 * i] = i;
-        lo_m[2 * i + 1] = i + VL;
-        hi_m[2 * i] = i + VL / 2;
-        hi_m[2 * i + 1] = i + VL / 2 + VL;
-    }
-    for (int64_t p0 = 0; p0 < P; p0 += VL) {
-        const int64_t np = std::min<int64_t>(VL, P - p0);
-        for (int64_t m0 = 0; m0 < M; m0 += VL) {  // m0 + VL <= Mp: the loads stay in Yt
-            V r[VL];
-            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + m0) : V{};
-            for (int round = 1; round < VL; round *= 2) {
-                V o[VL];
-                for (int i = 0; i < VL / 2; ++i) {
-                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
-                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
-                }
-                for (int i = 0; i < VL; ++i) r[i] = o[i];
-            }
-            const int64_t nm = std::min<int64_t>(VL, M - m0);
-            for (int64_t j = 0; j < nm; ++j) {
-                const V v = r[j] + bc(bias ? bias[m0 + j] : 0.0f);
-                if (np == VL)
-                    st(y + (m0 + j) * P + p0, v);
-                else
-                    st_n(y + (m0 + j) * P + p0, v, np);
-            }
-        }
-    }
-    if (res || e.act != ConvAct::kNone)
-        for (int64_t m = 0; m < M; ++m) epi_row(y + m * P, res ? res + m * P : nullptr, P, e);
 }
 
 void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,

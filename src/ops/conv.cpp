@@ -546,8 +546,7 @@ public:
         if (depthwise_) {
             k = "depthwise";
         } else {
-            const kernels::ConvGemmArgs& a = gemm_.args();
-            k = a.trans ? "gemm-transposed" : a.masked ? "implicit-masked" : a.implicit ? "implicit" : a.pointwise ? "1x1" : "im2col";
+            k = gemm_.name();
         }
         k += std::string(" ") + kernels::isa_name(isa_);
         if (!parts_.empty()) k += " x" + std::to_string(parts_.size());
