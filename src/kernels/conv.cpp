@@ -110,7 +110,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     bool use_mask = can_mask && !a.trans && (a.pad_copy || a.P <= 256);
     // 1x1 convs on mid-sized planes (8x8 < P <= 32x32, rows not 4 KiB-aliased) read B straight
     // from the image (implicit, no packing): cold caches, 14x14 / 28x28 MobileNetV2 and ResNet-50
-    // layers 70-80 -> 82-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
+    // layers 70-89 -> 74-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
     // keep the packed panels: their K rows a plane apart defeat the hardware prefetchers.
     if (a.pointwise && !a.trans && a.P > 64 && a.P <= 1024 && !aliased(a.P)) a.implicit = true;
     // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
