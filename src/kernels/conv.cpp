@@ -42,7 +42,8 @@ static ConvGemmGroupFn gemm_fn(Isa isa) {
     return conv_gemm_group_portable;
 }
 
-ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), groups_(groups) {
+ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode force)
+    : isa_(isa), groups_(groups) {
     ConvGemmArgs& a = args_;
     a.g = g;
     a.K = g.C * g.kh * g.kw;
@@ -50,10 +51,15 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     a.pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
                   g.OH == g.H && g.OW == g.W;
     const int64_t nr = conv_nr(isa);
-    // K chunk: the microkernel's B sub-panel (kc x NR floats) stays in L1.
-    const int64_t kc_max = isa == Isa::kAvx512 ? 128 : 256;
-    const int64_t chunks = std::max<int64_t>(1, (a.K + kc_max - 1) / kc_max);
-    a.kc = std::max<int64_t>(1, (a.K + chunks - 1) / chunks);
+    // K chunk: the microkernel's B sub-panel (kc x NR floats, 32 KiB on AVX-512) and one block
+    // of the weights stay in L1. AVX-512 chunks of <= 256 rather than <= 128 (fewer passes over
+    // C): 1x1 and 3x3 layers of MobileNetV2 / ResNet-50 with K > 128 2-8% faster
+    // (bench/conv_bench.cpp --cold --huge), none slower beyond the noise.
+    auto chunk = [&](int64_t kc_max) {
+        const int64_t chunks = std::max<int64_t>(1, (a.K + kc_max - 1) / kc_max);
+        return std::max<int64_t>(1, (a.K + chunks - 1) / chunks);
+    };
+    a.kc = chunk(256);
     // Pixel tile. Small weights (M x K within ~256 KiB, read from L2 anyway): the whole packed
     // tile (K x tile floats) stays within ~512 KiB of L2 so the im2col writes never leave it.
     // Large weights: one K chunk of the tile (kc x tile floats, ~256 KiB) stays in L2 so each
@@ -92,8 +98,9 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // 50 against 29); with large K it does not (3x3 512 -> 512 on 7x7: 57-62 against 69-70).
     // Kernels of more than 3 taps load their lane masks per k (a kmov on the FMAs' port 5 each):
     // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered).
-    const bool can_mask = isa == Isa::kAvx512 && a.implicit && g.OW == g.W &&
-                          (g.kh * g.kw <= 3 || a.K <= 32) &&
+    const bool stride1 = g.sh == 1 && g.sw == 1;
+    const bool maskable = isa == Isa::kAvx512 && stride1 && g.OW == g.W;
+    const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32) &&
                           !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
         const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
@@ -101,6 +108,35 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
         a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15 &&
                   !(can_mask && eff_n >= 0.45 && a.K <= 512);
     }
+    bool use_mask = can_mask && !a.trans && (a.pad_copy || a.P <= 256);
+    // 1x1 convs on mid-sized planes (8x8 < P <= 32x32, rows not 4 KiB-aliased) read B straight
+    // from the image (implicit, no packing): cold caches, 14x14 / 28x28 MobileNetV2 and ResNet-50
+    // layers 70-89 -> 74-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
+    // keep the packed panels: their K rows a plane apart defeat the hardware prefetchers.
+    if (a.pointwise && !a.trans && a.P > 64 && a.P <= 1024 && !aliased(a.P)) a.implicit = true;
+    // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
+    // and OW == W).
+    if (force == ConvGemmMode::kIm2col) {
+        a.trans = a.implicit = use_mask = false;
+    } else if (force == ConvGemmMode::kImplicit && stride1) {
+        a.trans = use_mask = false;
+        a.implicit = true;
+    } else if (force == ConvGemmMode::kMasked && maskable) {
+        a.trans = false;
+        a.implicit = use_mask = true;
+    } else if (force == ConvGemmMode::kTrans) {
+        a.trans = true;
+        use_mask = false;
+    }
+    if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {  // again, if forced
+        a.pad_copy = true;
+        a.HP = g.H;
+        a.WP = g.W;
+    }
+    if (!a.implicit && !a.trans && a.pad_copy && a.HP == g.H && a.WP == g.W && g.ph == 0 &&
+        g.pw == 0 && (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1 <= g.H &&
+        (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1 <= g.W)
+        a.pad_copy = false;  // forced off implicit: the anti-aliasing copy is not needed
     if (a.trans) {
         a.implicit = false;
         a.Mpad = (g.M + nr - 1) / nr * nr;
@@ -114,7 +150,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
     // and the buffered output (its WP - OW wasted columns per row and the copy-out); embedding_model
     // 1x3 layers 62-73 -> 87-97 GFLOP/s. Also small unpadded planes (no scalar-packed tail panel).
     // Unpadded large planes keep the plain implicit path (3-8% faster than masked loads there).
-    if (can_mask && !a.trans && (a.pad_copy || a.P <= 256)) {
+    if (use_mask) {
         a.masked = true;
         a.implicit = false;
         a.pad_copy = false;
@@ -132,9 +168,10 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
                     if (ix >= 0 && ix < g.W) hmask_[size_t(kx * g.W + s)] |= 1u << l;
                 }
         a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
-        // K chunks of whole taps (the 3-tap kernels keep their masks in registers).
+        // K chunks of whole taps (the 3-tap kernels keep their masks in registers), from chunks
+        // of <= 128 (the size this mode was tuned with).
         const int64_t khw = g.kh * g.kw;
-        a.kc = std::min(a.K, (a.kc + khw - 1) / khw * khw);
+        a.kc = std::min(a.K, (chunk(128) + khw - 1) / khw * khw);
     }
     a.PS = a.HP * a.WP;
     if (a.pad_copy && g.C > 1 && !a.trans)
@@ -148,6 +185,23 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups) : isa_(isa), gr
         a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
         a.ldbuf = a.tile;
         while (aliased(a.ldbuf)) a.ldbuf += 16;
+    }
+}
+
+ConvGemmMode ConvGemm::mode() const {
+    const ConvGemmArgs& a = args_;
+    return a.trans      ? ConvGemmMode::kTrans
+           : a.masked   ? ConvGemmMode::kMasked
+           : a.implicit ? ConvGemmMode::kImplicit
+                        : ConvGemmMode::kIm2col;
+}
+
+const char* ConvGemm::name() const {
+    switch (mode()) {
+        case ConvGemmMode::kTrans: return "gemm-transposed";
+        case ConvGemmMode::kMasked: return "implicit-masked";
+        case ConvGemmMode::kImplicit: return args_.pointwise ? "1x1-direct" : "implicit";
+        default: return args_.pointwise ? "1x1-packed" : "im2col";
     }
 }
 

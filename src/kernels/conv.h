@@ -77,10 +77,24 @@ struct ConvGemmArgs {
     const uint32_t* hmask = nullptr;
 };
 
+// How ConvGemm computes a group (chosen per shape at prepare; see ConvGemmArgs).
+enum class ConvGemmMode : int {
+    kAuto,      // the constructor's choice (only as a request)
+    kIm2col,    // im2col (a plane copy for 1x1) into packed panels, then the packed GEMM
+    kImplicit,  // stride 1: B rows read straight from the (padded) image
+    kMasked,    // AVX-512, stride 1, OW == W: implicit with masked loads, output in place
+    kTrans,     // few pixels: Yt = col^T . Wt, output channels on the vector axis
+};
+// The forcible modes (tests and benchmarks).
+inline constexpr ConvGemmMode kConvGemmModes[] = {ConvGemmMode::kIm2col, ConvGemmMode::kImplicit,
+                                                  ConvGemmMode::kMasked, ConvGemmMode::kTrans};
+
 class ConvGemm {
 public:
     ConvGemm() = default;
-    ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups);
+    // `force`: a mode to use instead of the automatic choice where the shape and ISA allow it
+    // (tests and benchmarks; mode() tells which one was taken).
+    ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode force = ConvGemmMode::kAuto);
 
     // Weights (groups * M) x K row-major, packed into per-group row blocks (transposed mode:
     // per-group K x NR column panels).
@@ -104,6 +118,9 @@ public:
 
     Isa isa() const { return isa_; }
     const ConvGemmArgs& args() const { return args_; }
+    ConvGemmMode mode() const;
+    // The mode for profiles and `jiffy inspect` ("1x1-packed", "implicit-masked", ...).
+    const char* name() const;
 
 private:
     Isa isa_ = Isa::kScalar;

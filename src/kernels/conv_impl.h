@@ -199,6 +199,24 @@ inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const f
     }
 }
 
+// Software prefetches (cache misses the hardware prefetchers do not hide: weights streamed from
+// DRAM once per layer, output lines whose first write would otherwise wait for their read-for-
+// ownership): pa (may be null) one line per k step, pa + 16 * k, into L2; pc (may be null) the mr
+// rows pc + i * ldc (their first NR columns) for writing.
+inline __attribute__((always_inline)) void pf_read(const float* p) { __builtin_prefetch(p, 0, 2); }
+inline __attribute__((always_inline)) void pf_write(float* p) {
+#if defined(__x86_64__)
+    asm volatile("prefetchw %0" : : "m"(*p));  // every x86-64 CPU with AVX2 has it
+#else
+    __builtin_prefetch(p, 1, 3);
+#endif
+}
+template <int mr>
+inline __attribute__((always_inline)) void pf_row(float* pc, int64_t ldc, int64_t i) {
+    pf_write(pc + i * ldc);
+    if constexpr (NR * sizeof(float) > 64) pf_write(pc + i * ldc + 16);
+}
+
 // C[mr x nv] (=|+=) a[kc x mr] . b[kc x NR]; `first`: start from the bias (per row, may be null)
 // instead of C; `last`: add R (may be null) and apply the activation. C, R: NR columns, or the
 // first nv < NR with PART (masked).
@@ -210,7 +228,7 @@ template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT 
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
          const int64_t* offs = nullptr, int64_t nv = NR, const uint32_t* tm = nullptr,
-         int64_t t0 = 0, int64_t khw = 1) {
+         int64_t t0 = 0, int64_t khw = 1, const float* pa = nullptr, float* pc = nullptr) {
     V c0[mr], c1[mr];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
@@ -256,9 +274,13 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
     } else {
         for (int64_t k = 0; k < kc; ++k) {
             const float* bk = IND ? b + offs[k] : b + k * NR;
+            if (pa) pf_read(pa + 16 * k);
+            if (pc && k < mr) pf_row<mr>(pc, ldc, k);
             step(k, ld(bk), ld(bk + VL));
         }
     }
+    if (pc)
+        for (int64_t i = kc; i < mr; ++i) pf_row<mr>(pc, ldc, i);
     if (!last) {
         store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, nullptr, e, nv);
         return;
@@ -288,15 +310,16 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
 // Block with nv <= NR valid columns: full blocks plain, partial ones masked.
 template <int mr>
 void ukr_nv(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
-            bool first, const float* bias, bool last, const float* R, const ConvEpi& e) {
+            bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
+            const float* pa, float* pc) {
     if (nv == NR)
-        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e);
+        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, NR, nullptr, 0, 1, pa, pc);
     else
-        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv);
+        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv, nullptr, 0, 1, pa, pc);
 }
 
 using UkrFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool,
-                       const float*, bool, const float*, const ConvEpi&);
+                       const float*, bool, const float*, const ConvEpi&, const float*, float*);
 
 template <int... I>
 constexpr auto make_ukr_table(std::integer_sequence<int, I...>) {
@@ -306,12 +329,13 @@ constexpr auto kUkr = make_ukr_table(std::make_integer_sequence<int, MR>{});
 
 template <int mr>
 void ukr_ind(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, bool first,
-             const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs) {
-    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs);
+             const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs,
+             const float* pa, float* pc) {
+    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs, NR, nullptr, 0, 1, pa, pc);
 }
 
 using UkrIndFn = void (*)(int64_t, const float*, const float*, float*, int64_t, bool, const float*,
-                          bool, const float*, const ConvEpi&, const int64_t*);
+                          bool, const float*, const ConvEpi&, const int64_t*, const float*, float*);
 template <int... I>
 constexpr auto make_ukr_ind_table(std::integer_sequence<int, I...>) {
     return std::array<UkrIndFn, sizeof...(I)>{&ukr_ind<I + 1>...};
@@ -550,12 +574,18 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
                     // Buffered: the activation still runs in the kernel unless a residual
                     // has to be added first (in the copy-out).
                     const ConvEpi& eb = direct || !res ? e : none;
+                    // Prefetch: the next block's weights on the tile's first panel, the next
+                    // panel's output rows on the first K chunk (direct mode: Y itself).
+                    const float* pa = j == 0 && blk + 1 < nb && (q0 == 0 || M * K > 131072)
+                                          ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
+                                          : nullptr;
+                    float* pc = direct && first && q + NR < Q ? Cb + NR : nullptr;
                     if (packed)
                         kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, panel, Cb, ldc, nv, first,
-                                             bb, last, Rb, eb);
+                                             bb, last, Rb, eb, pa, pc);
                     else
                         kUkrInd[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, x + q, Cb, ldc, first,
-                                                bb, last, Rb, eb, a.offs + k0);
+                                                bb, last, Rb, eb, a.offs + k0, pa, pc);
                 }
             }
         }
@@ -575,9 +605,70 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     }
 }
 
+// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T + bias (+ res), then the activation A, from
+// the P x Mp Yt: VL x VL blocks transposed in registers (log2(VL) rounds of interleaving row i
+// with row i + VL/2). Sigmoid / Tanh (A = kNone) run per row afterwards.
+template <ConvAct A>
+void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
+               const float* res, float* y, const ConvEpi& e) {
+    VI lo_m, hi_m;
+    for (int i = 0; i < VL / 2; ++i) {
+        lo_m[2 * i] = i;
+        lo_m[2 * i + 1] = i + VL;
+        hi_m[2 * i] = i + VL / 2;
+        hi_m[2 * i + 1] = i + VL / 2 + VL;
+    }
+    for (int64_t p0 = 0; p0 < P; p0 += VL) {
+        const int64_t np = std::min<int64_t>(VL, P - p0);
+        for (int64_t c0 = m0; c0 < m1; c0 += VL) {  // c0 + VL <= Mp: the loads stay in Yt
+            V r[VL];
+            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + c0) : V{};
+            for (int round = 1; round < VL; round *= 2) {
+                V o[VL];
+                for (int i = 0; i < VL / 2; ++i) {
+                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
+                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
+                }
+                for (int i = 0; i < VL; ++i) r[i] = o[i];
+            }
+            const int64_t nm = std::min<int64_t>(VL, m1 - c0);
+            for (int64_t j = 0; j < nm; ++j) {
+                V v = r[j] + bc(bias ? bias[c0 + j] : 0.0f);
+                float* yr = y + (c0 + j) * P + p0;
+                const float* rr = res ? res + (c0 + j) * P + p0 : nullptr;
+                if (np == VL) {
+                    if (rr) v += ld(rr);
+                    st(yr, act_v<A>(v, e));
+                } else {
+                    if (rr) v += ld_n(rr, np);
+                    st_n(yr, act_v<A>(v, e), np);
+                }
+            }
+        }
+    }
+    if constexpr (A == ConvAct::kNone)
+        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
+            for (int64_t m = m0; m < m1; ++m) epi_row(y + m * P, nullptr, P, e);
+}
+
+using TransOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
+                            const float*, float*, const ConvEpi&);
+TransOutFn trans_out_fn(ConvAct act) {
+    switch (act) {
+        case ConvAct::kRelu: return trans_out<ConvAct::kRelu>;
+        case ConvAct::kLeakyRelu: return trans_out<ConvAct::kLeakyRelu>;
+        case ConvAct::kClip: return trans_out<ConvAct::kClip>;
+        case ConvAct::kHardSigmoid: return trans_out<ConvAct::kHardSigmoid>;
+        case ConvAct::kHardSwish: return trans_out<ConvAct::kHardSwish>;
+        default: return trans_out<ConvAct::kNone>;
+    }
+}
+
 // Transposed mode (ConvGemmArgs::trans): Yt[P, Mpad] = col^T . Wt, pixels as the microkernel's
-// rows (balanced blocks of <= MR), output channels on its NR-wide axis; then Y = Yt^T + bias with
-// the epilogue.
+// rows (balanced blocks of <= MR), output channels on its NR-wide axis. On the last K chunk each
+// NR-channel panel, just computed and still in L1, goes out to Y (trans_out: transposed, bias,
+// residual, activation), its output lines prefetched for writing before the panel's GEMM: one
+// pass over Y instead of a transposition pass and an epilogue pass over L2-resident Yt and Y.
 void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
                  const float* res, float* y, float* scratch, const ConvEpi& e) {
     const Conv2DGeom& g = a.g;
@@ -589,6 +680,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
         pad_image(a, x, xp);
         x = xp;
     }
+    const TransOutFn out = trans_out_fn(e.act);
     const int64_t nb = (P + MR - 1) / MR;
     const ConvEpi none{};
     for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
@@ -615,50 +707,23 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 l += run;
             }
         }
-        const bool first = k0 == 0;
+        const bool first = k0 == 0, last = k0 + kc == K;
         for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
             const float* bp = wp + n0 * K + k0 * NR;
+            const int64_t n1 = std::min(n0 + NR, M);
+            if (last)  // Y rows [n0, n1) are contiguous
+                for (float* q = y + n0 * P; q < y + n1 * P; q += 16) pf_write(q);
             for (int64_t blk = 0; blk < nb; ++blk) {
                 const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+                // The weights are streamed once (from DRAM when large): the first two blocks
+                // prefetch the next panel's K chunk (2 * kc lines), one line per k step each.
+                const float* pa = blk < 2 && n0 + NR < Mp ? bp + NR * K + blk * 16 * kc : nullptr;
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
-                                     nullptr, false, nullptr, none);
+                                     nullptr, false, nullptr, none, pa, nullptr);
             }
+            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e);
         }
     }
-    // Y = Yt^T + bias in VL x VL blocks transposed in registers (log2(VL) rounds of interleaving
-    // row i with row i + VL/2), then the residual and activation per output row.
-    VI lo_m, hi_m;
-    for (int i = 0; i < VL / 2; ++i) {
-        lo_m[2 * i] = i;
-        lo_m[2 * i + 1] = i + VL;
-        hi_m[2 * i] = i + VL / 2;
-        hi_m[2 * i + 1] = i + VL / 2 + VL;
-    }
-    for (int64_t p0 = 0; p0 < P; p0 += VL) {
-        const int64_t np = std::min<int64_t>(VL, P - p0);
-        for (int64_t m0 = 0; m0 < M; m0 += VL) {  // m0 + VL <= Mp: the loads stay in Yt
-            V r[VL];
-            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + m0) : V{};
-            for (int round = 1; round < VL; round *= 2) {
-                V o[VL];
-                for (int i = 0; i < VL / 2; ++i) {
-                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
-                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
-                }
-                for (int i = 0; i < VL; ++i) r[i] = o[i];
-            }
-            const int64_t nm = std::min<int64_t>(VL, M - m0);
-            for (int64_t j = 0; j < nm; ++j) {
-                const V v = r[j] + bc(bias ? bias[m0 + j] : 0.0f);
-                if (np == VL)
-                    st(y + (m0 + j) * P + p0, v);
-                else
-                    st_n(y + (m0 + j) * P + p0, v, np);
-            }
-        }
-    }
-    if (res || e.act != ConvAct::kNone)
-        for (int64_t m = 0; m < M; ++m) epi_row(y + m * P, res ? res + m * P : nullptr, P, e);
 }
 
 void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const float* bias,
@@ -687,9 +752,15 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                 const int64_t col = p0 + j * NR;
                 for (int64_t blk = 0; blk < nb; ++blk) {
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
+                    // Prefetch: the next block's weights on the tile's first panel, the next
+                    // panel's output rows on the first K chunk.
+                    const float* pa = j == 0 && blk + 1 < nb && (p0 == 0 || M * K > 131072)
+                                          ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
+                                          : nullptr;
+                    float* pc = first && col + NR < P ? y + r0 * P + col + NR : nullptr;
                     kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, bp, y + r0 * P + col, P, nv,
                                          first, bias ? bias + r0 : nullptr, last,
-                                         res ? res + r0 * P + col : nullptr, e);
+                                         res ? res + r0 * P + col : nullptr, e, pa, pc);
                 }
             }
         }

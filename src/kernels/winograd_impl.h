@@ -247,7 +247,7 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
                     for (int64_t blk = 0; blk < nbk; ++blk) {
                         const int64_t r0 = blk * M / nbk, r1 = (blk + 1) * M / nbk, mr = r1 - r0;
                         kUkrInd[size_t(mr - 1)](kc, ut + r0 * C + k0 * mr, vt + j * NR, mt + r0 * nb + j * NR,
-                                                nb, first, nullptr, false, nullptr, none, a.offs + k0);
+                                                nb, first, nullptr, false, nullptr, none, a.offs + k0, nullptr, nullptr);
                     }
             }
         }

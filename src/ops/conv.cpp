@@ -558,14 +558,13 @@ public:
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
         if (depthwise_) return "conv_dw " + isa;
-        if (wino_m_) return std::string(wino_.name()) + (parts_.empty() ? "" : " x" + std::to_string(parts_.size()) + " threads");
-        const kernels::ConvGemmArgs& a = gemm_.args();
-        const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
-        const char* mode = a.trans ? "trans" : a.masked ? "masked" : a.implicit ? "implicit"
-                         : a.pointwise ? "pointwise" : "im2col";
-        std::string r = std::string("conv_gemm_") + mode + " " + std::to_string(a.trans ? nr : mr) + "x" +
-                        std::to_string(a.trans ? mr : nr) + " " + isa;
-        if (a.pad_copy) r += " padcopy";
+        std::string r = wino_m_ ? std::string(wino_.name()) : "conv_gemm_" + std::string(gemm_.name());
+        if (!wino_m_) {
+            const kernels::ConvGemmArgs& a = gemm_.args();
+            const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
+            r += " " + std::to_string(a.trans ? nr : mr) + "x" + std::to_string(a.trans ? mr : nr) + " " + isa;
+            if (a.pad_copy) r += " padcopy";
+        }
         if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
         return r;
     }

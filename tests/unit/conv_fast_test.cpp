@@ -177,8 +177,11 @@ ConvEpi epi_of(const std::string& act, float alpha, float beta) {
 
 // Runs case c through the kernels directly on every ISA (GEMM path, or depthwise when
 // `depthwise`) and compares with the float64 reference Conv graph carrying the same epilogue.
+// `force`: the GEMM mode to run (ConvGemm's choice with kAuto); `ran` (may be null) collects the
+// modes that ran.
 void check_case(const Case& c, bool depthwise, const std::string& act, bool with_res,
-                bool with_bias, uint32_t seed, float scale = 1.0f, bool clamp = false) {
+                bool with_bias, uint32_t seed, float scale = 1.0f, bool clamp = false,
+                ConvGemmMode force = ConvGemmMode::kAuto, std::map<ConvGemmMode, int>* ran = nullptr) {
     const Conv2DGeom g = case_geom(c, depthwise);
     const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C / c.G, c.kh, c.kw};
     const Shape ys{c.N, c.M, g.OH, g.OW};
@@ -237,7 +240,8 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
                                with_res ? r.data() + n * out_img : nullptr,
                                y.data() + n * out_img, e, scratch.data());
         } else {
-            ConvGemm cg(isa, g, c.G);
+            ConvGemm cg(isa, g, c.G, force);
+            if (ran) ++(*ran)[cg.mode()];
             std::vector<float> wp(cg.packed_w_floats()), scratch(cg.scratch_floats());
             cg.pack_w(w.data(), wp.data());
             for (int64_t n = 0; n < c.N; ++n)
@@ -245,7 +249,7 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
                        with_res ? r.data() + n * out_img : nullptr, y.data() + n * out_img,
                        scratch.data(), e);
         }
-        expect_close(y, ref.out, what + " isa " + isa_name(isa), 2e-5 * scale);
+        expect_close(y, ref.out, what + " isa " + isa_name(isa) + (depthwise ? "" : std::string(" mode ") + ConvGemm(isa, g, c.G, force).name()), 2e-5 * scale);
     }
 }
 
@@ -305,6 +309,51 @@ TEST(ConvFast, GemmMatchesReferenceOnOddShapes) {
         EXPECT_TRUE(ConvGemm(isa, g, 1).args().trans);
         g.H = g.W = g.OH = g.OW = 56;
         EXPECT_FALSE(ConvGemm(isa, g, 1).args().trans);
+    }
+}
+
+TEST(ConvFast, EveryForcedModeMatchesReference) {
+    // Each GEMM mode where the shape allows it, on odd P (partial and packed tail panels), M
+    // (partial row blocks) and K (one and several chunks), with a residual and an activation.
+    const Case cases[] = {
+        // N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr G
+        {1, 7, 9, 13, 13, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},    // 1x1, P = 117, K = 7
+        {2, 300, 5, 7, 25, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},   // 1x1, K in chunks, batch 2
+        {1, 37, 10, 11, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // 1x1 on 10x11 (direct by default)
+        {1, 5, 7, 7, 70, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},     // 7x7, tiny K
+        {1, 9, 11, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 3x3 padded
+        {1, 6, 12, 10, 11, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1},   // 1x3 padded (OW == W)
+        {1, 8, 13, 12, 9, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2
+    };
+    const char* acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid"};
+    std::map<ConvGemmMode, int> ran;
+    uint32_t seed = 900;
+    for (const Case& c : cases)
+        for (ConvGemmMode m : kConvGemmModes)
+            for (bool res : {false, true}) {
+                check_case(c, false, acts[seed % 4], res, seed % 3 != 0, seed, 2.0f, false, m, &ran);
+                ++seed;
+            }
+    EXPECT_GT(ran[ConvGemmMode::kIm2col], 0);
+    EXPECT_GT(ran[ConvGemmMode::kImplicit], 0);
+    EXPECT_GT(ran[ConvGemmMode::kTrans], 0);
+    if (cpu_isa() == Isa::kAvx512) {
+        EXPECT_GT(ran[ConvGemmMode::kMasked], 0);
+    }
+    // The automatic choice for 1x1 convs: packed on large planes, direct on mid-sized ones
+    // whose rows are not 4 KiB apart, transposed on 7x7 where the vector is wide.
+    for (Isa isa : isas()) {
+        Conv2DGeom g;
+        g.C = 64;
+        g.M = 96;
+        g.H = g.W = g.OH = g.OW = 56;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-packed");
+        g.H = g.W = g.OH = g.OW = 14;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
+        EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
+        g.H = g.W = g.OH = g.OW = 32;  // 4 KiB planes
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
     }
 }
 
@@ -393,6 +442,10 @@ TEST(ConvFast, EpilogueEveryActivationAndResidual) {
     // The transposed mode (7x7 output): epilogue applied while transposing.
     for (const char* act : kActs)
         check_case({1, 150, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, act, true, true, seed++, 2.0f);
+    // The direct 1x1 mode (B rows read from the image, a packed tail panel).
+    for (const char* act : kActs)
+        for (bool res : {false, true})
+            check_case({1, 37, 10, 11, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, false, act, res, true, seed++, 2.0f);
 }
 
 TEST(ConvFast, EpilogueClampAfterEveryActivation) {

@@ -1,0 +1,263 @@
+// GEMM-conv shape microbenchmark: the 1x1 and GEMM-mode conv layers of MobileNetV2 and ResNet-50
+// (plus a few others) run through kernels::ConvGemm alone, each mode the shape allows, interleaved
+// round-robin with an FMA peak loop so every figure can be read against the peak the shared core
+// gives in the same minute. Prints, per shape and mode, the best and median GFLOP/s over the
+// rounds and the best as % of the best FMA peak.
+//   build/jiffy_conv_bench [--filter SUBSTR] [--rounds N] [--ms MS] [--isa avx512|avx2|scalar]
+//                          [--modes]   (also every forced mode, not only the automatic choice)
+//                          [--cold]    (before each run: caches flushed, then the input read once,
+//                                       as in a model where weights come from DRAM and the input
+//                                       was just written by the previous layer)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
+
+using namespace jiffy::kernels;
+
+namespace {
+
+struct Shape {
+    const char* name;
+    int64_t C, M, H, W, k, s;
+};
+
+// Pads k / 2 (the models' convs).
+const Shape kShapes[] = {
+    {"mnv2 1x1 16>96 112", 16, 96, 112, 112, 1, 1},
+    {"mnv2 1x1 32>16 112", 32, 16, 112, 112, 1, 1},
+    {"mnv2 1x1 96>24 56", 96, 24, 56, 56, 1, 1},
+    {"mnv2 1x1 24>144 56", 24, 144, 56, 56, 1, 1},
+    {"mnv2 1x1 144>24 56", 144, 24, 56, 56, 1, 1},
+    {"mnv2 1x1 144>32 28", 144, 32, 28, 28, 1, 1},
+    {"mnv2 1x1 32>192 28", 32, 192, 28, 28, 1, 1},
+    {"mnv2 1x1 192>32 28", 192, 32, 28, 28, 1, 1},
+    {"mnv2 1x1 192>64 14", 192, 64, 14, 14, 1, 1},
+    {"mnv2 1x1 64>384 14", 64, 384, 14, 14, 1, 1},
+    {"mnv2 1x1 384>64 14", 384, 64, 14, 14, 1, 1},
+    {"mnv2 1x1 384>96 14", 384, 96, 14, 14, 1, 1},
+    {"mnv2 1x1 96>576 14", 96, 576, 14, 14, 1, 1},
+    {"mnv2 1x1 576>96 14", 576, 96, 14, 14, 1, 1},
+    {"mnv2 1x1 576>160 7", 576, 160, 7, 7, 1, 1},
+    {"mnv2 1x1 160>960 7", 160, 960, 7, 7, 1, 1},
+    {"mnv2 1x1 960>160 7", 960, 160, 7, 7, 1, 1},
+    {"mnv2 1x1 960>320 7", 960, 320, 7, 7, 1, 1},
+    {"mnv2 1x1 320>1280 7", 320, 1280, 7, 7, 1, 1},
+    {"mnv2 3x3s2 3>32 224", 3, 32, 224, 224, 3, 2},
+    {"rn50 1x1 64>64 56", 64, 64, 56, 56, 1, 1},
+    {"rn50 1x1 64>256 56", 64, 256, 56, 56, 1, 1},
+    {"rn50 1x1 256>64 56", 256, 64, 56, 56, 1, 1},
+    {"rn50 1x1 256>128 56", 256, 128, 56, 56, 1, 1},
+    {"rn50 1x1s2 256>512 56", 256, 512, 56, 56, 1, 2},
+    {"rn50 1x1 128>512 28", 128, 512, 28, 28, 1, 1},
+    {"rn50 1x1 512>128 28", 512, 128, 28, 28, 1, 1},
+    {"rn50 1x1 512>256 28", 512, 256, 28, 28, 1, 1},
+    {"rn50 1x1s2 512>1024 28", 512, 1024, 28, 28, 1, 2},
+    {"rn50 1x1 256>1024 14", 256, 1024, 14, 14, 1, 1},
+    {"rn50 1x1 1024>256 14", 1024, 256, 14, 14, 1, 1},
+    {"rn50 1x1 1024>512 14", 1024, 512, 14, 14, 1, 1},
+    {"rn50 1x1s2 1024>2048 14", 1024, 2048, 14, 14, 1, 2},
+    {"rn50 1x1 512>2048 7", 512, 2048, 7, 7, 1, 1},
+    {"rn50 1x1 2048>512 7", 2048, 512, 7, 7, 1, 1},
+    {"rn50 7x7s2 3>64 224", 3, 64, 224, 224, 7, 2},
+    {"rn50 3x3 64>64 56", 64, 64, 56, 56, 3, 1},
+    {"rn50 3x3 128>128 28", 128, 128, 28, 28, 3, 1},
+    {"rn50 3x3 256>256 14", 256, 256, 14, 14, 3, 1},
+    {"rn50 3x3 512>512 7", 512, 512, 7, 7, 3, 1},
+    {"rn50 3x3s2 128>128 56", 128, 128, 56, 56, 3, 2},
+};
+
+Conv2DGeom geom(const Shape& s) {
+    Conv2DGeom g;
+    g.C = s.C;
+    g.M = s.M;
+    g.H = s.H;
+    g.W = s.W;
+    g.kh = g.kw = s.k;
+    g.sh = g.sw = s.s;
+    g.ph = g.pw = s.k / 2;
+    g.OH = (s.H + 2 * (s.k / 2) - s.k) / s.s + 1;
+    g.OW = (s.W + 2 * (s.k / 2) - s.k) / s.s + 1;
+    return g;
+}
+
+#if defined(__x86_64__)
+typedef float V16 __attribute__((vector_size(64)));
+__attribute__((target("avx512f,fma"), noinline)) void fma_loop(V16* c, int64_t n) {
+    V16 acc[24];
+    for (int i = 0; i < 24; ++i) acc[i] = c[i];
+    V16 a = c[24], b = c[25];
+    for (int64_t k = 0; k < n; ++k) {
+#pragma GCC unroll 24
+        for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
+        asm volatile("" : "+v"(a));
+    }
+    for (int i = 0; i < 24; ++i) c[i] = acc[i];
+}
+#endif
+
+double now_s() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// GFLOP/s of the FMA loop over ~ms milliseconds (0 without AVX-512).
+double fma_peak(double ms) {
+#if defined(__x86_64__)
+    if (cpu_isa() != Isa::kAvx512) return 0;
+    V16 c[26];
+    for (int i = 0; i < 26; ++i)
+        for (int j = 0; j < 16; ++j) c[i][j] = i == 24 ? 0.999f : 0.001f * float(i);
+    const int64_t n = 20000;
+    double best = 0;
+    const double t_end = now_s() + ms / 1e3;
+    do {
+        const double t0 = now_s();
+        fma_loop(c, n);
+        best = std::max(best, double(n * 24 * 32) / (now_s() - t0) / 1e9);
+    } while (now_s() < t_end);
+    volatile float sink = c[0][0];
+    (void)sink;
+    return best;
+#else
+    (void)ms;
+    return 0;
+#endif
+}
+
+bool g_huge = false;
+
+// Buffers on 2 MiB boundaries, transparent huge pages asked for with --huge.
+template <typename T>
+struct BufAlloc {
+    using value_type = T;
+    BufAlloc() = default;
+    template <typename U>
+    BufAlloc(const BufAlloc<U>&) {}
+    T* allocate(size_t n) {
+        const size_t bytes = (n * sizeof(T) + (2u << 20) - 1) / (2u << 20) * (2u << 20);
+        void* p = std::aligned_alloc(2u << 20, bytes);
+        if (g_huge) madvise(p, bytes, MADV_HUGEPAGE);
+        return static_cast<T*>(p);
+    }
+    void deallocate(T* p, size_t) { std::free(p); }
+    bool operator==(const BufAlloc&) const { return true; }
+};
+using Buf = std::vector<float, BufAlloc<float>>;
+
+struct Run {
+    std::string label;
+    Conv2DGeom g;
+    ConvGemm cg;
+    Buf x, wp, b, y, scratch;
+    std::vector<double> gflops;  // best of each round
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::string filter;
+    int rounds = 5;
+    double ms = 20;
+    bool modes = false, cold = false;
+    Isa isa = cpu_isa();
+    for (int i = 1; i < argc; ++i) {
+        const std::string a = argv[i];
+        auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
+        if (a == "--filter") filter = next();
+        else if (a == "--rounds") rounds = std::max(1, std::atoi(next().c_str()));
+        else if (a == "--ms") ms = std::atof(next().c_str());
+        else if (a == "--modes") modes = true;
+        else if (a == "--cold") cold = true;
+        else if (a == "--huge") g_huge = true;
+        else if (a == "--isa") {
+            const std::string v = next();
+            isa = v == "avx512" ? Isa::kAvx512 : v == "avx2" ? Isa::kAvx2 : Isa::kScalar;
+        } else {
+            std::fprintf(stderr, "usage: %s [--filter S] [--rounds N] [--ms MS] [--modes] [--isa I]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (int(isa) > int(cpu_isa())) {
+        std::fprintf(stderr, "ISA %s not available here\n", isa_name(isa));
+        return 77;
+    }
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<Run> runs;
+    for (const Shape& s : kShapes) {
+        if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
+        const Conv2DGeom g = geom(s);
+        std::vector<ConvGemmMode> ms_list = {ConvGemmMode::kAuto};
+        if (modes)
+            for (ConvGemmMode m : kConvGemmModes) ms_list.push_back(m);
+        const ConvGemm auto_cg(isa, g, 1);
+        for (ConvGemmMode m : ms_list) {
+            ConvGemm cg(isa, g, 1, m);
+            if (m != ConvGemmMode::kAuto && (cg.mode() != m || cg.mode() == auto_cg.mode())) continue;
+            Run r;
+            r.label = std::string(s.name) + (m == ConvGemmMode::kAuto ? " *" : "  ") + cg.name();
+            r.g = g;
+            r.cg = cg;
+            std::vector<float> w(size_t(g.M * g.C * g.kh * g.kw));
+            r.x.resize(size_t(g.C * g.H * g.W));
+            r.b.resize(size_t(g.M));
+            r.y.resize(size_t(g.M * g.OH * g.OW));
+            for (float& v : r.x) v = u(rng);
+            for (float& v : w) v = u(rng);
+            for (float& v : r.b) v = u(rng);
+            r.wp.resize(cg.packed_w_floats());
+            cg.pack_w(w.data(), r.wp.data());
+            r.scratch.resize(cg.scratch_floats());
+            runs.push_back(std::move(r));
+        }
+    }
+    ConvEpi epi;
+    epi.act = ConvAct::kClip;  // ReLU6, MobileNetV2's
+    epi.alpha = 0;
+    epi.beta = 6;
+    std::vector<float> flush(cold ? size_t(8) << 20 : 0);  // 32 MiB
+    float sink = 0;
+    auto prepare = [&](const Run& r) {
+        if (!cold) return;
+        for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
+        for (size_t i = 0; i < r.x.size(); i += 16) sink += r.x[i];
+    };
+    std::vector<double> peaks;
+    for (int round = 0; round < rounds; ++round) {
+        peaks.push_back(fma_peak(ms));
+        for (Run& r : runs) {
+            const double flop = 2.0 * double(r.g.M * r.g.C * r.g.kh * r.g.kw * r.g.OH * r.g.OW);
+            double best = 0;
+            const double t_end = now_s() + ms / 1e3;
+            do {
+                prepare(r);
+                const double t0 = now_s();
+                r.cg.run(r.x.data(), r.wp.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
+                best = std::max(best, flop / (now_s() - t0) / 1e9);
+            } while (now_s() < t_end);
+            r.gflops.push_back(best);
+        }
+    }
+    const double peak = *std::max_element(peaks.begin(), peaks.end());
+    std::printf("isa %s, %d rounds of %.0f ms%s; FMA peak best %.1f GFLOP/s%s\n", isa_name(isa), rounds, ms,
+                cold ? ", cold caches" : "", peak, sink == 12345.0f ? " " : "");
+    std::printf("%-44s %9s %9s %7s %8s\n", "shape (* = automatic choice)  mode", "best", "median", "%peak", "us");
+    for (Run& r : runs) {
+        std::vector<double> v = r.gflops;
+        std::sort(v.begin(), v.end());
+        const double best = v.back(), med = v[v.size() / 2];
+        const double flop = 2.0 * double(r.g.M * r.g.C * r.g.kh * r.g.kw * r.g.OH * r.g.OW);
+        std::printf("%-44s %9.1f %9.1f %7.0f %8.1f\n", r.label.c_str(), best, med,
+                    peak > 0 ? 100.0 * best / peak : 0.0, flop / best / 1e3);
+    }
+    return 0;
+}
