@@ -7,9 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -19,6 +21,7 @@
 #include "kernels/conv.h"
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
+#include "kernels/weight_alloc.h"
 #include "isa_util.h"
 
 using namespace jiffy::kernels;
@@ -192,6 +195,77 @@ TEST(KernelsIsa, GemvMatchesReference) {
                         }
                     }
                 }
+    }
+}
+
+// Weights over 2 MiB live on a 2 MiB-aligned mapping advised for huge pages (kernels/
+// weight_alloc.h); smaller ones on the heap. Both zero-filled, 64-byte aligned, writable.
+TEST(KernelsIsa, WeightAllocAlignsLargeBuffersForHugePages) {
+    for (size_t floats : {size_t(1), size_t(1000), kHugeBytes / 4 - 1, kHugeBytes / 4, size_t(1300000)}) {
+        std::shared_ptr<float> w = alloc_weights(floats);
+        ASSERT_NE(w.get(), nullptr);
+        const uintptr_t addr = reinterpret_cast<uintptr_t>(w.get());
+        EXPECT_EQ(addr % 64, 0u) << floats;
+        for (size_t i = 0; i < floats; ++i) ASSERT_EQ(w.get()[i], 0.0f) << floats << " at " << i;
+        w.get()[floats - 1] = 1.0f;
+#if defined(__linux__)
+        if (floats * sizeof(float) >= kHugeBytes) {
+            EXPECT_EQ(addr % kHugeBytes, 0u) << floats;
+            // With THP available ("always" or "madvise"), the mapping carries the advice.
+            std::string thp;
+            if (FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r")) {
+                char buf[128] = {};
+                thp = std::fgets(buf, sizeof buf, f) ? buf : "";
+                std::fclose(f);
+            }
+            if (thp.find("[never]") == std::string::npos && !thp.empty()) {
+                char head[32];
+                std::snprintf(head, sizeof head, "%lx-", static_cast<unsigned long>(addr));
+                FILE* f = std::fopen("/proc/self/smaps", "r");
+                ASSERT_NE(f, nullptr);
+                char line[1024];
+                bool in = false, advised = false, seen = false;
+                while (std::fgets(line, sizeof line, f)) {
+                    if (std::strncmp(line, head, std::strlen(head)) == 0) {
+                        in = seen = true;
+                    } else if (in && std::strncmp(line, "VmFlags:", 8) == 0) {
+                        advised = std::strstr(line, " hg") != nullptr;  // MADV_HUGEPAGE
+                        break;
+                    }
+                }
+                std::fclose(f);
+                EXPECT_TRUE(seen) << "mapping not found in smaps";
+                EXPECT_TRUE(advised) << "mapping not advised for huge pages";
+            }
+        }
+#endif
+    }
+}
+
+// A GEMV whose packed weights take the huge-page path (> 2 MiB), odd K and N, transB both ways,
+// with bias and a fused activation.
+TEST(KernelsIsa, GemvLargeWeightsMatchReference) {
+    const int64_t K = 701, N = 777;
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+    for (auto* v : {&a, &B, &bias})
+        for (float& x : *v) x = u(rng);
+    for (bool trans : {false, true}) {
+        const int64_t ldb = trans ? K : N;
+        std::vector<float> want(static_cast<size_t>(N));
+        sgemm_reference(1, N, K, a.data(), K, B.data(), ldb, trans, bias.data(), want.data(), N, Act::kNone);
+        const PackedGemv pg = pack_b_gemv(B.data(), K, N, ldb, trans);
+        ASSERT_EQ(reinterpret_cast<uintptr_t>(pg.data.get()) % kHugeBytes, 0u);
+        for (Isa isa : isas()) {
+            std::vector<float> got(size_t(N) + 1, 7.0f);
+            const Activation act{ActKind::kLeakyRelu, 0.1f, 0};
+            sgemv_for(isa)(a.data(), pg, bias.data(), got.data(), act);
+            for (int64_t j = 0; j < N; ++j)
+                ASSERT_NEAR(got[size_t(j)], act_scalar(act, want[size_t(j)]), 2e-5f * (1 + std::sqrt(float(K))))
+                    << isa_name(isa) << " trans " << trans << " at " << j;
+            EXPECT_EQ(got[size_t(N)], 7.0f) << isa_name(isa) << " wrote past N";
+        }
     }
 }
 

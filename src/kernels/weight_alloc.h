@@ -1,0 +1,19 @@
+// Memory for packed weights, allocated once when a plan is compiled (never on the run path).
+// A buffer of kHugeBytes or more is mapped 2 MiB-aligned and advised as transparent huge pages
+// (madvise(MADV_HUGEPAGE); Linux only, a no-op where THP is off): a weight matrix streamed cold
+// from DRAM, its page-table entries evicted too, then costs one page walk per 2 MiB instead of
+// one per 4 KiB (a 5 MB matrix: 3 instead of ~1250). Measured (docs/benchmarks.md, BM_sgemv_cold): the 5 MB
+// MobileNetV2 classifier GEMV streamed cold from DRAM, ~400 us on 4 KiB pages, ~260 on huge pages.
+#pragma once
+#include <cstddef>
+#include <memory>
+
+namespace jiffy::kernels {
+
+constexpr size_t kHugeBytes = size_t(2) << 20;
+
+// `floats` zero-filled floats, 64-byte aligned (at least one float). Throws std::bad_alloc when
+// out of memory, like the tensor allocator.
+std::shared_ptr<float> alloc_weights(size_t floats);
+
+}  // namespace jiffy::kernels
