@@ -2,8 +2,9 @@
 // A buffer of kHugeBytes or more is mapped 2 MiB-aligned and advised as transparent huge pages
 // (madvise(MADV_HUGEPAGE); Linux only, a no-op where THP is off): a weight matrix streamed cold
 // from DRAM, its page-table entries evicted too, then costs one page walk per 2 MiB instead of
-// one per 4 KiB (a 5 MB matrix: 3 instead of ~1250). Measured (docs/benchmarks.md, BM_sgemv_cold): the 5 MB
-// MobileNetV2 classifier GEMV streamed cold from DRAM, ~400 us on 4 KiB pages, ~260 on huge pages.
+// one per 4 KiB (a 5 MB matrix: 3 instead of ~1250). Measured (docs/benchmarks.md,
+// BM_sgemv_cold): MobileNetV2's classifier GEMV cold from DRAM, ~400 us on 4 KiB pages, ~260 on
+// huge pages.
 #pragma once
 #include <cstddef>
 #include <memory>
