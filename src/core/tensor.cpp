@@ -3,9 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
+#include "kernels/weight_alloc.h"
 
 namespace jiffy {
 
@@ -29,25 +27,14 @@ std::string shape_str(const Shape& s) {
     return r;
 }
 
+// Buffers of 1 MiB and more (arenas, large tensors) on 2 MiB pages (kernels/weight_alloc.h): under
+// the hypervisor a TLB miss costs a two-level page walk, and a conv writing ~100 output rows of
+// 4 KiB pages misses constantly. Measured (bench/conv_bench.cpp --cold --huge, MobileNetV2 1x1
+// layers): 16 -> 96 on 112x112 1196 -> 767 us, 24 -> 144 on 56x56 507 -> 330 us. The pages are
+// touched (zeroed) here, so any fault or compaction happens at allocation, never in a run.
 std::shared_ptr<uint8_t> aligned_buffer(size_t bytes) {
-    size_t n = (bytes + kAlign - 1) / kAlign * kAlign;
-    if (n == 0) n = kAlign;
-    // Buffers of 1 MiB and more (arenas, large tensors) on 2 MiB pages where the kernel allows
-    // them (transparent huge pages in "madvise" mode): under the hypervisor a TLB miss costs a
-    // two-level page walk, and a conv writing ~100 output rows of 4 KiB pages misses constantly.
-    // Measured (bench/conv_bench.cpp --cold --huge, MobileNetV2 1x1 layers): 16 -> 96 on 112x112
-    // 1196 -> 767 us, 24 -> 144 on 56x56 507 -> 330 us. The pages are touched (memset) here, so
-    // any compaction happens at allocation, never in a run.
-    constexpr size_t kHuge = size_t(2) << 20;
-    const bool huge = n >= (size_t(1) << 20);
-    if (huge) n = (n + kHuge - 1) / kHuge * kHuge;
-    void* p = std::aligned_alloc(huge ? kHuge : kAlign, n);
-    if (!p) throw std::bad_alloc();
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    if (huge) madvise(p, n, MADV_HUGEPAGE);  // advice only: failure leaves 4 KiB pages
-#endif
-    std::memset(p, 0, n);
-    return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(p), [](uint8_t* q) { std::free(q); });
+    static_assert(kAlign == 64, "alloc_zeroed aligns to 64 bytes");
+    return kernels::alloc_zeroed(bytes, size_t(1) << 20);
 }
 
 Tensor::Tensor(DType t, Shape shape) : dtype_(t), shape_(std::move(shape)) {

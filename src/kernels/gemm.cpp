@@ -1,8 +1,8 @@
 #include "kernels/gemm.h"
 
+#include "kernels/weight_alloc.h"
+
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 
 namespace jiffy::kernels {
 
@@ -53,11 +53,9 @@ void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into)
 }
 
 PackedB pack_b(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, Isa isa) {
-    size_t bytes = size_t(packed_floats(K, N, isa)) * sizeof(float);
-    float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
-    std::memset(d, 0, bytes);
-    PackedB p = packed_view(K, N, isa, d);
-    p.data = std::shared_ptr<float>(d, [](float* q) { std::free(q); });
+    std::shared_ptr<float> d = alloc_weights(size_t(packed_floats(K, N, isa)));
+    PackedB p = packed_view(K, N, isa, d.get());
+    p.data = std::move(d);
     pack_b_into(B, ldb, trans_b, p);
     return p;
 }
@@ -67,10 +65,8 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     p.K = K;
     p.N = N;
     p.ldb = std::max<int64_t>(16, (N + 15) / 16 * 16);
-    size_t bytes = size_t(std::max<int64_t>(1, K) * p.ldb) * sizeof(float);
-    float* d = static_cast<float*>(std::aligned_alloc(64, bytes));
-    std::memset(d, 0, bytes);
-    p.data = std::shared_ptr<float>(d, [](float* q) { std::free(q); });
+    p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
+    float* d = p.data.get();
     for (int64_t n0 = 0; n0 < N; n0 += kGemvPanel) {
         float* dp = d + n0 * K;
         const int64_t w = p.stride(n0), nv = std::min(kGemvPanel, N - n0);

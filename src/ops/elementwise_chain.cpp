@@ -8,8 +8,9 @@
 // or [1,C,1..] right-aligned), or one value. Attributes (one entry per step): ops (100 + ActKind,
 // 200 + BinOp for acc OP b, 300 + BinOp for b OP acc), operands (input index, -1 for unary),
 // alphas / betas (activation parameters). The kernel walks blocks of <= 512 elements inside one
-// channel plane, applying each step's vector row function (the same functions the unfused ops
-// use, so results match them bit for bit) between two L1-resident buffers.
+// channel plane (or, when each plane is one value as in a [1, C] Gemm output, along the row of
+// channels), applying each step's vector row function (the same functions the unfused ops use,
+// so results match them bit for bit) between two L1-resident buffers.
 #include <algorithm>
 #include <vector>
 
@@ -43,38 +44,55 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         const float* x = static_cast<const float*>(in[0]);
         float* y = static_cast<float*>(out[0]);
-        float* bufs[2] = {buf_.data(), buf_.data() + kBlock};
-        const size_t last = steps_.size() - 1;
+        if (inner_ == 1) {
+            // One value per channel plane (e.g. a [1, 128] Gemm output): walk each row of
+            // channels in blocks, a per-channel operand being a row of its own.
+            for (int64_t n = 0; n < outer_; ++n)
+                for (int64_t c0 = 0; c0 < channels_; c0 += kBlock)
+                    run_block(in, x, y, n * channels_ + c0, std::min(kBlock, channels_ - c0), c0, -1);
+            return {};
+        }
         for (int64_t n = 0; n < outer_; ++n)
             for (int64_t c = 0; c < channels_; ++c) {
                 const int64_t plane = (n * channels_ + c) * inner_;
-                for (int64_t b0 = 0; b0 < inner_; b0 += kBlock) {
-                    const int64_t len = std::min(kBlock, inner_ - b0), off = plane + b0;
-                    const float* src = x + off;
-                    for (size_t i = 0; i <= last; ++i) {
-                        const ChainStep& s = steps_[i];
-                        float* dst = i == last ? y + off : bufs[i & 1];
-                        if (s.kind == 1) {
-                            act_(s.act, src, dst, len);
-                        } else {
-                            const float* b = static_cast<const float*>(in[s.input]);
-                            if (s.operand == OperandKind::kFull) {
-                                if (s.kind == 2) s.rows.vv(src, b + off, dst, len);
-                                else s.rows.vv(b + off, src, dst, len);
-                            } else {
-                                const float v = s.operand == OperandKind::kChannel ? b[c] : b[0];
-                                if (s.kind == 2) s.rows.vs(src, v, dst, len);
-                                else s.rows.sv(v, src, dst, len);
-                            }
-                        }
-                        src = dst;
-                    }
-                }
+                for (int64_t b0 = 0; b0 < inner_; b0 += kBlock)
+                    run_block(in, x, y, plane + b0, std::min(kBlock, inner_ - b0), 0, c);
             }
         return {};
     }
 
 private:
+    // Elements [off, off + len) through every step. c >= 0: the block lies in channel c (a
+    // per-channel operand is the one value b[c]); c < 0: the block spans channels c0 .. c0 + len
+    // of one row (a per-channel operand is the row b + c0).
+    void run_block(const void* const* in, const float* x, float* y, int64_t off, int64_t len, int64_t c0,
+                   int64_t c) const {
+        float* bufs[2] = {buf_.data(), buf_.data() + kBlock};
+        const size_t last = steps_.size() - 1;
+        const float* src = x + off;
+        for (size_t i = 0; i <= last; ++i) {
+            const ChainStep& s = steps_[i];
+            float* dst = i == last ? y + off : bufs[i & 1];
+            if (s.kind == 1) {
+                act_(s.act, src, dst, len);
+            } else {
+                const float* b = static_cast<const float*>(in[s.input]);
+                const float* row = s.operand == OperandKind::kFull ? b + off
+                                   : (s.operand == OperandKind::kChannel && c < 0) ? b + c0
+                                                                                    : nullptr;
+                if (row) {
+                    if (s.kind == 2) s.rows.vv(src, row, dst, len);
+                    else s.rows.vv(row, src, dst, len);
+                } else {
+                    const float v = s.operand == OperandKind::kChannel ? b[c] : b[0];
+                    if (s.kind == 2) s.rows.vs(src, v, dst, len);
+                    else s.rows.sv(v, src, dst, len);
+                }
+            }
+            src = dst;
+        }
+    }
+
     std::vector<ChainStep> steps_;
     int64_t outer_, channels_, inner_;
     kernels::ActApplyFn act_;

@@ -814,6 +814,28 @@ TEST(Passes, ElementwiseChainFusesIntoOneNode) {
     }
 }
 
+// A 2-D [R, C] value (a Gemm output: one element per channel plane) whose per-column operands
+// ([C] constant, [1, C] input) the kernel reads as rows; C above and below the 512-element block.
+TEST(Passes, ElementwiseChainOnRowsOfChannels) {
+    for (const Shape& s : {Shape{1, 128}, Shape{3, 700}, Shape{2, 5}}) {
+        const int64_t C = s[1];
+        Builder b;
+        int x = b.input("x", s);
+        int full = b.input("f", s, 9);
+        int col_in = b.input("col", {1, C}, 5);
+        int v = b.node("Sigmoid", {x}, s);
+        v = b.node("Mul", {v, b.constant("g", rnd({C}, 3))}, s);
+        v = b.node("Add", {col_in, v}, s);
+        v = b.node("Div", {v, b.constant("d", scalar(1.5f, {1, 1}))}, s);
+        v = b.node("Sub", {full, v}, s);
+        v = b.node("Max", {v, b.constant("m", rnd({1, C}, 4))}, s);
+        v = b.node("Relu", {v}, s);
+        b.output(v);
+        Graph g = check_pass(b, passes::fuse_elementwise, 6);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"ElementwiseChain"})) << shape_str(s);
+    }
+}
+
 TEST(Passes, ElementwiseChainKeepsSharedAndBroadcastingValues) {
     Builder b;
     int x = b.input("x", {1, 4, 3, 5});
