@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/conv.h"
+#include "kernels/conv_cv.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/small_conv.h"
@@ -309,6 +310,29 @@ void BM_conv_emb(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, false);
 }
 
+// The same layers on the channel-vector conv (conv_cv.h; the small-plane layers 11-19 only).
+void BM_conv_emb_chanvec(benchmark::State& st, Isa isa) {
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    const Conv2DGeom g = emb_geom(st.range(0));
+    if (!ConvChanVec::fits(g)) {
+        st.SkipWithError("geometry does not fit the channel-vector conv");
+        return;
+    }
+    ConvCase c = make_conv_g(g, isa, true);  // no GEMM packing
+    c.w.resize(size_t(g.M * g.C * g.kh * g.kw), 0.5f);
+    ConvChanVec cv(isa, g, c.w.data());
+    c.scratch.assign(cv.scratch_floats(), 0.0f);
+    const ConvEpi epi{ConvAct::kLeakyRelu, 0.2f};
+    for (auto _ : st) {
+        cv.run(c.x.data(), c.b.data(), nullptr, c.y.data(), c.scratch.data(), epi);
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, g, false);
+}
+
 void BM_conv_emb_reference(benchmark::State& st) {
     ConvCase c = make_conv_g(emb_geom(st.range(0)), Isa::kScalar, false);
     for (auto _ : st) {
@@ -401,6 +425,8 @@ BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv_emb, avx512, Isa::kAvx512)->DenseRange(0, 19);
 BENCHMARK_CAPTURE(BM_conv_emb, avx2, Isa::kAvx2)->DenseRange(0, 19);
+BENCHMARK_CAPTURE(BM_conv_emb_chanvec, avx512, Isa::kAvx512)->DenseRange(11, 19);
+BENCHMARK_CAPTURE(BM_conv_emb_chanvec, avx2, Isa::kAvx2)->DenseRange(11, 19);
 BENCHMARK(BM_conv_emb_reference)->DenseRange(0, 19);
 BENCHMARK(BM_conv_reference)->ArgNames({"C", "M", "HW", "k", "s", "dw"})
     ->Args({64, 64, 56, 3, 1, 0})->Args({256, 64, 56, 1, 1, 0})->Args({144, 144, 56, 3, 1, 1});

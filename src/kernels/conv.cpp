@@ -3,6 +3,7 @@
 #define JIFFY_CONV_VL 4
 #define JIFFY_CONV_SUFFIX portable
 #include "kernels/conv_impl.h"
+#include "kernels/conv_cv_impl.h"
 
 namespace jiffy::kernels {
 

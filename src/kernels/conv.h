@@ -6,7 +6,8 @@
 //     MR x NR register-blocked microkernel computes the tile, K in chunks of <= KC, applying the
 //     epilogue (bias, residual add, activation) to each block on its last chunk while it is hot.
 //   * conv_depthwise: one filter per channel (group == C == M), a direct kernel vectorized along
-//     the output row, with the padded border done element by element.
+//     the output row over blocks of output rows, reading the input in place (masked loads at
+//     the borders).
 // Per-ISA code: src/kernels/conv_impl.h compiled once per ISA (x86/conv_avx512.cpp,
 // x86/conv_avx2.cpp, and the portable 4-lane build in conv.cpp).
 #pragma once
@@ -113,21 +114,9 @@ private:
     std::vector<uint32_t> hmask_;
 };
 
-// The zero-padded channel plane of the depthwise kernel: HP x WP floats, plus slack so that the
-// vector strips past the last output column read inside the buffer (`floats` in all).
-struct DwPlane {
-    int64_t HP = 0, WP = 0, floats = 0;
-};
-inline DwPlane dw_plane(const Conv2DGeom& g, int64_t vl) {
-    DwPlane d;
-    d.HP = (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-    d.WP = std::max((g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1, g.pw + g.W);
-    const int64_t owv = (g.OW + vl - 1) / vl * vl;
-    d.floats = d.HP * d.WP + owv * g.sw + 2 * vl * g.sw + g.kw * g.dw + 64;
-    return d;
-}
-// Scratch of conv_depthwise (the widest vector of any ISA, so one size serves all).
-inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) { return size_t(dw_plane(g, 16).floats); }
+// Scratch of conv_depthwise: a zeroed row read in place of the rows above and below the image
+// (wider than any row's reads of any ISA).
+inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) { return size_t(g.W + 2 * g.kw * g.dw + 64); }
 
 // Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds
 // conv_dw_scratch_floats(g) floats. Not reentrant on the same scratch.

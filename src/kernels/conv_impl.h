@@ -697,122 +697,271 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
 }
 
 // ------------------------------------------------------------------------- depthwise
+//
+// Direct: every tap of an output strip (VL output columns of one row) is read straight from the
+// input channel, a unit-stride vector load (stride 1) or two loads and an even-lane shuffle
+// (stride 2). Strips whose reads would leave the row (the padded borders, the last strip) load
+// under a lane mask (lanes outside the row read as zero and are never touched); rows above or
+// below the image read a zeroed scratch row. No copies, so no per-plane overhead beyond the
+// strips themselves.
 
-inline __attribute__((always_inline)) V load_strided(const float* p, int64_t s) {
-    if (s == 1) return ld(p);
-    if (s == 2) {
-        VI m;
-        for (int i = 0; i < VL; ++i) m[i] = 2 * i;
-        return __builtin_shuffle(ld(p), ld(p + VL), m);
-    }
-    float t[VL];
-    for (int i = 0; i < VL; ++i) t[i] = p[i * s];
+// Lanes [lo, hi) of a vector (clamped to [0, VL]) and a load under it.
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+typedef __mmask16 LaneMask;
+inline LaneMask lane_mask(int64_t lo, int64_t hi) {
+    lo = std::clamp<int64_t>(lo, 0, VL);
+    hi = std::clamp<int64_t>(hi, 0, VL);
+    return hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+inline V ld_m(const float* p, LaneMask m) { return (V)_mm512_maskz_loadu_ps(m, p); }
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+typedef __m256i LaneMask;
+inline LaneMask lane_mask(int64_t lo, int64_t hi) {
+    lo = std::clamp<int64_t>(lo, 0, VL);
+    hi = std::clamp<int64_t>(hi, 0, VL);
+    const __m256i i = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    return _mm256_andnot_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(int(lo)), i),
+                               _mm256_cmpgt_epi32(_mm256_set1_epi32(int(hi)), i));
+}
+inline V ld_m(const float* p, LaneMask m) { return (V)_mm256_maskload_ps(p, m); }
+#else
+struct LaneMask {
+    int64_t lo, hi;
+};
+inline LaneMask lane_mask(int64_t lo, int64_t hi) {
+    return {std::clamp<int64_t>(lo, 0, VL), std::clamp<int64_t>(hi, 0, VL)};
+}
+inline V ld_m(const float* p, LaneMask m) {
+    float t[VL] = {};
+    for (int64_t l = m.lo; l < m.hi; ++l) t[l] = p[l];
     return ld(t);
 }
+#endif
 
-// Each channel is copied into a zero-padded plane (HP x WP, the borders zeroed once per call and
-// never overwritten), so every tap of every output row is one unchecked vector load (two and a
-// shuffle for stride 2). KH/KW: the kernel size when known at compile time (0: any), for which
-// the weights are held in registers; SW the stride (0: any). The epilogue (residual, activation)
-// is applied in registers.
-template <int KH, int KW, int SW, ConvAct A>
-void dw_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const float* w,
-                 const float* bias, const float* res, float* y, const ConvEpi& e, float* xp) {
-    const int64_t kh = KH ? KH : g.kh, kw = KW ? KW : g.kw, khw = kh * kw;
-    const int64_t HW = g.H * g.W, P = g.OH * g.OW, WP = d.WP, OW = g.OW;
-    const int64_t sw = SW ? SW : g.sw, dh = g.dh, dw = g.dw;
-    const int64_t x0 = g.pw, x1 = std::min(WP, g.pw + g.W);  // padded columns holding data
-    std::memset(xp, 0, size_t(d.floats) * sizeof(float));
+// An empty asm that makes v live in a register: keeps GCC from folding its load into each FMA
+// that uses it (one load per use instead of one per strip).
+inline __attribute__((always_inline)) void keep_in_reg(V& v) {
+#if defined(__x86_64__)
+    asm("" : "+v"(v));
+#elif defined(__aarch64__)
+    asm("" : "+w"(v));
+#else
+    (void)v;
+#endif
+}
+
+inline V even_lanes(V a, V b) {
+    VI m;
+    for (int i = 0; i < VL; ++i) m[i] = 2 * i;
+    return __builtin_shuffle(a, b, m);
+}
+inline V odd_lanes(V a, V b) {
+    VI m;
+    for (int i = 0; i < VL; ++i) m[i] = 2 * i + 1;
+    return __builtin_shuffle(a, b, m);
+}
+
+// The epilogue of one output strip (residual, activation) and its store: VL columns, or the
+// first n < VL of them (masked).
+template <ConvAct A>
+inline __attribute__((always_inline)) void dw_store(float* y, const float* r, V v, int64_t n,
+                                                    const ConvEpi& e) {
+    if (n >= VL) {
+        if (r) v += ld(r);
+        st(y, act_v<A>(v, e));
+    } else {
+        if (r) v += ld_n(r, n);
+        st_n(y, act_v<A>(v, e), n);
+    }
+}
+
+// One strip (columns ox..ox+VL) of RR output rows, stride ST both ways, dilation 1, KH x KW taps:
+// rp[j] is input row j of the block ((RR - 1) * ST + KH rows), already offset by -pw columns.
+// Each input row's tap vectors are loaded once and feed every output row they touch; each output
+// row sums its taps in (ky, kx) order. MASK: loads under the lane masks lm (stride 1: one per
+// tap column; stride 2: two per tap-column pair).
+template <int KH, int KW, int ST, int RR, bool MASK>
+inline __attribute__((always_inline)) void dw_strip(const float* const* rp, int64_t ox, const V* wv,
+                                                    V b, const LaneMask* lm, V (&acc)[RR]) {
+    constexpr int SPAN = (RR - 1) * ST + KH;
+#pragma GCC unroll 8
+    for (int i = 0; i < RR; ++i) acc[i] = b;
+#pragma GCC unroll 16
+    for (int j = 0; j < SPAN; ++j) {
+        const float* row = rp[j] + ox * ST;
+        V t[KW];
+        if constexpr (ST == 1) {
+#pragma GCC unroll 8
+            for (int kx = 0; kx < KW; ++kx) t[kx] = MASK ? ld_m(row + kx, lm[kx]) : ld(row + kx);
+        } else {
+#pragma GCC unroll 8
+            for (int kx = 0; kx < KW; kx += 2) {
+                const V lo = MASK ? ld_m(row + kx, lm[kx]) : ld(row + kx);
+                const V hi = MASK ? ld_m(row + kx + VL, lm[kx + 1]) : ld(row + kx + VL);
+                t[kx] = even_lanes(lo, hi);
+                if (kx + 1 < KW) t[kx + 1] = odd_lanes(lo, hi);
+            }
+        }
+#pragma GCC unroll 8
+        for (int kx = 0; kx < KW; ++kx) {
+            keep_in_reg(t[kx]);
+#pragma GCC unroll 8
+            for (int i = 0; i < RR; ++i) {
+                const int ky = j - i * ST;
+                if (ky >= 0 && ky < KH) acc[i] += wv[ky * KW + kx] * t[kx];
+            }
+        }
+    }
+}
+
+// RR output rows over all their strips (see dw_strip); y, r: the first row's output / residual.
+template <int KH, int KW, int ST, int RR, ConvAct A>
+void dw_block(const float* const* rp, const float* w, V b, float* y, const float* r, int64_t W,
+              int64_t pw, int64_t OW, const ConvEpi& e) {
+    V wv[KH * KW];  // local (never aliased by the stores): stays in registers where they suffice
+#pragma GCC unroll 32
+    for (int i = 0; i < KH * KW; ++i) wv[i] = bc(w[i]);
+    // Strips reading inside the row: [ox_lo, ox_hi) (the last tap pair of stride 2 reads 2 VL).
+    constexpr int64_t reach = ST == 1 ? KW - 1 + VL : ((KW - 1) & ~1) + 2 * VL;
+    const int64_t ox_lo = (pw + ST - 1) / ST, ox_hi = W + pw >= reach ? (W + pw - reach) / ST + 1 : 0;
+    for (int64_t ox = 0; ox < OW; ox += VL) {
+        V acc[RR];
+        if (ox >= ox_lo && ox + VL <= OW && ox < ox_hi) {
+            dw_strip<KH, KW, ST, RR, false>(rp, ox, wv, b, nullptr, acc);
+        } else {
+            LaneMask lm[ST == 1 ? KW : KW + 1];
+            const int64_t base = ox * ST - pw;  // input column of lane 0, tap 0
+            if constexpr (ST == 1) {
+                for (int kx = 0; kx < KW; ++kx) lm[kx] = lane_mask(-base - kx, W - base - kx);
+            } else {
+                for (int kx = 0; kx < KW; kx += 2) {
+                    lm[kx] = lane_mask(-base - kx, W - base - kx);
+                    lm[kx + 1] = lane_mask(-base - kx - VL, W - base - kx - VL);
+                }
+            }
+            dw_strip<KH, KW, ST, RR, true>(rp, ox, wv, b, lm, acc);
+        }
+        const int64_t n = OW - ox;
+#pragma GCC unroll 8
+        for (int i = 0; i < RR; ++i)
+            dw_store<A>(y + i * OW + ox, r ? r + i * OW + ox : nullptr, acc[i], n, e);
+    }
+}
+
+// One output row of any geometry (runtime kernel size, strides, dilations): taps read with masked
+// loads (stride 1), two masked loads and a shuffle (stride 2) or lane by lane; tap rows outside
+// the image are skipped.
+template <ConvAct A>
+void dw_row_any(const Conv2DGeom& g, const float* xc, int64_t oy, const float* w, V b, float* y,
+                const float* r, const ConvEpi& e) {
+    const int64_t W = g.W, kw = g.kw, sw = g.sw, OW = g.OW;
+    for (int64_t ox = 0; ox < OW; ox += VL) {
+        V acc = b;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t iy = oy * g.sh - g.ph + ky * g.dh;
+            if (iy < 0 || iy >= g.H) continue;
+            const float* row = xc + iy * W;
+            for (int64_t kx = 0; kx < kw; ++kx) {
+                const int64_t base = ox * sw - g.pw + kx * g.dw;  // input column of lane 0
+                V v;
+                if (sw == 1) {
+                    v = ld_m(row + base, lane_mask(-base, W - base));
+                } else if (sw == 2) {
+                    v = even_lanes(ld_m(row + base, lane_mask(-base, W - base)),
+                                   ld_m(row + base + VL, lane_mask(-base - VL, W - base - VL)));
+                } else {
+                    float t[VL];
+                    for (int64_t l = 0; l < VL; ++l) {
+                        const int64_t ix = base + l * sw;
+                        t[l] = ix >= 0 && ix < W ? row[ix] : 0.0f;
+                    }
+                    v = ld(t);
+                }
+                acc += bc(w[ky * kw + kx]) * v;
+            }
+        }
+        dw_store<A>(y + ox, r ? r + ox : nullptr, acc, OW - ox, e);
+    }
+}
+
+// All channels. KH > 0: that kernel size and stride ST both ways, dilation 1, output rows in
+// blocks of RR (a last partial block is redone as the last RR rows, unless the residual is the
+// output itself, else row by row); KH == 0: any geometry, row by row.
+template <int KH, int KW, int ST, int RR, ConvAct A>
+void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
+                 const float* res, float* y, const ConvEpi& e, float* zero) {
+    const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, HW = H * W, P = OH * OW;
+    const int64_t khw = g.kh * g.kw;
+    if constexpr (KH > 0) std::memset(zero, 0, conv_dw_scratch_floats(g) * sizeof(float));
+    const uintptr_t ya = uintptr_t(y), ra = uintptr_t(res), bytes = uintptr_t(P * g.C) * sizeof(float);
+    const bool overlap_tail = OH >= RR && (!res || ra + bytes <= ya || ya + bytes <= ra);
     for (int64_t c = 0; c < g.C; ++c) {
         const float* xc = x + c * HW;
-        for (int64_t py = 0; py < d.HP; ++py) {
-            const int64_t iy = py - g.ph;
-            if (iy >= 0 && iy < g.H && x1 > x0) copy_n(xp + py * WP + x0, xc + iy * g.W, x1 - x0);
-        }
-        const float* wc = w + c * khw;
-        V wv[KH && KW ? KH * KW : 1];
-        if constexpr (KH && KW)
-            for (int i = 0; i < KH * KW; ++i) wv[i] = bc(wc[i]);
         const V b = bc(bias ? bias[c] : 0.0f);
         float* yc = y + c * P;
         const float* rc = res ? res + c * P : nullptr;
-        for (int64_t oy = 0; oy < g.OH; ++oy) {
-            const float* xr = xp + oy * g.sh * WP;
-            float* yr = yc + oy * OW;
-            const float* rr = rc ? rc + oy * OW : nullptr;
-            auto strip = [&](int64_t ox) {
-                V acc = b;
-                const float* xo = xr + ox * sw;
-                if constexpr (KH && KW) {
-                    // One partial sum per kernel row: short dependency chains.
-                    V part[KH];
-#pragma GCC unroll 8
-                    for (int ky = 0; ky < KH; ++ky) {
-                        const float* xk = xo + ky * dh * WP;
-                        part[ky] = wv[ky * KW] * load_strided(xk, sw);
-#pragma GCC unroll 8
-                        for (int kx = 1; kx < KW; ++kx)
-                            part[ky] += wv[ky * KW + kx] * load_strided(xk + kx * dw, sw);
-                    }
-#pragma GCC unroll 8
-                    for (int ky = 0; ky < KH; ++ky) acc += part[ky];
-                } else {
-                    for (int64_t ky = 0; ky < kh; ++ky) {
-                        const float* xk = xo + ky * dh * WP;
-                        for (int64_t kx = 0; kx < kw; ++kx)
-                            acc += bc(wc[ky * kw + kx]) * load_strided(xk + kx * dw, sw);
-                    }
+        const float* wc = w + c * khw;
+        if constexpr (KH > 0) {
+            constexpr int SPAN = (RR - 1) * ST + KH;
+            const float* rp[SPAN];
+            auto rows = [&](int64_t oy, int span) {
+                for (int j = 0; j < span; ++j) {
+                    const int64_t iy = oy * ST - g.ph + j;
+                    rp[j] = (iy < 0 || iy >= H ? zero : xc + iy * W) - g.pw;
                 }
-                return acc;
             };
-            int64_t ox = 0;
-            for (; ox + VL <= OW; ox += VL) {
-                V v = strip(ox);
-                if (rr) v += ld(rr + ox);
-                st(yr + ox, act_v<A>(v, e));
+            auto block = [&](int64_t oy) {
+                rows(oy, SPAN);
+                dw_block<KH, KW, ST, RR, A>(rp, wc, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, W, g.pw, OW, e);
+            };
+            int64_t oy = 0;
+            for (; oy + RR <= OH; oy += RR) block(oy);
+            if (oy < OH && overlap_tail) {
+                block(OH - RR);
+            } else {
+                for (; oy < OH; ++oy) {
+                    rows(oy, KH);
+                    dw_block<KH, KW, ST, 1, A>(rp, wc, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, W, g.pw, OW, e);
+                }
             }
-            if (ox < OW) {  // the tail through one vector (lanes past OW computed and dropped)
-                const int64_t n = OW - ox;
-                V v = strip(ox);
-                if (rr) v += ld_n(rr + ox, n);
-                st_n(yr + ox, act_v<A>(v, e), n);
-            }
-            if constexpr (A == ConvAct::kNone)
-                if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(yr, nullptr, OW, e);
+        } else {
+            for (int64_t oy = 0; oy < OH; ++oy)
+                dw_row_any<A>(g, xc, oy, wc, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, e);
         }
+        if constexpr (A == ConvAct::kNone)
+            if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
+                for (int64_t i = 0; i < OH; ++i) epi_row(yc + i * OW, nullptr, OW, e);
     }
 }
 
 template <ConvAct A>
-void dw_act(const Conv2DGeom& g, const DwPlane& d, const float* x, const float* w, const float* bias,
-            const float* res, float* y, const ConvEpi& e, float* xp) {
-    if (g.kh == 3 && g.kw == 3 && g.sw == 1)
-        dw_channels<3, 3, 1, A>(g, d, x, w, bias, res, y, e, xp);
-    else if (g.kh == 3 && g.kw == 3 && g.sw == 2)
-        dw_channels<3, 3, 2, A>(g, d, x, w, bias, res, y, e, xp);
-    else if (g.kh == 5 && g.kw == 5 && g.sw == 1)
-        dw_channels<5, 5, 1, A>(g, d, x, w, bias, res, y, e, xp);
-    else if (g.kh == 5 && g.kw == 5 && g.sw == 2)
-        dw_channels<5, 5, 2, A>(g, d, x, w, bias, res, y, e, xp);
-    else
-        dw_channels<0, 0, 0, A>(g, d, x, w, bias, res, y, e, xp);
+void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
+            const ConvEpi& e, float* scratch) {
+    const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1;
+    const int64_t k = square ? g.kh : 0, s = g.sh;
+    if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, A>(g, x, w, bias, res, y, e, scratch);
+    if (k == 3 && s == 2) return dw_channels<3, 3, 2, 4, A>(g, x, w, bias, res, y, e, scratch);
+    if (k == 5 && s == 1) return dw_channels<5, 5, 1, 4, A>(g, x, w, bias, res, y, e, scratch);
+    if (k == 5 && s == 2) return dw_channels<5, 5, 2, 2, A>(g, x, w, bias, res, y, e, scratch);
+    dw_channels<0, 0, 0, 1, A>(g, x, w, bias, res, y, e, scratch);
 }
 
 void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                const float* res, float* y, const ConvEpi& e, float* scratch) {
-    const DwPlane d = dw_plane(g, VL);
     switch (e.act) {
-        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, d, x, w, bias, res, y, e, scratch);
-        default: return dw_act<ConvAct::kNone>(g, d, x, w, bias, res, y, e, scratch);
+        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch);
+        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch);
+        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch);
+        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch);
+        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch);
+        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch);
     }
 }
 
 }  // namespace
 
+// JIFFY_CONV_NO_ENTRY_POINTS: another kernel family (winograd_impl.h) reuses the internals.
+#ifndef JIFFY_CONV_NO_ENTRY_POINTS
 void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, const float* x,
                                                          const float* wp, const float* bias,
                                                          const float* res, float* y,
@@ -831,5 +980,6 @@ void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int6
                                                   const ConvEpi& e) {
     epi_row(y, r, n, e);
 }
+#endif
 
 }  // namespace jiffy::kernels

@@ -26,6 +26,7 @@
 #include "kernels/cpu.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
+#include "kernels/winograd.h"
 #include "ops/conv_small.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
@@ -513,6 +514,16 @@ public:
             scratch_.resize(kernels::conv_dw_scratch_floats(geo));
             return;
         }
+        // 3x3 stride-1 convs with known weights: Winograd where its cost model says it wins.
+        if (d.G == 1 && w_const) wino_m_ = kernels::winograd_choice(isa, geo);
+        if (wino_m_) {
+            wino_ = kernels::Winograd(isa, geo, wino_m_);
+            scratch_.resize(wino_.scratch_floats());
+            wpacked_.resize(wino_.packed_w_floats());
+            w_const_ = true;
+            wino_.pack_w(w_const, wpacked_.data());
+            return;
+        }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
         scratch_.resize(gemm_.scratch_floats());
         wpacked_.resize(gemm_.packed_w_floats());
@@ -534,11 +545,29 @@ public:
             if (depthwise_)
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
                                         scratch_.data());
+            else if (wino_m_)
+                wino_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
+                          epi_);
             else
                 gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
                           epi_);
         }
         return {};
+    }
+
+    std::string describe() const override {
+        const std::string isa = kernels::isa_name(isa_);
+        if (depthwise_) return "conv_dw " + isa;
+        if (wino_m_) return std::string(wino_.name()) + (parts_.empty() ? "" : " x" + std::to_string(parts_.size()) + " threads");
+        const kernels::ConvGemmArgs& a = gemm_.args();
+        const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
+        const char* mode = a.trans ? "trans" : a.masked ? "masked" : a.implicit ? "implicit"
+                         : a.pointwise ? "pointwise" : "im2col";
+        std::string r = std::string("conv_gemm_") + mode + " " + std::to_string(a.trans ? nr : mr) + "x" +
+                        std::to_string(a.trans ? mr : nr) + " " + isa;
+        if (a.pad_copy) r += " padcopy";
+        if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
+        return r;
     }
 
     // Splits the conv across `pool` in `chunks` parts (docs/threading.md): the GEMM path by
@@ -559,6 +588,14 @@ public:
                 if (p.c1 <= p.c0) continue;
                 kernels::Conv2DGeom g = geo_;
                 g.M = p.c1 - p.c0;
+                if (wino_m_) {  // each part transforms the whole input (sums as on one thread)
+                    p.wino = kernels::Winograd(isa_, g, wino_m_);
+                    p.scratch.resize(p.wino.scratch_floats());
+                    p.w.resize(p.wino.packed_w_floats());
+                    p.wino.pack_w(w_const + p.c0 * geo_.C * 9, p.w.data());
+                    parts_.push_back(std::move(p));
+                    continue;
+                }
                 p.gemm = kernels::ConvGemm(isa_, g, 1);
                 // A part must take the same path as the whole conv (the transposed small-plane
                 // mode is chosen from M): else its sums would round differently from one thread.
@@ -593,6 +630,7 @@ private:
     struct Part {
         int64_t c0 = 0, c1 = 0;  // output channels [c0, c1)
         kernels::ConvGemm gemm;  // GEMM path: the conv restricted to those channels
+        kernels::Winograd wino;  // or the Winograd path
         std::vector<float> w;    // its packed weights
         mutable std::vector<float> scratch;
     };
@@ -613,6 +651,8 @@ private:
                     g.C = g.M = p.c1 - p.c0;
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
                                             p.scratch.data());
+                } else if (wino_m_) {
+                    p.wino.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
                 } else {
                     p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
                 }
@@ -632,6 +672,8 @@ private:
     bool has_res_;
     bool w_const_ = false;
     kernels::ConvGemm gemm_;
+    int wino_m_ = 0;  // 2 or 4: Winograd F(m,3) instead of gemm_
+    kernels::Winograd wino_;
     mutable std::vector<float> scratch_;
     mutable std::vector<float> wpacked_;
 };
@@ -844,10 +886,16 @@ Status prep_Conv(OpContext& ctx) {
         geo.ph = g.pb[1];
         geo.pw = g.pb[2];
         const bool depthwise = d.G > 1 && d.Cg == 1 && d.Mg == 1;
-        // Few output pixels (strided 1-D audio convs): the transposed GEMM of conv_small.h.
+        // Small planes (stride 1, OW == W): output channels on the vector (conv_cv.h); few output
+        // pixels (strided 1-D audio convs): the transposed GEMM of small_conv.h.
         if (d.G == 1 && ctx.in_const(1)) {
             geo.C = d.C;
             geo.M = d.M;
+            if (kernels::ConvChanVec::preferred(kernels::active_isa(), geo)) {
+                ctx.set_kernel(make_chanvec_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
+                                                        d.N, d.has_bias, has_res, epi));
+                return {};
+            }
             if (kernels::SmallConv::suits(geo)) {
                 ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                       d.N, d.has_bias, has_res, epi));

@@ -1,8 +1,11 @@
-// Conv kernel for few output pixels (kernels/small_conv.h), chosen by prep_Conv for float32
-// single-group convs with constant weights whose output has <= SmallConv::kMaxPixels pixels.
+// Conv kernels for few output pixels, chosen by prep_Conv for float32 single-group convs with
+// constant weights: the channel-vector conv (kernels/conv_cv.h) for stride-1 convs on small planes
+// where ConvChanVec::preferred says so, else the transposed GEMM (kernels/small_conv.h) when the
+// output has <= SmallConv::kMaxPixels pixels.
 #pragma once
 #include <memory>
 
+#include "kernels/conv_cv.h"
 #include "kernels/small_conv.h"
 #include "ops/op.h"
 
@@ -11,5 +14,9 @@ namespace jiffy {
 // in: X, W, B (optional), residual (optional; present when has_res). N images of in_img floats.
 std::unique_ptr<Kernel> make_small_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
                                                int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi);
+
+// Same inputs; kernels::ConvChanVec.
+std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
+                                                 int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi);
 
 }  // namespace jiffy

@@ -411,6 +411,11 @@ public:
         }
     }
 
+    std::string describe() const override {
+        std::string k = gemv_.data ? "gemv" : !packed_.empty() ? "gemm packed-B" : "gemm runtime-B";
+        return par_.on() ? k + " threaded" : k;
+    }
+
     Status run(const void* const* in, void* const* out) const override {
         const float* a = static_cast<const float*>(in[0]);
         const float* b = static_cast<const float*>(in[1]);
@@ -644,6 +649,11 @@ public:
         post_act_ = act.kind != kernels::ActKind::kNone && (!plain || act.kind != kernels::ActKind::kRelu);
         if (M == 1 && plain) post_act_ = false, gemv_act_ = act;  // the GEMV applies it on registers
         act_fn_ = kernels::act_apply_for(isa);
+    }
+
+    std::string describe() const override {
+        std::string k = gemv_.data ? "gemv" : "gemm packed-B";
+        return par_.on() ? k + " threaded" : k;
     }
 
     Status run(const void* const* in, void* const* out) const override {

@@ -122,7 +122,7 @@ Status prep_loss(OpContext& ctx, bool softmax) {
             return ctx.fail("weight must be ", dtype_name(ctx.in_dtype(0)), " of shape [", C, "], got ",
                             shape_str(ctx.in_shape(2)));
     }
-    Reduction red;
+    Reduction red = Reduction::kNone;
     JIFFY_RETURN_IF_ERROR(parse_reduction(ctx, &red));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), red == Reduction::kNone ? ts : Shape{}));
     if (softmax && ctx.has_output(1)) JIFFY_RETURN_IF_ERROR(ctx.set_output(1, ctx.in_dtype(0), xs));

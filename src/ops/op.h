@@ -26,6 +26,9 @@ public:
     // in[i]: input i (nullptr when the optional input is omitted); out[i]: output i (nullptr when
     // omitted). Inputs and outputs never alias unless the kernel says so at prepare.
     virtual Status run(const void* const* in, void* const* out) const = 0;
+    // The kernel chosen at prepare, for inspect/profile (e.g. "conv_masked 12x32 avx512");
+    // empty when the op has a single kernel.
+    virtual std::string describe() const { return {}; }
 };
 
 // What the compiler knows about a tensor at prepare time.

@@ -821,7 +821,7 @@ void parse(std::string_view head, std::string_view bin, const InferSchema& sc, I
             else out->outputs.push_back({idx, binary < 0 ? out->binary_output : binary == 1, {}, nullptr});
         });
     } else {
-        for (size_t i = 0; i < outs.size(); ++i) out->outputs.push_back({i, out->binary_output});
+        for (size_t i = 0; i < outs.size(); ++i) out->outputs.push_back({i, out->binary_output, {}, nullptr});
     }
 }
 

@@ -72,12 +72,6 @@ struct ArgError {
 
 int64_t now_us() { return mono_us(); }
 
-std::string shape_json(const Shape& s) {
-    std::string r = "[";
-    for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-    return r + "]";
-}
-
 json tensor_meta_json(const std::vector<TensorMeta>& v) {
     json a = json::array();
     for (const TensorMeta& t : v) a.push_back({{"name", t.name}, {"datatype", kserve_dtype(t.dtype)}, {"shape", t.shape}});

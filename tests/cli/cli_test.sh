@@ -74,5 +74,10 @@ d = json.loads(sys.argv[1])
 assert d['ops'] == {'Relu': 1} and d['unsupported_ops'] == [] and d['arena_bytes'] >= 0, d
 " "$ins" || { echo "FAIL: inspect --json: $ins"; fails=$((fails + 1)); }
 
+# inspect --steps: one line per step with the kernel variant chosen for it (alexa: Gemm -> gemv).
+st=$(timeout 60 "$jiffy" inspect "$src/.cache/models/alexa_v0.1.onnx" --steps)
+echo "$st" | grep -q "MFLOP  kernel" && echo "$st" | grep -Eq "^  [0-9]+ +Gemm .* gemv" ||
+    { echo "FAIL: inspect --steps: $st"; fails=$((fails + 1)); }
+
 echo "cli_test: $fails failure(s)"
 [ "$fails" = 0 ]

@@ -320,10 +320,62 @@ TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
         {1, 2, 8, 36, 2, 3, 3, 1, 2, 1, 1, 0, 0, 0, 0, 2},    // unpadded stride 2 near the end
         {1, 5, 7, 7, 5, 3, 3, 2, 1, 1, 1, 1, 0, 1, 2, 5},     // 7x7, strides 2x1, uneven pads
         {1, 3, 14, 14, 3, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 3},   // 14x14 (MobileNet tail), 5x5
+        // Blocks of output rows with masked border strips (3x3 / 5x5, strides 1 and 2):
+        {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},     // 7x7: a block and its overlapped tail
+        {1, 2, 3, 3, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},     // fewer rows than a block
+        {1, 3, 15, 33, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3},   // stride 2, odd sizes
+        {1, 2, 14, 14, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // stride 2, 14 -> 7
+        {1, 2, 11, 67, 2, 3, 3, 2, 2, 1, 1, 0, 2, 1, 0, 2},   // stride 2, asymmetric pads
+        {1, 2, 9, 70, 2, 3, 3, 1, 1, 1, 1, 2, 0, 0, 2, 2},    // stride 1, pads on one side each
+        {1, 2, 37, 113, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},  // interior and border strips
+        {1, 2, 29, 99, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // stride 2, several strips
+        {1, 2, 13, 45, 2, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2},   // 5x5 stride 2, odd
+        {1, 2, 10, 31, 2, 5, 5, 1, 1, 1, 1, 2, 1, 2, 3, 2},   // 5x5, asymmetric pads
+        {1, 2, 9, 40, 2, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, 2},    // unpadded
+        {1, 2, 6, 5, 2, 3, 3, 1, 1, 1, 1, 3, 3, 3, 3, 2},     // pads wider than the input
+        {1, 2, 11, 35, 2, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 2},   // 7x7 stride 2 (any-geometry rows)
+        {1, 2, 8, 21, 2, 3, 3, 1, 2, 1, 3, 1, 3, 1, 2, 2},    // dilated columns, stride 1x2
     };
     uint32_t seed = 100;
     for (const Case& c : cases) check_case(c, true, "", false, true, seed++);
     check_case(cases[0], true, "", false, false, seed++);
+}
+
+TEST(ConvFast, DepthwiseEveryPathEveryActivation) {
+    // The fixed-size paths (3x3 / 5x5, strides 1 and 2, with a partial last block) and the
+    // any-geometry path, each with every activation and a residual.
+    const Case cases[] = {
+        {1, 2, 9, 37, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},
+        {1, 2, 9, 37, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},
+        {1, 2, 10, 21, 2, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 2},
+        {1, 2, 11, 21, 2, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2},
+        {1, 2, 7, 19, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2},
+    };
+    uint32_t seed = 900;
+    for (const Case& c : cases)
+        for (const char* act : kActs) check_case(c, true, act, true, true, seed++, 2.0f);
+}
+
+TEST(ConvFast, DepthwiseResidualInPlace) {
+    // The residual may be the output buffer itself: a partial last block of rows must not be
+    // recomputed over rows that already hold the result (it would add the residual twice).
+    for (Isa isa : isas()) {
+        for (int64_t H : {5, 7, 9}) {
+            Conv2DGeom g;
+            g.C = g.M = 3;
+            g.H = g.W = g.OH = g.OW = H;
+            g.kh = g.kw = 3;
+            g.ph = g.pw = 1;
+            const int64_t n = g.C * H * H;
+            const std::vector<float> x = rnd(n, 31), w = rnd(g.C * 9, 32), b = rnd(g.C, 33), r = rnd(n, 34);
+            std::vector<float> scratch(conv_dw_scratch_floats(g)), want(static_cast<size_t>(n)), y = r;
+            ConvEpi e;
+            e.act = ConvAct::kRelu;
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data());
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data());
+            EXPECT_EQ(y, want) << isa_name(isa) << " H " << H;
+        }
+    }
 }
 
 TEST(ConvFast, EpilogueEveryActivationAndResidual) {

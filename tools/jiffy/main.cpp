@@ -28,7 +28,7 @@ const char* kUsage =
     "usage:\n"
     "  jiffy run MODEL [--input NAME=FILE.npy]... [--shape NAME=DxDx..]... [--output-dir DIR] [--threads N]\n"
     "  jiffy bench MODEL [--input ...] [--shape ...] [--threads N] [--warmup N] [--iters N | --seconds S] [--json] [--profile]\n"
-    "  jiffy inspect MODEL [--shape ...] [--json]\n"
+    "  jiffy inspect MODEL [--shape ...] [--json] [--steps]\n"
     "  jiffy ops                      list supported ops\n"
     "  jiffy serve --model-repository DIR [--host H] [--http-port N] ...  KServe v2 REST server (serve --help)\n"
     "  jiffy agent CONFIG.yaml [--metrics-port N] [--fast] [--duration S]  run agents (agent --help)\n"
@@ -44,6 +44,7 @@ struct Args {
     double seconds = 2.0;
     bool json = false;
     bool profile = false;  // bench: per-step time table
+    bool steps = false;    // inspect: one line per plan step with the kernel chosen
     uint64_t max_bytes = uint64_t(4) << 30;
 };
 
@@ -105,6 +106,7 @@ Args parse(int argc, char** argv) {
         else if (s == "--seconds") a.seconds = std::atof(next().c_str());
         else if (s == "--json") a.json = true;
         else if (s == "--profile") a.profile = true;
+        else if (s == "--steps") a.steps = true;
         else if (s == "--max-memory") a.max_bytes = uint64_t(parse_int(next(), s));
         else if (s == "-h" || s == "--help") throw CliError{0, kUsage};
         else if (!s.empty() && s[0] == '-') bad("unknown option '" + s + "' (see jiffy --help)");
@@ -248,11 +250,20 @@ std::string shape_str(const Shape& s) {
 }
 
 // `jiffy bench --profile` or JIFFY_PROFILE=N (N > 0: rows shown, 1 means 25): times every step over `runs` more runs (outside
-// the timed loop above, through Session::run_profiled) and prints the steps by total time.
+// the timed loop above, through Session::run_profiled) and prints the steps by time: each step's median over the runs (robust
+// to the preemptions of a shared machine), with the kernel chosen for it at compile time.
 void print_profile(Session& s, int64_t runs, int rows) {
     const Plan& p = s.plan();
-    std::vector<double> ns(p.steps.size(), 0.0);
-    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(ns.data()));
+    const size_t n_steps = p.steps.size();
+    std::vector<double> all(n_steps * size_t(runs), 0.0);  // [run][step]
+    for (int64_t r = 0; r < runs; ++r) check(s.run_profiled(all.data() + size_t(r) * n_steps));
+    std::vector<double> ns(n_steps, 0.0);
+    std::vector<double> col(static_cast<size_t>(runs));
+    for (size_t i = 0; i < n_steps; ++i) {
+        for (int64_t r = 0; r < runs; ++r) col[size_t(r)] = all[size_t(r) * n_steps + i];
+        std::nth_element(col.begin(), col.begin() + runs / 2, col.end());
+        ns[i] = col[size_t(runs / 2)] * double(runs);  // as a total over the runs
+    }
     double total = 0;
     for (double v : ns) total += v;
     std::vector<size_t> order(ns.size());
@@ -265,7 +276,8 @@ void print_profile(Session& s, int64_t runs, int rows) {
         by_op[si.op].first += ns[i];
         by_op[si.op].second += step_flops(si);
     }
-    std::printf("profile: %lld runs, %.1f us per run in steps\n", (long long)runs, total / double(runs) / 1e3);
+    std::printf("profile: %lld runs, %.1f us per run in steps (sum of per-step medians)\n", (long long)runs,
+                total / double(runs) / 1e3);
     std::printf("  %-16s %10s %6s %9s\n", "op", "us/run", "%", "GFLOP/s");
     std::vector<std::pair<double, std::string>> ops;
     for (const auto& [op, v] : by_op) ops.push_back({v.first, op});
@@ -275,15 +287,17 @@ void print_profile(Session& s, int64_t runs, int rows) {
         std::printf("  %-16s %10.1f %6.1f %9.1f\n", op.c_str(), t / double(runs) / 1e3, 100.0 * t / total,
                     f ? double(f) * double(runs) / t : 0.0);
     }
-    std::printf("  %-4s %-16s %-28s %-20s %10s %6s %9s\n", "step", "op", "name", "output", "us/run", "%", "GFLOP/s");
+    std::printf("  %-4s %-16s %-28s %-20s %10s %6s %9s  %s\n", "step", "op", "name", "output", "us/run", "%", "GFLOP/s",
+                "kernel");
     for (size_t r = 0; r < order.size() && r < size_t(rows); ++r) {
         const size_t i = order[r];
         const StepInfo& si = p.step_info[i];
         const int64_t f = step_flops(si);
         std::string nm = si.name.size() > 28 ? si.name.substr(si.name.size() - 28) : si.name;
-        std::printf("  %-4zu %-16s %-28s %-20s %10.1f %6.1f %9.1f\n", i, si.op.c_str(), nm.c_str(),
+        std::printf("  %-4zu %-16s %-28s %-20s %10.1f %6.1f %9.1f  %s\n", i, si.op.c_str(), nm.c_str(),
                     si.out_shapes.empty() ? "" : shape_str(si.out_shapes[0]).c_str(), ns[i] / double(runs) / 1e3,
-                    100.0 * ns[i] / total, f ? double(f) * double(runs) / ns[i] : 0.0);
+                    100.0 * ns[i] / total, f ? double(f) * double(runs) / ns[i] : 0.0,
+                    p.steps[i].kernel->describe().c_str());
     }
 }
 
@@ -424,6 +438,15 @@ int cmd_inspect(const Args& a) {
                     (long long)plan->flops(), plan->arena_bytes, (unsigned long long)plan->constant_bytes);
         for (const IoDesc& d : plan->outputs)
             std::printf("  output %s %s %s\n", d.name.c_str(), dtype_name(d.dtype), shape_str(d.shape).c_str());
+        if (a.steps) {
+            std::printf("  %-4s %-18s %-20s %10s  %s\n", "step", "op", "output", "MFLOP", "kernel");
+            for (size_t i = 0; i < plan->steps.size(); ++i) {
+                const StepInfo& si = plan->step_info[i];
+                std::printf("  %-4zu %-18s %-20s %10.2f  %s\n", i, si.op.c_str(),
+                            si.out_shapes.empty() ? "" : shape_str(si.out_shapes[0]).c_str(),
+                            double(step_flops(si)) / 1e6, plan->steps[i].kernel->describe().c_str());
+            }
+        }
     } else {
         std::printf("plan: not compiled: %s\n", plan_err.c_str());
     }

@@ -4,3 +4,4 @@
 #define JIFFY_CONV_VL 4
 #define JIFFY_CONV_SUFFIX neon
 #include "kernels/conv_impl.h"
+#include "kernels/conv_cv_impl.h"

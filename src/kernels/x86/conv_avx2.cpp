@@ -2,3 +2,4 @@
 #define JIFFY_CONV_VL 8
 #define JIFFY_CONV_SUFFIX avx2
 #include "kernels/conv_impl.h"
+#include "kernels/conv_cv_impl.h"

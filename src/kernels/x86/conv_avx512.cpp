@@ -2,3 +2,4 @@
 #define JIFFY_CONV_VL 16
 #define JIFFY_CONV_SUFFIX avx512
 #include "kernels/conv_impl.h"
+#include "kernels/conv_cv_impl.h"

@@ -1,0 +1,78 @@
+// Winograd convolution F(m x m, 3 x 3), m = 2 or 4 (alpha = m + 2 transform points per axis), for
+// 3x3, stride-1, dilation-1 convs of one group. Per image, in blocks of `nb` output tiles (m x m
+// pixels each, tiles numbered row-major over the tile grid):
+//   1. input transform V = B^T d B of every (channel, tile) of the block, vectorized across
+//      adjacent tiles of a tile row (a vector holds VL tiles), from a zero-padded copy of the
+//      alpha input rows that tile row reads; stored as alpha^2 row-major C x nb matrices;
+//   2. alpha^2 GEMMs Mt[t] (M x nb) = U[t] (M x C) . V[t] (C x nb) on the conv GEMM microkernel
+//      (conv_impl.h's ukr, B rows read at offsets like the implicit GEMM; U packed at prepare);
+//   3. output transform Y = A^T Mt A + bias per (output channel, tile), the tiles' columns
+//      interleaved back into output rows, then the conv's epilogue (residual add, activation).
+// The weights are transformed once (U = G g G^T, in double) at prepare. The scratch (V, Mt and
+// the padded rows) is ~L2-sized: nb is chosen so that V and Mt of a block fit in ~768 KiB.
+// F(4,3) multiplies 4x less than direct convolution, F(2,3) 2.25x less; F(4,3) rounds worse
+// (its transform has entries up to 8 and 1/24): see docs/winograd.md for the measured errors.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
+
+namespace jiffy::kernels {
+
+struct WinoArgs {
+    Conv2DGeom g;
+    int m = 2, alpha = 4;    // output tile m x m, transform points alpha x alpha
+    int64_t TH = 0, TW = 0;  // tile grid (rows, columns), T = TH * TW tiles
+    int64_t T = 0;
+    int64_t nb = 0;                 // tiles per block (multiple of the microkernel's NR)
+    int64_t kc = 0;                 // C chunk of the microkernel
+    int64_t RW = 0;                 // row stride of the padded input rows buffer (alpha rows)
+    const int64_t* offs = nullptr;  // offs[c] = c * nb: the GEMM's B rows
+};
+
+class Winograd {
+public:
+    Winograd() = default;
+    // g: 3x3, stride 1, dilation 1 (suits(g)); m: 2 or 4.
+    Winograd(Isa isa, const Conv2DGeom& g, int m);
+
+    static bool suits(const Conv2DGeom& g) {
+        return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph <= 2 &&
+               g.pw <= 2 && g.OH >= 1 && g.OW >= 1 && g.C >= 1 && g.M >= 1;
+    }
+
+    // W is M x C x 3 x 3; packed as alpha^2 matrices U[t] (M x C) in the microkernel's row blocks.
+    size_t packed_w_floats() const { return size_t(a_.alpha * a_.alpha * a_.g.M * a_.g.C); }
+    void pack_w(const float* W, float* dst) const;
+    size_t scratch_floats() const;
+
+    // One image: x is C x H x W, y M x OH x OW; bias (M) and res (like y) may be null.
+    // Not reentrant on the same scratch.
+    void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+             float* scratch, const ConvEpi& epi) const;
+
+    const WinoArgs& args() const { return a_; }
+    Isa isa() const { return isa_; }
+    // "f32_winograd_f4x3__avx512" etc.
+    const char* name() const;
+
+private:
+    Isa isa_ = Isa::kScalar;
+    WinoArgs a_;
+    std::vector<int64_t> offs_;
+};
+
+// The Winograd tile size worth using for this conv on this ISA (2 or 4), or 0 where the direct
+// conv (ConvGemm) is expected to be as fast (small planes, few channels): a cost model measured
+// on ResNet-50's and PP-OCR's 3x3 layers (docs/winograd.md). JIFFY_WINOGRAD=0|2|4 overrides it
+// (0: never; 2 / 4: that tile size for every conv that suits()).
+int winograd_choice(Isa isa, const Conv2DGeom& g);
+
+// Per-ISA entry point (internal).
+using WinoFn = void (*)(const WinoArgs& a, const float* x, const float* wp, const float* bias,
+                        const float* res, float* y, float* scratch, const ConvEpi& e);
+
+}  // namespace jiffy::kernels

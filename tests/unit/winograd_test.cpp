@@ -1,0 +1,160 @@
+// Winograd F(2,3) / F(4,3) conv (src/kernels/winograd.h) against a float64 direct conv on every
+// ISA this CPU has: odd planes (not tile multiples), channel counts off the microkernel's blocks,
+// padding 0 / 1 / 2, several tile blocks, bias, residual and activations. Engine-free.
+#include "kernels/winograd.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "isa_util.h"
+#include "kernels/conv.h"
+
+using namespace jiffy::kernels;
+
+namespace {
+
+std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (auto& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
+    }
+    return v;
+}
+
+Conv2DGeom geom(int64_t C, int64_t M, int64_t H, int64_t W, int64_t pad, int64_t pad_end) {
+    Conv2DGeom g;
+    g.C = C, g.M = M, g.H = H, g.W = W, g.kh = g.kw = 3, g.ph = g.pw = pad;
+    g.OH = H + pad + pad_end - 2;
+    g.OW = W + pad + pad_end - 2;
+    return g;
+}
+
+double act_ref(double v, const ConvEpi& e) {
+    switch (e.act) {
+        case ConvAct::kRelu:
+            return v > 0 ? v : 0;
+        case ConvAct::kClip:
+            return std::min(std::max(v, double(e.alpha)), double(e.beta));
+        case ConvAct::kSigmoid:
+            return 1.0 / (1.0 + std::exp(-v));
+        default:
+            return v;
+    }
+}
+
+struct Case {
+    int64_t C, M, H, W, pad, pad_end;
+    bool bias, res;
+    ConvAct act;
+};
+
+// Max over outputs of |y - ref| / (sum |w x| + |b| + |r| + 1e-30): the error relative to the
+// magnitude of the terms summed.
+double max_rel_err(Isa isa, int m, const Case& c, uint32_t seed) {
+    const Conv2DGeom g = geom(c.C, c.M, c.H, c.W, c.pad, c.pad_end);
+    const int64_t P = g.OH * g.OW;
+    const std::vector<float> x = rnd(g.C * g.H * g.W, seed, 1.0f);
+    const std::vector<float> w = rnd(g.M * g.C * 9, seed + 1, 0.5f);
+    const std::vector<float> b = rnd(g.M, seed + 2, 0.5f);
+    const std::vector<float> r = rnd(g.M * P, seed + 3, 1.0f);
+    ConvEpi e;
+    e.act = c.act;
+    if (c.act == ConvAct::kClip) e.alpha = -0.5f, e.beta = 0.75f;
+    Winograd wg(isa, g, m);
+    std::vector<float> wp(wg.packed_w_floats()), scratch(wg.scratch_floats());
+    wg.pack_w(w.data(), wp.data());
+    // Canaries past the output catch stores outside it.
+    std::vector<float> y(size_t(g.M * P) + 64, 12345.0f);
+    wg.run(x.data(), wp.data(), c.bias ? b.data() : nullptr, c.res ? r.data() : nullptr, y.data(),
+           scratch.data(), e);
+    for (size_t i = size_t(g.M * P); i < y.size(); ++i) EXPECT_EQ(y[i], 12345.0f) << "store past Y";
+    double worst = 0;
+    for (int64_t mo = 0; mo < g.M; ++mo)
+        for (int64_t oy = 0; oy < g.OH; ++oy)
+            for (int64_t ox = 0; ox < g.OW; ++ox) {
+                double s = c.bias ? b[size_t(mo)] : 0.0, mag = std::abs(s);
+                for (int64_t ci = 0; ci < g.C; ++ci)
+                    for (int64_t ky = 0; ky < 3; ++ky)
+                        for (int64_t kx = 0; kx < 3; ++kx) {
+                            const int64_t iy = oy + ky - g.ph, ix = ox + kx - g.pw;
+                            if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
+                            const double t = double(w[size_t((mo * g.C + ci) * 9 + ky * 3 + kx)]) *
+                                             x[size_t((ci * g.H + iy) * g.W + ix)];
+                            s += t;
+                            mag += std::abs(t);
+                        }
+                const int64_t o = mo * P + oy * g.OW + ox;
+                if (c.res) {
+                    s += r[size_t(o)];
+                    mag += std::abs(r[size_t(o)]);
+                }
+                const double want = act_ref(s, e);
+                const double err = std::abs(double(y[size_t(o)]) - want) / (mag + 1e-30);
+                if (!(err <= worst)) worst = std::isnan(err) ? 1e9 : err;
+            }
+    return worst;
+}
+
+TEST(Winograd, MatchesDirectConvOnEveryIsa) {
+    const Case cases[] = {
+        {3, 5, 7, 9, 1, 1, true, false, ConvAct::kNone},      // tiny, odd plane
+        {17, 19, 13, 11, 0, 0, true, true, ConvAct::kRelu},   // no padding, residual + relu
+        {16, 33, 5, 6, 1, 1, false, false, ConvAct::kRelu},   // M past a 32 block
+        {20, 13, 3, 3, 0, 0, true, false, ConvAct::kClip},    // one output pixel
+        {8, 7, 4, 23, 2, 2, false, true, ConvAct::kSigmoid},  // pad 2, wide row
+        {9, 12, 6, 5, 1, 0, true, false, ConvAct::kNone},     // asymmetric pad
+        {40, 24, 31, 29, 1, 1, true, true, ConvAct::kRelu},   // several tile blocks
+        {300, 14, 6, 7, 1, 1, true, false, ConvAct::kNone},   // C in several chunks
+    };
+    for (Isa isa : jiffy::testisa::isas())
+        for (int m : {2, 4})
+            for (const Case& c : cases) {
+                const double err = max_rel_err(isa, m, c, uint32_t(c.C * 31 + c.M));
+                if (std::getenv("WINO_VERBOSE"))
+                    std::printf("%s F%d C=%d M=%d err %.3g\n", isa_name(isa), m, int(c.C), int(c.M), err);
+                // Relative to the summed magnitudes: F(2,3) rounds like a direct conv; F(4,3)'s
+                // transforms (entries up to 8, 1/24) lose a few more bits.
+                EXPECT_LT(err, m == 2 ? 2e-6 : 2e-5)
+                    << isa_name(isa) << " F(" << m << ",3) C=" << c.C << " M=" << c.M << " " << c.H << "x"
+                    << c.W << " pad " << c.pad << "/" << c.pad_end;
+            }
+}
+
+TEST(Winograd, SuitsOnly3x3Stride1) {
+    Conv2DGeom g = geom(8, 8, 10, 10, 1, 1);
+    EXPECT_TRUE(Winograd::suits(g));
+    g.sh = 2;
+    EXPECT_FALSE(Winograd::suits(g));
+    g = geom(8, 8, 10, 10, 1, 1);
+    g.dw = 2;
+    EXPECT_FALSE(Winograd::suits(g));
+    g = geom(8, 8, 10, 10, 1, 1);
+    g.kw = 1;
+    EXPECT_FALSE(Winograd::suits(g));
+}
+
+}  // namespace
+
+namespace {
+
+// The cost model's picks on the shapes it was fitted on (docs/winograd.md): F(4,3) on large
+// planes, F(2,3) on 14x14, the direct conv on 7x7 and where the transforms dominate (few channels).
+TEST(Winograd, ChoiceFollowsTheCostModel) {
+    if (std::getenv("JIFFY_WINOGRAD")) GTEST_SKIP() << "JIFFY_WINOGRAD overrides the choice";
+    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(64, 64, 56, 56, 1, 1)), 4);
+    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(256, 256, 14, 14, 1, 1)), 2);
+    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(512, 512, 7, 7, 1, 1)), 0);
+    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(16, 16, 160, 160, 1, 1)), 0);
+    Conv2DGeom s2 = geom(64, 64, 56, 56, 1, 1);
+    s2.sh = s2.sw = 2;
+    EXPECT_EQ(winograd_choice(Isa::kAvx512, s2), 0);
+}
+
+}  // namespace
