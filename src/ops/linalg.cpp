@@ -412,7 +412,10 @@ public:
     }
 
     std::string describe() const override {
-        std::string k = gemv_.data ? "gemv" : !packed_.empty() ? "gemm packed-B" : "gemm runtime-B";
+        std::string k = narrow_.data       ? "gemv_narrow dot"
+                        : gemv_.data       ? "gemv"
+                        : !packed_.empty() ? "gemm packed-B"
+                                           : "gemm runtime-B";
         return par_.on() ? k + " threaded" : k;
     }
 
@@ -652,7 +655,7 @@ public:
     }
 
     std::string describe() const override {
-        std::string k = gemv_.data ? "gemv" : "gemm packed-B";
+        std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
         return par_.on() ? k + " threaded" : k;
     }
 

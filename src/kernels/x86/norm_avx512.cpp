@@ -1,8 +1,8 @@
 // Softmax / LayerNorm rows, AVX-512: 16 floats per step, masked tail. Short rows (softmax n <= 64,
 // LayerNorm n <= 256) are held in registers, several rows at a time: one load and one store per
 // element, and the rows' reduction/exp latency chains overlap (attention's 32-wide score rows and
-// 128-wide LayerNorm rows were bound by one row's dependency chain: softmax 1x4x32x32 2.6 -> see
-// docs/benchmarks.md).
+// 128-wide LayerNorm rows were bound by one row's dependency chain: 128 x 32 softmax 2.97 -> 1.82
+// us, 32 x 128 LayerNorm 1.32 -> 1.11 us CPU time, docs/benchmarks.md "h-small").
 #include <cmath>
 
 #include "kernels/activation.h"
