@@ -18,6 +18,7 @@ if(JIFFY_BUILD_TESTS)
                                     ${CMAKE_SOURCE_DIR}/tests/unit/kernels_isa_test.cpp
                                     ${CMAKE_SOURCE_DIR}/tests/unit/pool_kernel_test.cpp
                                     ${CMAKE_SOURCE_DIR}/tests/unit/conv_cv_test.cpp
+                                    ${CMAKE_SOURCE_DIR}/tests/unit/gemv_narrow_test.cpp
                                     ${CMAKE_SOURCE_DIR}/tests/unit/winograd_test.cpp)
   target_link_libraries(jiffy_kernel_tests PRIVATE jiffy_kernels gtest gtest_main Threads::Threads)
   # Each ISA forced through JIFFY_ISA (the tests also loop over every ISA the CPU has); under a

@@ -28,6 +28,10 @@ PackedB packed_view(int64_t K, int64_t N, Isa isa, float* dst) {
 }
 
 void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into) {
+#if defined(__x86_64__)
+    // NR = 32 panels are only made for AVX-512 (nr_for), so the CPU has it.
+    if (into.NR == 32) return pack_b32_avx512(B, ldb, trans_b, into);
+#endif
     const int64_t K = into.K, N = into.N, NR = into.NR;
     float* d = into.data.get();
     const int64_t panels = (N + NR - 1) / NR;

@@ -40,6 +40,9 @@ void sgemm_reference(int64_t M, int64_t N, int64_t K, const float* A, int64_t ld
 int64_t packed_floats(int64_t K, int64_t N, Isa isa);
 PackedB packed_view(int64_t K, int64_t N, Isa isa, float* dst);  // non-owning
 void pack_b_into(const float* B, int64_t ldb, bool trans_b, const PackedB& into);
+// pack_b_into for NR = 32 (AVX-512): rows copied with masked vector loads; a transposed B in
+// 16 x 16 blocks transposed in registers (attention's K^T and V heads, packed per run).
+void pack_b32_avx512(const float* B, int64_t ldb, bool trans_b, const PackedB& into);  // x86-64 only
 
 // ---- M = 1 (GEMV): y[N] = act(a[K] . B + bias). B is stored as column panels of
 // kGemvPanel = 128 columns (the last one ldb - n0 wide, ldb = N rounded up to 16, zero-filled),

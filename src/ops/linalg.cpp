@@ -8,6 +8,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/gemm.h"
+#include "kernels/gemv_narrow.h"
 #include "kernels/norm.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
@@ -382,7 +383,10 @@ public:
         }
         tall_ = shared_b && contiguous_a && !g.strided();
         if (bconst) {
-            if (tall_ && nb * M == 1) {
+            if (tall_ && nb * M == 1 && N <= kernels::kGemvNarrowMaxN && kernels::sgemv_narrow_for(isa)) {
+                narrow_ = kernels::pack_gemv_narrow(bconst + g.b_off[0], K, N, N, false);
+                narrow_fn_ = kernels::sgemv_narrow_for(isa);
+            } else if (tall_ && nb * M == 1) {
                 gemv_ = kernels::pack_b_gemv(bconst + g.b_off[0], K, N, N, false);
                 gemv_fn_ = kernels::sgemv_for(isa);
             } else {
@@ -408,7 +412,10 @@ public:
     }
 
     std::string describe() const override {
-        std::string k = gemv_.data ? "gemv" : !packed_.empty() ? "gemm packed-B" : "gemm runtime-B";
+        std::string k = narrow_.data       ? "gemv_narrow dot"
+                        : gemv_.data       ? "gemv"
+                        : !packed_.empty() ? "gemm packed-B"
+                                           : "gemm runtime-B";
         return par_.on() ? k + " threaded" : k;
     }
 
@@ -418,6 +425,10 @@ public:
         const float* bias = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
         float* y = static_cast<float*>(out[0]);
         const int64_t M = g_.M, K = g_.K, N = g_.N, nb = int64_t(g_.a_off.size());
+        if (narrow_.data) {
+            narrow_fn_(a, narrow_, bias, y, act_);
+            return {};
+        }
         if (gemv_.data) {
             if (par_.on())
                 par_.gemv(gemv_fn_, a, bias, y, act_);
@@ -478,6 +489,8 @@ private:
     kernels::ActApplyFn act_fn_ = nullptr;
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
+    kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512): dot products, no thread split
+    kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
     std::vector<int64_t> b_keys_, b_index_;
     mutable std::vector<float> scratch_;  // non-constant B, packed per run (not reentrant)
@@ -615,8 +628,13 @@ public:
           c_cs_(c_cs), act_(act) {
         const kernels::Isa isa = kernels::active_isa();
         if (M == 1) {
-            gemv_ = kernels::pack_b_gemv(bconst, K, N, tb ? K : N, tb, alpha);
-            gemv_fn_ = kernels::sgemv_for(isa);
+            if (N <= kernels::kGemvNarrowMaxN && kernels::sgemv_narrow_for(isa)) {
+                narrow_ = kernels::pack_gemv_narrow(bconst, K, N, tb ? K : N, tb, alpha);
+                narrow_fn_ = kernels::sgemv_narrow_for(isa);
+            } else {
+                gemv_ = kernels::pack_b_gemv(bconst, K, N, tb ? K : N, tb, alpha);
+                gemv_fn_ = kernels::sgemv_for(isa);
+            }
             if (cmode_ == kGeneralC) gemv_act_ = kernels::Activation{};
         } else {
             if (alpha != 1.0f) {
@@ -637,7 +655,7 @@ public:
     }
 
     std::string describe() const override {
-        std::string k = gemv_.data ? "gemv" : "gemm packed-B";
+        std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
         return par_.on() ? k + " threaded" : k;
     }
 
@@ -647,7 +665,9 @@ public:
         float* y = static_cast<float*>(out[0]);
         const int64_t M = M_, K = K_, N = N_;
         const float* bias = cmode_ == kConstBias ? bias_.data() : (cmode_ == kInputBias ? c : nullptr);
-        if (gemv_.data) {
+        if (narrow_.data) {
+            narrow_fn_(a, narrow_, bias, y, gemv_act_);
+        } else if (gemv_.data) {
             if (par_.on())
                 par_.gemv(gemv_fn_, a, bias, y, gemv_act_);
             else
@@ -679,6 +699,7 @@ public:
     }
 
     void set_parallel(ThreadPool* pool, int chunks) {
+        if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, gemv_);
         else
@@ -696,6 +717,8 @@ private:
     kernels::Activation act_, gemv_act_;
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
+    kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512)
+    kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     kernels::PackedB packed_;
     kernels::SgemmFn gemm_ = nullptr;
     kernels::Act gemm_act_ = kernels::Act::kNone;

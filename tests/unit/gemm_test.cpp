@@ -44,6 +44,34 @@ TEST(Gemm, MatchesReferenceOnOddSizesEveryIsa) {
     }
 }
 
+// A transposed B (N x K rows, ldb >= K) packs to exactly the panels of the same matrix given
+// K x N: the AVX-512 16 x 16 register transpose (NR = 32) and the portable loop, on sizes below,
+// at and above the 16 x 16 blocks and the 32-column panels, with zero padding past N.
+TEST(Gemm, TransposedPackingEqualsPlainPacking) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const int64_t sizes[][2] = {{1, 1}, {1, 40}, {15, 16}, {16, 16}, {17, 33}, {32, 32}, {33, 31}, {64, 65}, {100, 7}};
+    for (Isa isa : isas())
+        for (const auto& s : sizes) {
+            const int64_t K = s[0], N = s[1], ldt = K + 3;
+            std::vector<float> Bt(size_t(N * ldt)), B(size_t(K * N));
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < ldt; ++k) {
+                    Bt[size_t(n * ldt + k)] = u(rng);
+                    if (k < K) B[size_t(k * N + n)] = Bt[size_t(n * ldt + k)];
+                }
+            const int64_t nf = packed_floats(K, N, isa);
+            std::vector<float> buf_t(size_t(nf + 16), NAN), buf_p(size_t(nf + 16), NAN);
+            auto align = [](float* p) { return p + (16 - (reinterpret_cast<uintptr_t>(p) / sizeof(float)) % 16) % 16; };
+            PackedB pt = packed_view(K, N, isa, align(buf_t.data())), pp = packed_view(K, N, isa, align(buf_p.data()));
+            pack_b_into(Bt.data(), ldt, true, pt);
+            pack_b_into(B.data(), N, false, pp);
+            const int64_t used = (N + pt.NR - 1) / pt.NR * K * pt.NR;
+            for (int64_t i = 0; i < used; ++i)
+                ASSERT_EQ(pt.data.get()[i], pp.data.get()[i]) << isa_name(isa) << " K" << K << " N" << N << " at " << i;
+        }
+}
+
 TEST(Gemm, NoBias) {
     float A[2] = {1, 2}, B[2] = {3, 4}, C[1] = {0};
     for (Isa isa : isas()) {

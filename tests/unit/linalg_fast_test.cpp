@@ -306,11 +306,13 @@ TEST(LinalgFast, GemmEveryCLayoutAndFlag) {
 
 TEST(LinalgFast, GemmEveryFusedActivation) {
     const char* names[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
+    // N = 13: M = 1 takes the narrow (dot product) GEMV on AVX-512.
     for (int64_t M : {int64_t(1), int64_t(6)})
+        for (int64_t N : {int64_t(50), int64_t(13)})
         for (const char* name : names) {
             Attrs at = fused(name, 0.3f, 0.6f);
             at["transB"] = ai(1);
-            Tensor A = rnd({M, 40}, 11), B = rnd({50, 40}, 12), C = rnd({50}, 13);
+            Tensor A = rnd({M, 40}, 11), B = rnd({N, 40}, 12), C = rnd({N}, 13);
             for (int64_t i = 0; i < A.numel(); ++i) A.as<float>()[i] *= 3.0f;
             expect_f32_matches_f64("Gemm", {A, B, C}, {false, true, true}, at, std::string("fused ") + name);
             // Non-constant B: the reference kernel applies the activation too.
@@ -331,6 +333,8 @@ TEST(LinalgFast, MatMulConstantAndNonConstantB) {
         // B as wide as one packed panel (32 on AVX-512, 16 on AVX2): read in place, unpacked.
         {{4, 32, 32}, {4, 32, 32}, false}, {{2, 6, 16}, {2, 16, 16}, false}, {{3, 9, 20}, {20, 32}, false},
         {{2, 3, 7, 5}, {3, 5, 32}, false},
+        // M = 1, N <= 16: the narrow GEMV (AVX-512), K below, at and past a 16-float block.
+        {{1, 300}, {300, 1}, true}, {{1, 1, 17}, {17, 16}, true}, {{5}, {5, 3}, true}, {{1, 32}, {32, 9}, true},
     };
     uint32_t seed = 100;
     for (const Case& c : cases) {

@@ -52,12 +52,13 @@ std::vector<double> layernorm_ref(const std::vector<float>& x, int64_t rows, int
 }
 
 TEST(NormFast, SoftmaxRowsMatchReferenceEveryIsa) {
-    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 100, 257, 1000};
+    // Rows 1..9: the register kernels (n <= 64) take 4 rows at a time, then single rows.
+    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 48, 49, 63, 64, 65, 100, 257, 1000};
     uint32_t seed = 1;
     for (int64_t n : lens)
         for (float scale : {1.0f, 30.0f})
             for (float offset : {0.0f, -500.0f, 80.0f}) {
-                const int64_t rows = 3;
+                const int64_t rows = 1 + int64_t(seed % 9);
                 const auto x = rnd(rows * n, seed++, scale, offset);
                 const auto want = softmax_ref(x, rows, n);
                 for (Isa isa : isas()) {
@@ -95,8 +96,8 @@ TEST(NormFast, ScaledSoftmaxMatchesPrescaledRows) {
 // The fused residual: LayerNorm(x + res) in one call, out of place and in place (y == res).
 TEST(NormFast, LayerNormWithResidualMatchesAddThenNorm) {
     uint32_t seed = 400;
-    for (int64_t n : {1, 7, 8, 9, 16, 17, 33, 128, 257}) {
-        const int64_t rows = 3;
+    for (int64_t n : {1, 7, 8, 9, 16, 17, 33, 127, 128, 129, 255, 256, 257}) {
+        const int64_t rows = 1 + int64_t(seed % 5);
         const auto x = rnd(rows * n, seed++, 2.0f, 0.0f), res = rnd(rows * n, seed++, 2.0f, 1.0f);
         const auto sc = rnd(n, seed++, 1.5f), b = rnd(n, seed++, 1.0f);
         std::vector<float> sum(x.size());
@@ -130,12 +131,13 @@ TEST(NormFast, SoftmaxExtremeLogits) {
 }
 
 TEST(NormFast, LayerNormRowsMatchReferenceEveryIsa) {
-    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 128, 257, 1000};
+    // Rows 1..5: the register kernels (n <= 128) take 2 rows at a time, then single rows.
+    const int64_t lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 47, 112, 113, 128, 129, 200, 256, 257, 1000};
     uint32_t seed = 50;
     for (int64_t n : lens)
         for (float offset : {0.0f, 100.0f})
             for (bool with_bias : {true, false}) {
-                const int64_t rows = 3;
+                const int64_t rows = 1 + int64_t(seed % 5);
                 const auto x = rnd(rows * n, seed++, 2.0f, offset);
                 const auto sc = rnd(n, seed++, 1.5f), b = rnd(n, seed++, 1.0f);
                 const auto want = layernorm_ref(x, rows, n, sc.data(), with_bias ? b.data() : nullptr, 1e-5);

@@ -88,6 +88,74 @@ void sgemm_avx512(int64_t M, const float* A, int64_t lda, const PackedB& B, cons
 
 }  // namespace jiffy::kernels
 
+// ---------------------------------------------------------------- transposed packing
+namespace jiffy::kernels {
+namespace {
+
+// In place: r[j] (row j, 16 floats) becomes column j of the 16 x 16 block.
+inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    // u[4g + c], 128-bit lane L: column 4L + c of rows 4g .. 4g + 3.
+    for (int g = 0; g < 4; ++g) {
+        u[4 * g + 0] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0x44);
+        u[4 * g + 1] = _mm512_shuffle_ps(t[4 * g], t[4 * g + 2], 0xEE);
+        u[4 * g + 2] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0x44);
+        u[4 * g + 3] = _mm512_shuffle_ps(t[4 * g + 1], t[4 * g + 3], 0xEE);
+    }
+    // A 4 x 4 transpose of 128-bit lanes per c: row 4L + c = lane L of u[c], u[4 + c], u[8 + c], u[12 + c].
+    for (int c = 0; c < 4; ++c) {
+        const __m512 x0 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x44), x1 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xEE);
+        const __m512 x2 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x44);
+        const __m512 x3 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xEE);
+        r[c] = _mm512_shuffle_f32x4(x0, x2, 0x88);
+        r[4 + c] = _mm512_shuffle_f32x4(x0, x2, 0xDD);
+        r[8 + c] = _mm512_shuffle_f32x4(x1, x3, 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(x1, x3, 0xDD);
+    }
+}
+
+}  // namespace
+
+void pack_b32_avx512(const float* B, int64_t ldb, bool trans_b, const PackedB& into) {
+    const int64_t K = into.K, N = into.N;
+    float* d = into.data.get();
+    if (!trans_b) {
+        for (int64_t n0 = 0; n0 < N; n0 += 32) {
+            float* dp = d + n0 * K;
+            const int64_t nv = std::min<int64_t>(32, N - n0);
+            const __mmask16 m0 = nv >= 16 ? __mmask16(0xffff) : __mmask16((1u << nv) - 1);
+            const __mmask16 m1 = nv >= 32 ? __mmask16(0xffff) : (nv <= 16 ? __mmask16(0) : __mmask16((1u << (nv - 16)) - 1));
+            for (int64_t k = 0; k < K; ++k) {
+                const float* src = B + k * ldb + n0;
+                _mm512_storeu_ps(dp + k * 32, _mm512_maskz_loadu_ps(m0, src));
+                _mm512_storeu_ps(dp + k * 32 + 16, _mm512_maskz_loadu_ps(m1, src + 16));
+            }
+        }
+        return;
+    }
+    for (int64_t n0 = 0; n0 < N; n0 += 32) {
+        float* dp = d + n0 * K;  // panel n0 / 32 (K x 32)
+        for (int64_t h = 0; h < 32; h += 16) {
+            const int64_t jv = std::max<int64_t>(0, std::min<int64_t>(16, N - n0 - h));  // valid rows of B
+            for (int64_t k0 = 0; k0 < K; k0 += 16) {
+                const int64_t kv = std::min<int64_t>(16, K - k0);
+                const __mmask16 km = kv >= 16 ? __mmask16(0xffff) : __mmask16((1u << kv) - 1);
+                __m512 r[16];
+                for (int j = 0; j < 16; ++j)
+                    r[j] = j < jv ? _mm512_maskz_loadu_ps(km, B + (n0 + h + j) * ldb + k0) : _mm512_setzero_ps();
+                transpose16(r);
+                for (int64_t kk = 0; kk < kv; ++kk) _mm512_storeu_ps(dp + (k0 + kk) * 32 + h, r[kk]);
+            }
+        }
+    }
+}
+
+}  // namespace jiffy::kernels
+
 // ---------------------------------------------------------------- GEMV (M = 1)
 // y[n0 .. n0 + 16V) for one column block: U independent accumulator sets along K hide the FMA
 // latency when the block is narrow (V * U >= 8 chains); B rows are ldb apart (64-byte aligned).

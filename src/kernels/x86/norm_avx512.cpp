@@ -1,4 +1,8 @@
-// Softmax / LayerNorm rows, AVX-512: 16 floats per step, masked tail.
+// Softmax / LayerNorm rows, AVX-512: 16 floats per step, masked tail. Short rows (softmax n <= 64,
+// LayerNorm n <= 256) are held in registers, several rows at a time: one load and one store per
+// element, and the rows' reduction/exp latency chains overlap (attention's 32-wide score rows and
+// 128-wide LayerNorm rows were bound by one row's dependency chain: 128 x 32 softmax 2.97 -> 1.82
+// us, 32 x 128 LayerNorm 1.32 -> 1.11 us CPU time, docs/benchmarks.md "h-small").
 #include <cmath>
 
 #include "kernels/activation.h"
@@ -8,9 +12,106 @@ namespace jiffy::kernels {
 
 namespace {
 inline __mmask16 tail_mask(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+
+// R rows of n (16 (V - 1) < n <= 16 V) floats, all in registers.
+template <int V, int R>
+inline void softmax_regs(const float* x, float* y, int64_t n, float scale) {
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    const __m512 sc = _mm512_set1_ps(scale);
+    const __mmask16 lm = tail_mask(n - 16 * (V - 1));
+    __m512 v[R][V], m[R], s[R];
+    for (int r = 0; r < R; ++r) {
+        for (int i = 0; i < V - 1; ++i) v[r][i] = _mm512_loadu_ps(x + r * n + 16 * i);
+        v[r][V - 1] = _mm512_mask_loadu_ps(ninf, lm, x + r * n + 16 * (V - 1));
+    }
+    for (int r = 0; r < R; ++r) {
+        __m512 mx = v[r][0];
+        for (int i = 1; i < V; ++i) mx = _mm512_max_ps(mx, v[r][i]);
+        m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(mx) * scale);
+    }
+    for (int r = 0; r < R; ++r) {
+        for (int i = 0; i < V; ++i) v[r][i] = exp_v512(_mm512_fmsub_ps(v[r][i], sc, m[r]));
+        v[r][V - 1] = _mm512_maskz_mov_ps(lm, v[r][V - 1]);
+        s[r] = v[r][0];
+        for (int i = 1; i < V; ++i) s[r] = _mm512_add_ps(s[r], v[r][i]);
+    }
+    for (int r = 0; r < R; ++r) {
+        const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(s[r]));
+        for (int i = 0; i < V - 1; ++i) _mm512_storeu_ps(y + r * n + 16 * i, _mm512_mul_ps(v[r][i], inv));
+        _mm512_mask_storeu_ps(y + r * n + 16 * (V - 1), lm, _mm512_mul_ps(v[r][V - 1], inv));
+    }
+}
+
+template <int V>
+void softmax_short(const float* x, float* y, int64_t rows, int64_t n, float scale) {
+    int64_t r = 0;
+    for (; r + 4 <= rows; r += 4) softmax_regs<V, 4>(x + r * n, y + r * n, n, scale);
+    for (; r < rows; ++r) softmax_regs<V, 1>(x + r * n, y + r * n, n, scale);
+}
+
+// R rows of n (16 (V - 1) < n <= 16 V) floats in registers; see layernorm_rows_avx512.
+template <int V, int R>
+inline void layernorm_regs(const float* x, float* y, int64_t n, const float* scale, const float* bias, float eps,
+                           const float* res) {
+    const __mmask16 lm = tail_mask(n - 16 * (V - 1));
+    const __m512 z = _mm512_setzero_ps();
+    __m512 v[R][V], m[R], inv[R];
+    for (int r = 0; r < R; ++r)
+        for (int i = 0; i < V; ++i) {
+            const __mmask16 k = i == V - 1 ? lm : __mmask16(0xffff);
+            v[r][i] = _mm512_maskz_loadu_ps(k, x + r * n + 16 * i);
+            if (res) v[r][i] = _mm512_add_ps(v[r][i], _mm512_maskz_loadu_ps(k, res + r * n + 16 * i));
+        }
+    for (int r = 0; r < R; ++r) {
+        __m512 s0 = v[r][0], s1 = V > 1 ? v[r][1] : z;
+        for (int i = 2; i < V; i += 2) {
+            s0 = _mm512_add_ps(s0, v[r][i]);
+            if (i + 1 < V) s1 = _mm512_add_ps(s1, v[r][i + 1]);
+        }
+        m[r] = _mm512_set1_ps(_mm512_reduce_add_ps(_mm512_add_ps(s0, s1)) / float(n));
+    }
+    for (int r = 0; r < R; ++r) {
+        __m512 q0 = z, q1 = z;
+        for (int i = 0; i < V; ++i) {
+            v[r][i] = _mm512_sub_ps(v[r][i], m[r]);
+            if (i == V - 1) v[r][i] = _mm512_maskz_mov_ps(lm, v[r][i]);
+            if (i & 1)
+                q1 = _mm512_fmadd_ps(v[r][i], v[r][i], q1);
+            else
+                q0 = _mm512_fmadd_ps(v[r][i], v[r][i], q0);
+        }
+        const float var = _mm512_reduce_add_ps(_mm512_add_ps(q0, q1)) / float(n);
+        inv[r] = _mm512_set1_ps(1.0f / std::sqrt(var + eps));
+    }
+    for (int i = 0; i < V; ++i) {
+        const __mmask16 k = i == V - 1 ? lm : __mmask16(0xffff);
+        const __m512 sc = _mm512_maskz_loadu_ps(k, scale + 16 * i);
+        const __m512 b = bias ? _mm512_maskz_loadu_ps(k, bias + 16 * i) : z;
+        for (int r = 0; r < R; ++r)
+            _mm512_mask_storeu_ps(y + r * n + 16 * i, k, _mm512_fmadd_ps(_mm512_mul_ps(v[r][i], inv[r]), sc, b));
+    }
+}
+
+template <int V>
+void layernorm_short(const float* x, float* y, int64_t rows, int64_t n, const float* scale, const float* bias,
+                     float eps, const float* res) {
+    constexpr int R = V <= 8 ? 2 : 1;
+    int64_t r = 0;
+    for (; r + R <= rows; r += R)
+        layernorm_regs<V, R>(x + r * n, y + r * n, n, scale, bias, eps, res ? res + r * n : nullptr);
+    for (; r < rows; ++r) layernorm_regs<V, 1>(x + r * n, y + r * n, n, scale, bias, eps, res ? res + r * n : nullptr);
+}
+
 }  // namespace
 
 void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, float scale) {
+    switch ((n + 15) / 16) {
+        case 1: return softmax_short<1>(x, y, rows, n, scale);
+        case 2: return softmax_short<2>(x, y, rows, n, scale);
+        case 3: return softmax_short<3>(x, y, rows, n, scale);
+        case 4: return softmax_short<4>(x, y, rows, n, scale);
+        default: break;
+    }
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
     const __m512 sc = _mm512_set1_ps(scale);
     for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
@@ -43,6 +144,25 @@ void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, floa
 
 void layernorm_rows_avx512(const float* x0, float* y, int64_t rows, int64_t n, const float* scale,
                            const float* bias, float eps, const float* res) {
+    switch ((n + 15) / 16) {
+        case 1: return layernorm_short<1>(x0, y, rows, n, scale, bias, eps, res);
+        case 2: return layernorm_short<2>(x0, y, rows, n, scale, bias, eps, res);
+        case 3: return layernorm_short<3>(x0, y, rows, n, scale, bias, eps, res);
+        case 4: return layernorm_short<4>(x0, y, rows, n, scale, bias, eps, res);
+        case 5: return layernorm_short<5>(x0, y, rows, n, scale, bias, eps, res);
+        case 6: return layernorm_short<6>(x0, y, rows, n, scale, bias, eps, res);
+        case 7: return layernorm_short<7>(x0, y, rows, n, scale, bias, eps, res);
+        case 8: return layernorm_short<8>(x0, y, rows, n, scale, bias, eps, res);
+        case 9: return layernorm_short<9>(x0, y, rows, n, scale, bias, eps, res);
+        case 10: return layernorm_short<10>(x0, y, rows, n, scale, bias, eps, res);
+        case 11: return layernorm_short<11>(x0, y, rows, n, scale, bias, eps, res);
+        case 12: return layernorm_short<12>(x0, y, rows, n, scale, bias, eps, res);
+        case 13: return layernorm_short<13>(x0, y, rows, n, scale, bias, eps, res);
+        case 14: return layernorm_short<14>(x0, y, rows, n, scale, bias, eps, res);
+        case 15: return layernorm_short<15>(x0, y, rows, n, scale, bias, eps, res);
+        case 16: return layernorm_short<16>(x0, y, rows, n, scale, bias, eps, res);
+        default: break;
+    }
     for (int64_t r = 0; r < rows; ++r, x0 += n, y += n) {
         const float* x = x0;
         __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
