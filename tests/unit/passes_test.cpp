@@ -472,6 +472,119 @@ TEST(Passes, HardSwishPatternWithSharedMiddleStays) {
     check_pass(b, passes::fuse_hardswish, 0);
 }
 
+// ---------------------------------------------------------------- fuse_layernorm / fuse_gelu
+
+// PyTorch's LayerNorm before opset 17: mean, centre, square, mean, + eps, sqrt, divide [* g] [+ b].
+int decomposed_ln(Builder& b, int x, const Shape& s, bool affine, bool pow, bool axes_input) {
+    Shape red = s;
+    red.back() = 1;
+    auto mean = [&](int v) {
+        if (axes_input) {
+            Tensor ax(DType::kI64, Shape{1});
+            ax.as<int64_t>()[0] = -1;
+            return b.node("ReduceMean", {v, b.constant("axes" + std::to_string(v), std::move(ax))}, red);
+        }
+        return b.node("ReduceMean", {v}, red, {{"axes", aints({-1})}});
+    };
+    int m = mean(x);
+    int d = b.node("Sub", {x, m}, s);
+    int sq = pow ? b.node("Pow", {d, b.constant("two", scalar(2.0f))}, s) : b.node("Mul", {d, d}, s);
+    int v = mean(sq);
+    int e = b.node("Add", {v, b.constant("eps", scalar(1e-5f))}, red);
+    int r = b.node("Sqrt", {e}, red);
+    int y = b.node("Div", {d, r}, s);
+    if (affine) {
+        y = b.node("Mul", {y, b.constant("gamma", rnd({s.back()}, 5))}, s);
+        y = b.node("Add", {b.constant("beta", rnd({s.back()}, 6)), y}, s);
+    }
+    return y;
+}
+
+TEST(Passes, DecomposedLayerNormBecomesOneNode) {
+    {  // with scale and bias, Pow, axes as an attribute
+        Builder b(13);
+        int x = b.input("x", {3, 16});
+        int n = b.node("Neg", {x}, {3, 16});
+        b.output(b.node("Relu", {decomposed_ln(b, n, {3, 16}, true, true, false)}, {3, 16}));
+        Graph g = check_pass(b, passes::fuse_layernorm, 8);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Neg", "LayerNormalization", "Relu"}));
+    }
+    {  // bare, d * d, opset 18 axes input, 3-D
+        Builder b(18);
+        int x = b.input("x", {2, 5, 24});
+        b.output(decomposed_ln(b, x, {2, 5, 24}, false, false, true));
+        Graph g = check_pass(b, passes::fuse_layernorm, 6);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"LayerNormalization"}));
+    }
+}
+
+TEST(Passes, LayerNormLookalikesStay) {
+    {  // the mean over another axis
+        Builder b(13);
+        int x = b.input("x", {4, 8});
+        int m = b.node("ReduceMean", {x}, {1, 8}, {{"axes", aints({0})}});
+        int d = b.node("Sub", {x, m}, {4, 8});
+        int sq = b.node("Mul", {d, d}, {4, 8});
+        int v = b.node("ReduceMean", {sq}, {4, 1}, {{"axes", aints({-1})}});
+        int e = b.node("Add", {v, b.constant("eps", scalar(1e-5f))}, {4, 1});
+        b.output(b.node("Div", {d, b.node("Sqrt", {e}, {4, 1})}, {4, 8}));
+        check_pass(b, passes::fuse_layernorm, 0);
+    }
+    {  // the centred value is also a graph output
+        Builder b(13);
+        int x = b.input("x", {3, 16});
+        b.output(decomposed_ln(b, x, {3, 16}, false, true, false));
+        b.output(b.g.nodes[1].outputs[0]);
+        check_pass(b, passes::fuse_layernorm, 0);
+    }
+    {  // a fourth power, not a square
+        Builder b(13);
+        int x = b.input("x", {3, 16});
+        int m = b.node("ReduceMean", {x}, {3, 1}, {{"axes", aints({-1})}});
+        int d = b.node("Sub", {x, m}, {3, 16});
+        int sq = b.node("Pow", {d, b.constant("four", scalar(4.0f))}, {3, 16});
+        int v = b.node("ReduceMean", {sq}, {3, 1}, {{"axes", aints({-1})}});
+        int e = b.node("Add", {v, b.constant("eps", scalar(1e-5f))}, {3, 1});
+        b.output(b.node("Div", {d, b.node("Sqrt", {e}, {3, 1})}, {3, 16}));
+        check_pass(b, passes::fuse_layernorm, 0);
+    }
+}
+
+// x * 0.5 * (1 + erf(x / sqrt 2)) in the groupings exporters write.
+TEST(Passes, ErfGeluBecomesGelu) {
+    for (int variant = 0; variant < 3; ++variant) {
+        Builder b(13);
+        const Shape s = {2, 3, 8};
+        int x = b.input("x", s);
+        int r = b.node("Neg", {x}, s);
+        int sc = variant == 2 ? b.node("Mul", {r, b.constant("inv_sqrt2", scalar(float(1 / std::sqrt(2.0))))}, s)
+                              : b.node("Div", {r, b.constant("sqrt2", scalar(float(std::sqrt(2.0))))}, s);
+        int e = b.node("Erf", {sc}, s);
+        int a = b.node("Add", {e, b.constant("one", scalar(1.0f))}, s);
+        int y;
+        if (variant == 0) {  // (x * 0.5) * (1 + erf)
+            y = b.node("Mul", {b.node("Mul", {r, b.constant("half", scalar(0.5f))}, s), a}, s);
+        } else if (variant == 1) {  // (1 + erf) * (0.5 * x)
+            y = b.node("Mul", {a, b.node("Mul", {b.constant("half", scalar(0.5f)), r}, s)}, s);
+        } else {  // (x * (1 + erf)) * 0.5
+            y = b.node("Mul", {b.node("Mul", {r, a}, s), b.constant("half", scalar(0.5f))}, s);
+        }
+        b.output(y);
+        Graph g = check_pass(b, passes::fuse_gelu, 4);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Neg", "Gelu"})) << variant;
+    }
+}
+
+TEST(Passes, GeluLookalikeStays) {
+    Builder b(13);
+    const Shape s = {4, 8};
+    int x = b.input("x", s);
+    int e = b.node("Erf", {b.node("Div", {x, b.constant("sqrt2", scalar(1.5f))}, s)}, s);
+    int a = b.node("Add", {e, b.constant("one", scalar(1.0f))}, s);
+    b.output(b.node("Mul", {b.node("Mul", {x, b.constant("half", scalar(0.5f))}, s), a}, s));
+    check_pass(b, passes::fuse_gelu, 0);
+}
+
 // ---------------------------------------------------------------- fuse_activation / residual
 
 TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {

@@ -27,6 +27,8 @@ bool run_graph_passes(Graph& g) {
                    {"fold_scale_mul", passes::fold_scale_mul, 0},
                    {"fold_bias_add", passes::fold_bias_add, 0},
                    {"fuse_hardswish", passes::fuse_hardswish, 0},
+                   {"fuse_layernorm", passes::fuse_layernorm, 0},
+                   {"fuse_gelu", passes::fuse_gelu, 0},
                    {"fuse_residual", passes::fuse_residual, 0},
                    {"fuse_activation", passes::fuse_activation, 0},
                    {"fold_matmul_transpose", passes::fold_matmul_transpose, 0},

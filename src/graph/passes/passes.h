@@ -30,6 +30,8 @@ int fuse_elementwise(Graph& g);     // elementwise chains -> one jiffy::Elementw
 
 int fold_matmul_transpose(Graph& g);  // Transposes around a float MatMul -> strided MatMul
 int fuse_softmax_scale(Graph& g);   // Softmax(x * s) -> Softmax with _fused_scale
+int fuse_layernorm(Graph& g);       // ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div[*g][+b] -> LayerNormalization
+int fuse_gelu(Graph& g);            // x * 0.5 * (1 + Erf(x / sqrt 2)) -> Gelu
 int fuse_add_layernorm(Graph& g);   // LayerNormalization(x + r) -> LayerNormalization with r fused
 }  // namespace passes
 
