@@ -115,6 +115,8 @@ TEST(ConvChanVec, MatchesReferenceOnOddShapesEveryIsa) {
         {6, 1, 1, 48, 1, 1, 1, 1, 0, 0, 0, 0},    // one pixel, one tap
         {3, 4, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1},     // one output channel
         {9, 3, 5, 24, 3, 1, 1, 1, 0, 0, 0, 0},    // M = 24: one full panel and one of 8
+        {160, 7, 7, 40, 1, 1, 1, 1, 0, 0, 0, 0},  // 1x1 on 7x7 (MobileNetV2-like, M = 40)
+        {37, 5, 3, 33, 1, 1, 1, 1, 0, 0, 0, 0},   // 1x1, 15 pixels, odd C and M
     };
     uint32_t seed = 1;
     for (const C& c : cases) {
@@ -157,10 +159,14 @@ TEST(ConvChanVec, ChosenForSmallPlanesOnly) {
         // GEMM) the channel-vector conv still wins.
         EXPECT_EQ(ConvChanVec::preferred(isa, geom(16, 8, 8, 96, 3, 3, 1, 1, 1, 1, 1, 1)), isa != Isa::kAvx512)
             << isa_name(isa);
-        // Its large planes (the GEMM conv fills every lane), one pixel, 1x1 convs, stride 2.
+        // Its large planes (the GEMM conv fills every lane), one pixel, stride 2.
         EXPECT_FALSE(ConvChanVec::preferred(isa, geom(24, 74, 32, 24, 1, 3, 1, 1, 0, 1, 0, 1)));
         EXPECT_FALSE(ConvChanVec::preferred(isa, geom(96, 3, 1, 96, 3, 1, 1, 1, 0, 0, 0, 0)));
-        EXPECT_FALSE(ConvChanVec::preferred(isa, geom(96, 7, 7, 96, 1, 1, 1, 1, 0, 0, 0, 0)));
+        // 1x1 on 7x7: AVX-512 only, and only with weights up to 2 MiB (MobileNetV2 320 -> 1280
+        // yes, ResNet-50 512 -> 2048 no).
+        EXPECT_EQ(ConvChanVec::preferred(isa, geom(320, 7, 7, 1280, 1, 1, 1, 1, 0, 0, 0, 0)), isa == Isa::kAvx512)
+            << isa_name(isa);
+        EXPECT_FALSE(ConvChanVec::preferred(isa, geom(512, 7, 7, 2048, 1, 1, 1, 1, 0, 0, 0, 0)));
         Conv2DGeom s2 = geom(16, 8, 8, 32, 3, 3, 1, 1, 1, 1, 1, 1);
         s2.sh = s2.sw = 2;
         s2.OH = s2.OW = 4;
