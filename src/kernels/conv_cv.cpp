@@ -50,6 +50,8 @@ bool ConvChanVec::fits(const Conv2DGeom& g) {
 // clearly more lanes (96 -> 96 on 10x4: 107 against 65 GFLOP/s; on 14x4, 56 pixels: 97 against
 // 91); on AVX2 (no masked mode: padded 1x3 convs go through a buffered copy) it wins on every
 // one of them, full lanes included (12x4: 95 against 62, 1x3 on 12x4: 94 against 38).
+int64_t ConvChanVec::panel(Isa isa) { return 2 * vl_of(isa); }
+
 bool ConvChanVec::preferred(Isa isa, const Conv2DGeom& g) {
     if (!fits(g)) return false;
     const int64_t P = g.OH * g.OW, vl = vl_of(isa), nr = 2 * vl;

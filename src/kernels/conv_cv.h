@@ -40,6 +40,8 @@ public:
     // (stride 1, OW == W, P <= kMaxPixels); `preferred` says whether it should beat the GEMM conv.
     static bool fits(const Conv2DGeom& g);
     static bool preferred(Isa isa, const Conv2DGeom& g);
+    // Output channels per microkernel panel (a split by channels keeps to multiples of it).
+    static int64_t panel(Isa isa);
 
     ConvChanVec() = default;
     // W is M x K row-major (the ONNX layout of one group); packed at construction.

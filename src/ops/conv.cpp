@@ -890,13 +890,11 @@ Status prep_Conv(OpContext& ctx) {
         if (d.G == 1 && ctx.in_const(1)) {
             geo.C = d.C;
             geo.M = d.M;
-            // (1x1 ones only when the conv would not be split across the intra-op pool: the
-            // channel-vector conv runs on one thread.)
-            const int64_t cv_flops = 2 * d.N * d.M * d.C * geo.OH * geo.OW;
-            if (kernels::ConvChanVec::preferred(kernels::active_isa(), geo) &&
-                (geo.kh * geo.kw > 1 || parallel_chunks(ctx.options(), cv_flops) < 2)) {
+            if (kernels::ConvChanVec::preferred(kernels::active_isa(), geo)) {
+                const int64_t flops = 2 * d.N * d.M * d.C * geo.kh * geo.kw * geo.OH * geo.OW;
                 ctx.set_kernel(make_chanvec_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
-                                                        d.N, d.has_bias, has_res, epi));
+                                                        d.N, d.has_bias, has_res, epi, ctx.options().pool.get(),
+                                                        parallel_chunks(ctx.options(), flops)));
                 return {};
             }
             if (kernels::SmallConv::suits(geo)) {

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "runtime/threadpool.h"
+
 namespace jiffy {
 namespace {
 
@@ -39,13 +41,38 @@ private:
 };
 
 // NOT REENTRANT either: the row table, copied tap rows and the transposed result live in scratch.
+// With the intra-op pool, split by blocks of output channels (multiples of the microkernel's
+// channel panel): each part is the same conv restricted to its channels, with its own packed
+// weights and scratch, so every output is summed in the same order as on one thread.
 class ChanVecConvKernel : public Kernel {
 public:
     ChanVecConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w, int64_t N, bool has_bias,
                       bool has_res, kernels::ConvEpi epi)
-        : conv_(isa, g, w), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW), has_bias_(has_bias),
-          has_res_(has_res), epi_(epi) {
+        : isa_(isa), g_(g), conv_(isa, g, w), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
+          has_bias_(has_bias), has_res_(has_res), epi_(epi) {
         scratch_.resize(conv_.scratch_floats());
+    }
+
+    void set_parallel(ThreadPool* pool, int chunks, const float* w) {
+        const int64_t panel = kernels::ConvChanVec::panel(isa_), K = g_.C * g_.kh * g_.kw, P = g_.OH * g_.OW;
+        if (!pool || chunks < 2 || g_.M < 2 * panel) return;
+        chunks = int(std::min<int64_t>(chunks, g_.M / panel));
+        for (int t = 0; t < chunks; ++t) {
+            int64_t c0, c1;
+            chunk_range(g_.M, chunks, t, panel, &c0, &c1);
+            if (c1 <= c0) continue;
+            kernels::Conv2DGeom g = g_;
+            g.M = c1 - c0;
+            Part p{c0, kernels::ConvChanVec(isa_, g, w + c0 * K), {}};
+            p.scratch.resize(p.conv.scratch_floats());
+            parts_.push_back(std::move(p));
+        }
+        if (parts_.size() < 2) {
+            parts_.clear();
+            return;
+        }
+        pool_ = pool;
+        plane_ = P;
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -53,18 +80,42 @@ public:
         const float* B = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
-        for (int64_t n = 0; n < N_; ++n)
-            conv_.run(X + n * in_img_, B, R ? R + n * out_img_ : nullptr, Y + n * out_img_, scratch_.data(), epi_);
+        for (int64_t n = 0; n < N_; ++n) {
+            const float* x = X + n * in_img_;
+            const float* r = R ? R + n * out_img_ : nullptr;
+            float* y = Y + n * out_img_;
+            if (!pool_) {
+                conv_.run(x, B, r, y, scratch_.data(), epi_);
+                continue;
+            }
+            pool_->parallel_for(int(parts_.size()), [&](int t) {
+                const Part& p = parts_[size_t(t)];
+                p.conv.run(x, B ? B + p.c0 : nullptr, r ? r + p.c0 * plane_ : nullptr, y + p.c0 * plane_,
+                           p.scratch.data(), epi_);
+            });
+        }
         return {};
     }
-    std::string describe() const override { return conv_.describe(); }
+    std::string describe() const override {
+        return conv_.describe() + (pool_ ? " x" + std::to_string(parts_.size()) + " threads" : "");
+    }
 
 private:
+    struct Part {
+        int64_t c0;
+        kernels::ConvChanVec conv;
+        mutable std::vector<float> scratch;
+    };
+    kernels::Isa isa_;
+    kernels::Conv2DGeom g_;
     kernels::ConvChanVec conv_;
     int64_t N_, in_img_, out_img_;
     bool has_bias_, has_res_;
     kernels::ConvEpi epi_;
     mutable std::vector<float> scratch_;
+    ThreadPool* pool_ = nullptr;
+    std::vector<Part> parts_;
+    int64_t plane_ = 0;
 };
 
 }  // namespace
@@ -75,8 +126,11 @@ std::unique_ptr<Kernel> make_small_conv_kernel(kernels::Isa isa, const kernels::
 }
 
 std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
-                                                 int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi) {
-    return std::make_unique<ChanVecConvKernel>(isa, g, w, N, has_bias, has_res, epi);
+                                                 int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi,
+                                                 ThreadPool* pool, int chunks) {
+    auto k = std::make_unique<ChanVecConvKernel>(isa, g, w, N, has_bias, has_res, epi);
+    k->set_parallel(pool, chunks, w);
+    return k;
 }
 
 }  // namespace jiffy

@@ -15,8 +15,12 @@ namespace jiffy {
 std::unique_ptr<Kernel> make_small_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
                                                int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi);
 
-// Same inputs; kernels::ConvChanVec.
+class ThreadPool;
+
+// Same inputs; kernels::ConvChanVec, split by output-channel blocks across `pool` in `chunks`
+// parts when pool is set and chunks >= 2 (bit-identical to one thread).
 std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
-                                                 int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi);
+                                                 int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi,
+                                                 ThreadPool* pool = nullptr, int chunks = 1);
 
 }  // namespace jiffy
