@@ -1,7 +1,8 @@
 // Winograd F(2,3) / F(4,3) against the direct conv (ConvGemm) on the 3x3 stride-1 layers of
 // ResNet-50 and PP-OCR, timed interleaved (the machine is shared and noisy: each round runs every
 // variant once, the medians of thread CPU time are compared), plus each variant's max error against a float64
-// direct conv relative to the output's largest magnitude.
+// direct conv relative to the output's largest magnitude, in both orientations (normal and
+// transposed), with the cost model's estimated speedups.
 //   jiffy_winograd_bench [rounds] [isa: avx512|avx2|scalar]
 #include <algorithm>
 #include <cmath>
@@ -48,11 +49,16 @@ int main(int argc, char** argv) {
         {"ppocr 64->96 40", 64, 96, 40},   {"ppocr 96ch 20", 96, 96, 20},
         {"det 96->24 160", 96, 24, 160},   {"det 96->24 40", 96, 24, 40},
         {"small 32ch 28", 32, 32, 28},     {"wide 256->64 56", 256, 64, 56},
+        {"256ch 7", 256, 256, 7},          {"128ch 14", 128, 128, 14},
+        {"64ch 28", 64, 64, 28},
     };
-    std::printf("ISA %s, %d rounds, medians (us) and GFLOP/s of the direct-conv FLOPs\n", isa_name(isa),
-                rounds);
-    std::printf("%-18s %5s %5s %4s | %9s %6s | %9s %6s %8s | %9s %6s %8s | %s\n", "shape", "C", "M", "HW",
-                "direct", "GF/s", "F(2,3)", "GF/s", "err", "F(4,3)", "GF/s", "err", "choice");
+    std::printf("ISA %s, %d rounds, medians (us), GFLOP/s of the direct-conv FLOPs, err vs float64\n",
+                isa_name(isa), rounds);
+    const WinoPick picks[] = {{2, false}, {4, false}, {2, true}, {4, true}};
+    const char* const pname[] = {"F(2,3)", "F(4,3)", "F(2,3)t", "F(4,3)t"};
+    std::printf("%-16s %4s %4s %3s | %6s %5s |", "shape", "C", "M", "HW", "direct", "GF/s");
+    for (const char* n : pname) std::printf(" %7s %5s %7s |", n, "GF/s", "err");
+    std::printf(" choice (model's estimates)\n");
     for (const Shape& s : shapes) {
         Conv2DGeom g;
         g.C = s.C, g.M = s.M, g.H = g.W = s.HW, g.kh = g.kw = 3, g.ph = g.pw = 1, g.OH = g.OW = s.HW;
@@ -66,23 +72,29 @@ int main(int argc, char** argv) {
         ConvGemm cg(isa, g, 1);
         std::vector<float> wpd(cg.packed_w_floats()), sd(cg.scratch_floats()), yd(size_t(g.M * P));
         cg.pack_w(w.data(), wpd.data());
-        Winograd w2(isa, g, 2), w4(isa, g, 4);
-        std::vector<float> wp2(w2.packed_w_floats()), s2(w2.scratch_floats()), y2(yd.size());
-        std::vector<float> wp4(w4.packed_w_floats()), s4(w4.scratch_floats()), y4(yd.size());
-        w2.pack_w(w.data(), wp2.data());
-        w4.pack_w(w.data(), wp4.data());
+        constexpr int NV = 4;
+        std::vector<Winograd> wg;
+        std::vector<std::vector<float>> wp(NV), sc(NV), yv(NV, std::vector<float>(yd.size()));
+        for (int v = 0; v < NV; ++v) {
+            wg.emplace_back(isa, g, picks[v].m, picks[v].trans);
+            wp[size_t(v)].resize(wg.back().packed_w_floats());
+            sc[size_t(v)].resize(wg.back().scratch_floats());
+            wg.back().pack_w(w.data(), wp[size_t(v)].data());
+        }
         const ConvEpi epi{ConvAct::kRelu};
-        std::vector<double> td, t2, t4;
-        for (int r = 0; r < rounds + 1; ++r) {
+        std::vector<double> td, tv[NV];
+        for (int r = 0; r < rounds + 1; ++r) {  // interleaved; round 0 warms up
             double t0 = now_us();
             cg.run(x.data(), wpd.data(), b.data(), nullptr, yd.data(), sd.data(), epi);
             double t1 = now_us();
-            w2.run(x.data(), wp2.data(), b.data(), nullptr, y2.data(), s2.data(), epi);
-            double t2_ = now_us();
-            w4.run(x.data(), wp4.data(), b.data(), nullptr, y4.data(), s4.data(), epi);
-            double t3 = now_us();
-            if (r == 0) continue;  // warm-up
-            td.push_back(t1 - t0), t2.push_back(t2_ - t1), t4.push_back(t3 - t2_);
+            if (r > 0) td.push_back(t1 - t0);
+            for (int v = 0; v < NV; ++v) {
+                const size_t k = size_t(v);
+                t0 = now_us();
+                wg[k].run(x.data(), wp[k].data(), b.data(), nullptr, yv[k].data(), sc[k].data(), epi);
+                t1 = now_us();
+                if (r > 0) tv[v].push_back(t1 - t0);
+            }
         }
         auto med = [](std::vector<double> v) {
             std::sort(v.begin(), v.end());
@@ -91,9 +103,10 @@ int main(int argc, char** argv) {
         // Errors against a float64 direct conv (no activation: compare pre-ReLU values).
         const ConvEpi none{};
         cg.run(x.data(), wpd.data(), b.data(), nullptr, yd.data(), sd.data(), none);
-        w2.run(x.data(), wp2.data(), b.data(), nullptr, y2.data(), s2.data(), none);
-        w4.run(x.data(), wp4.data(), b.data(), nullptr, y4.data(), s4.data(), none);
-        double e2 = 0, e4 = 0, ed = 0, mag = 0;
+        for (int v = 0; v < NV; ++v)
+            wg[size_t(v)].run(x.data(), wp[size_t(v)].data(), b.data(), nullptr, yv[size_t(v)].data(),
+                              sc[size_t(v)].data(), none);
+        double ev[NV] = {}, ed = 0, mag = 0;
         for (int64_t mo = 0; mo < g.M; mo += std::max<int64_t>(1, g.M / 16))  // a sample of channels
             for (int64_t oy = 0; oy < g.OH; ++oy)
                 for (int64_t ox = 0; ox < g.OW; ++ox) {
@@ -109,16 +122,20 @@ int main(int argc, char** argv) {
                     const size_t o = size_t(mo * P + oy * g.OW + ox);
                     mag = std::max(mag, std::abs(acc));
                     ed = std::max(ed, std::abs(yd[o] - acc));
-                    e2 = std::max(e2, std::abs(y2[o] - acc));
-                    e4 = std::max(e4, std::abs(y4[o] - acc));
+                    for (int v = 0; v < NV; ++v) ev[v] = std::max(ev[v], std::abs(yv[size_t(v)][o] - acc));
                 }
         const double fl = 2.0 * double(g.M * g.C * 9 * P) / 1e3;
-        const double md = med(td), m2 = med(t2), m4 = med(t4);
-        std::printf(
-            "%-18s %5lld %5lld %4lld | %9.0f %6.1f | %9.0f %6.1f %8.1e | %9.0f %6.1f %8.1e | F%d (direct err "
-            "%.1e)\n",
-            s.what, (long long)g.C, (long long)g.M, (long long)s.HW, md, fl / md, m2, fl / m2, e2 / mag, m4,
-            fl / m4, e4 / mag, winograd_choice(isa, g), ed / mag);
+        const double md = med(td);
+        std::printf("%-16s %4lld %4lld %3lld | %6.0f %5.1f |", s.what, (long long)g.C, (long long)g.M,
+                    (long long)s.HW, md, fl / md);
+        for (int v = 0; v < NV; ++v) {
+            const double mv = med(tv[v]);
+            std::printf(" %7.0f %5.1f %7.1e |", mv, fl / mv, ev[v] / mag);
+        }
+        const WinoPick c = winograd_choice(isa, g);
+        std::printf(" F%d%s (", c.m, c.trans ? "t" : "");
+        for (int v = 0; v < NV; ++v) std::printf("%s%.2f", v ? " " : "", winograd_speedup(isa, g, picks[v]));
+        std::printf("; direct err %.1e)\n", ed / mag);
         std::fflush(stdout);
     }
     return 0;

@@ -28,7 +28,7 @@ static WinoFn wino_fn(Isa isa) {
     return winograd_portable;
 }
 
-Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m) : isa_(isa) {
+Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans) : isa_(isa) {
     WinoArgs& a = a_;
     a.g = g;
     a.m = m == 4 ? 4 : 2;
@@ -36,12 +36,23 @@ Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m) : isa_(isa) {
     a.TH = (g.OH + a.m - 1) / a.m;
     a.TW = (g.OW + a.m - 1) / a.m;
     a.T = a.TH * a.TW;
-    const int64_t nr = conv_nr(isa), a2 = a.alpha * a.alpha;
-    // Tiles per block: V (alpha^2 x C x nb) and Mt (alpha^2 x M x nb) within ~768 KiB of L2,
-    // the tiles split evenly between the blocks.
-    const int64_t nb_max = std::max<int64_t>(nr, 196608 / (a2 * (g.C + g.M)) / nr * nr);
-    const int64_t blocks = (a.T + nb_max - 1) / nb_max;
-    a.nb = ((a.T + blocks - 1) / blocks + nr - 1) / nr * nr;
+    a.trans = trans;
+    const int64_t nr = conv_nr(isa), mr = conv_mr(isa), a2 = a.alpha * a.alpha;
+    a.Mpad = (g.M + nr - 1) / nr * nr;
+    if (trans) {
+        // The packed weights (alpha^2 C Mpad floats, often MiBs from DRAM) are streamed once per
+        // block: one block unless V and Mt pass ~2 MiB (each GEMM t touches only 1 / alpha^2 of
+        // them, so they need not stay in L2 whole).
+        const int64_t nb_max = std::max<int64_t>(mr, 524288 / (a2 * (g.C + a.Mpad)));
+        const int64_t blocks = (a.T + nb_max - 1) / nb_max;
+        a.nb = (a.T + blocks - 1) / blocks;
+    } else {
+        // Tiles per block: V (alpha^2 x C x nb) and Mt (alpha^2 x M x nb) within ~768 KiB of L2,
+        // the tiles split evenly between the blocks.
+        const int64_t nb_max = std::max<int64_t>(nr, 196608 / (a2 * (g.C + g.M)) / nr * nr);
+        const int64_t blocks = (a.T + nb_max - 1) / nb_max;
+        a.nb = ((a.T + blocks - 1) / blocks + nr - 1) / nr * nr;
+    }
     const int64_t kc_max = isa == Isa::kAvx512 ? 128 : 256;
     const int64_t chunks = (g.C + kc_max - 1) / kc_max;
     a.kc = (g.C + chunks - 1) / chunks;
@@ -53,11 +64,14 @@ Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m) : isa_(isa) {
 size_t Winograd::scratch_floats() const {
     const WinoArgs& a = a_;
     const int64_t a2 = a.alpha * a.alpha;
+    if (a.trans)  // V, Mt (nb x Mpad per t), the P x Mpad output, the padded rows
+        return size_t(a2 * a.g.C * a.nb + a2 * a.nb * a.Mpad + a.g.OH * a.g.OW * a.Mpad + 64 + a.alpha * a.RW);
     return size_t(a2 * a.g.C * a.nb + a2 * a.g.M * a.nb + 64 + a.alpha * a.RW);
 }
 
 // U[t][mo][c] = (G g G^T)[t / alpha][t % alpha] in double, packed per t like ConvGemm's weights
-// (balanced row blocks of <= MR output channels, each C x mr).
+// (balanced row blocks of <= MR output channels, each C x mr; transposed: C x NR column panels
+// per NR output channels, zero past M).
 void Winograd::pack_w(const float* W, float* dst) const {
     static const double G2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
     static const double G4[6][3] = {{1.0 / 4, 0, 0},
@@ -68,7 +82,8 @@ void Winograd::pack_w(const float* W, float* dst) const {
                                     {0, 0, 1}};
     const int A = a_.alpha;
     const int64_t M = a_.g.M, C = a_.g.C, mr_max = conv_mr(isa_);
-    const int64_t nbk = (M + mr_max - 1) / mr_max;
+    const int64_t nbk = (M + mr_max - 1) / mr_max, nr = conv_nr(isa_), Mp = a_.Mpad;
+    if (a_.trans) std::fill(dst, dst + packed_w_floats(), 0.0f);
     auto G = [&](int i, int k) { return A == 6 ? G4[i][k] : G2[i][k]; };
     std::vector<double> u(size_t(A * A));
     for (int64_t b = 0; b < nbk; ++b)
@@ -84,7 +99,10 @@ void Winograd::pack_w(const float* W, float* dst) const {
                         u[size_t(i * A + j)] = s;
                     }
                 for (int t = 0; t < A * A; ++t)
-                    dst[t * M * C + r0 * C + c * mr + (mo - r0)] = float(u[size_t(t)]);
+                    if (a_.trans)
+                        dst[t * Mp * C + mo / nr * nr * C + c * nr + mo % nr] = float(u[size_t(t)]);
+                    else
+                        dst[t * M * C + r0 * C + c * mr + (mo - r0)] = float(u[size_t(t)]);
             }
         }
 }
@@ -97,49 +115,80 @@ void Winograd::run(const float* x, const float* wpacked, const float* bias, cons
 }
 
 const char* Winograd::name() const {
-    const bool f4 = a_.m == 4;
-    switch (isa_) {
-        case Isa::kAvx512:
-            return f4 ? "f32_winograd_f4x3__avx512" : "f32_winograd_f2x3__avx512";
-        case Isa::kAvx2:
-            return f4 ? "f32_winograd_f4x3__avx2" : "f32_winograd_f2x3__avx2";
-        default:
-            return f4 ? "f32_winograd_f4x3__portable" : "f32_winograd_f2x3__portable";
-    }
+    static const char* const names[3][4] = {
+        {"f32_winograd_f2x3__avx512", "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx512",
+         "f32_winograd_f4x3_trans__avx512"},
+        {"f32_winograd_f2x3__avx2", "f32_winograd_f4x3__avx2", "f32_winograd_f2x3_trans__avx2",
+         "f32_winograd_f4x3_trans__avx2"},
+        {"f32_winograd_f2x3__portable", "f32_winograd_f4x3__portable", "f32_winograd_f2x3_trans__portable",
+         "f32_winograd_f4x3_trans__portable"}};
+    const int i = isa_ == Isa::kAvx512 ? 0 : isa_ == Isa::kAvx2 ? 1 : 2;
+    return names[i][(a_.m == 4 ? 1 : 0) + (a_.trans ? 2 : 0)];
 }
 
 // Estimated speedup of F(m,3) over the direct conv: the multiplies saved (9 m^2 / alpha^2), times
-// the microkernel lanes holding real tiles (T / tiles rounded up to blocks of nb) and the output
-// pixels that are real (edge tiles), over 1 + the transforms' cost relative to the GEMM's,
-// k (C + M) / (C M) / u^0.25 with u the transforms' lane use (a vector holds VL tiles of one tile
-// row, so a 7-tile row fills 7 of 16 lanes). k = 14 (F(2,3)), 26 (F(4,3)): a least-squares fit of
-// the log speedups measured by bench/winograd_bench.cpp (AVX-512, thread CPU time), which the
-// model reproduces within ~15% on ResNet-50's and PP-OCR's shapes (docs/winograd.md).
-static double wino_speedup(Isa isa, const Conv2DGeom& g, int m) {
-    const Winograd w(isa, g, m);
+// the microkernel lanes holding real data and the output pixels that are real (edge tiles), over
+// 1 + the transforms' cost relative to the GEMM's, k (C + M) / (C M) / u^0.25 with u the
+// transforms' lane use (a vector holds VL tiles of one tile row, so a 7-tile row fills 7 of 16).
+// Normal orientation: the lanes hold tiles (T / tiles rounded up to blocks of nb); k = 14 (F(2,3)),
+// 26 (F(4,3)). Transposed: the lanes hold output channels (M / Mpad); k = 14, 20; blocks of fewer
+// than 8 tiles run the microkernel below its rate (x 1 + 0.8 (8 - mr) / 8), and where U passes
+// ~4 MiB it streams from DRAM once per block: + 0.3 x 16 / nb. The constants are a least-squares
+// fit of the log speedups measured by bench/winograd_bench.cpp (AVX-512, thread CPU time, medians
+// of 3 runs; rms error ~17% on ResNet-50's and PP-OCR's shapes, docs/winograd.md).
+double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
+    if (!Winograd::suits(g) || (p.m != 2 && p.m != 4)) return 0;
+    const int m = p.m;
+    const Winograd w(isa, g, m, p.trans);
     const WinoArgs& a = w.args();
     const int64_t vl = conv_nr(isa) / 2, alpha = a.alpha;
-    const int64_t blocks = (a.T + a.nb - 1) / a.nb;
-    const double lanes = double(a.T) / double(blocks * a.nb);
     const double pixels = double(g.OH * g.OW) / double(a.T * m * m);
     const double tf_lanes = double(a.TW) / double((a.TW + vl - 1) / vl * vl);
-    const double k = m == 4 ? 26.0 : 14.0;
-    const double overhead = 1.0 + k * double(g.C + g.M) / double(g.C * g.M) / std::pow(tf_lanes, 0.25);
-    return 9.0 * m * m / double(alpha * alpha) * lanes * pixels / overhead;
+    const double tf = double(g.C + g.M) / double(g.C * g.M) / std::pow(tf_lanes, 0.25);
+    const double saved = 9.0 * m * m / double(alpha * alpha) * pixels;
+    if (!p.trans) {
+        const int64_t blocks = (a.T + a.nb - 1) / a.nb;
+        const double lanes = double(a.T) / double(blocks * a.nb);
+        return saved * lanes / (1.0 + (m == 4 ? 26.0 : 14.0) * tf);
+    }
+    const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
+    const double mr_avg = double(a.nb) / double(rows);
+    const double lanes = double(g.M) / double(a.Mpad);
+    const double rowf = 1.0 + 0.8 * std::max(0.0, 8.0 - mr_avg) / 8.0;
+    const bool u_big = double(alpha * alpha * g.C * a.Mpad) * sizeof(float) > 4.0 * (1 << 20);
+    const double mem = u_big ? 0.3 * 16.0 / double(a.nb) : 0.0;
+    return saved * lanes / (1.0 + (m == 4 ? 20.0 : 14.0) * tf + mem) / rowf;
 }
 
-int winograd_choice(Isa isa, const Conv2DGeom& g) {
-    if (!Winograd::suits(g)) return 0;
-    static const int forced = [] {
+WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
+    if (!Winograd::suits(g)) return {};
+    // JIFFY_WINOGRAD: 0, 2, 4, 2n, 4n, 2t, 4t (winograd.h).
+    struct Forced {
+        bool set = false, orient = false;  // orient: the orientation given too
+        WinoPick p;
+    };
+    static const Forced forced = [] {
+        Forced f;
         const char* s = std::getenv("JIFFY_WINOGRAD");
-        return s && *s ? std::atoi(s) : -1;
+        if (!s || (s[0] != '0' && s[0] != '2' && s[0] != '4')) return f;
+        f.set = true;
+        f.p.m = s[0] - '0';
+        f.orient = s[1] == 'n' || s[1] == 't';
+        f.p.trans = s[1] == 't';
+        return f;
     }();
-    if (forced == 0 || forced == 2 || forced == 4) return forced;
+    if (forced.set && (forced.p.m == 0 || forced.orient)) return forced.p;
+    auto best = [&](int m) {
+        const double n = winograd_speedup(isa, g, {m, false}), t = winograd_speedup(isa, g, {m, true});
+        return std::make_pair(std::max(n, t), WinoPick{m, t > n});
+    };
+    const auto [s2, p2] = best(2);
+    const auto [s4, p4] = best(4);
+    if (forced.set) return forced.p.m == 4 ? p4 : p2;
     // F(4,3) rounds ~10x worse than F(2,3) (docs/winograd.md): only where clearly faster.
-    const double s2 = wino_speedup(isa, g, 2), s4 = wino_speedup(isa, g, 4);
-    if (s4 >= 1.2 && s4 >= 1.1 * s2) return 4;
-    if (s2 >= 1.2) return 2;
-    return 0;
+    if (s4 >= 1.2 && s4 >= 1.1 * s2) return p4;
+    if (s2 >= 1.2) return p2;
+    return {};
 }
 
 }  // namespace jiffy::kernels

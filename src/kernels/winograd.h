@@ -10,6 +10,12 @@
 //      interleaved back into output rows, then the conv's epilogue (residual add, activation).
 // The weights are transformed once (U = G g G^T, in double) at prepare. The scratch (V, Mt and
 // the padded rows) is ~L2-sized: nb is chosen so that V and Mt of a block fit in ~768 KiB.
+// Transposed orientation (small planes, where a block's few tiles would fill a fraction of the
+// microkernel's NR lanes): Mt[t]^T (nb x M) = V[t]^T (nb x C) . U[t]^T (C x M), the tiles as the
+// microkernel's rows (V stored in balanced row blocks of <= MR tiles, C x mr each) and the output
+// channels on its lanes (U packed as C x NR column panels, zero past M, like ConvGemm's `trans`
+// mode); the output transform then runs across VL output channels per tile into a P x Mpad
+// pixel-major buffer, which trans_out transposes into Y with bias, residual and activation.
 // F(4,3) multiplies 4x less than direct convolution, F(2,3) 2.25x less; F(4,3) rounds worse
 // (its transform has entries up to 8 and 1/24): see docs/winograd.md for the measured errors.
 #pragma once
@@ -31,21 +37,32 @@ struct WinoArgs {
     int64_t kc = 0;                 // C chunk of the microkernel
     int64_t RW = 0;                 // row stride of the padded input rows buffer (alpha rows)
     const int64_t* offs = nullptr;  // offs[c] = c * nb: the GEMM's B rows
+    bool trans = false;             // transposed orientation (tiles as rows, channels on lanes)
+    int64_t Mpad = 0;               // trans: M rounded up to NR
+};
+
+// A Winograd variant: tile size m (2 or 4; 0: the direct conv) and orientation.
+struct WinoPick {
+    int m = 0;
+    bool trans = false;
 };
 
 class Winograd {
 public:
     Winograd() = default;
-    // g: 3x3, stride 1, dilation 1 (suits(g)); m: 2 or 4.
-    Winograd(Isa isa, const Conv2DGeom& g, int m);
+    // g: 3x3, stride 1, dilation 1 (suits(g)); m: 2 or 4; trans: the transposed orientation.
+    Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans = false);
 
     static bool suits(const Conv2DGeom& g) {
         return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph <= 2 &&
                g.pw <= 2 && g.OH >= 1 && g.OW >= 1 && g.C >= 1 && g.M >= 1;
     }
 
-    // W is M x C x 3 x 3; packed as alpha^2 matrices U[t] (M x C) in the microkernel's row blocks.
-    size_t packed_w_floats() const { return size_t(a_.alpha * a_.alpha * a_.g.M * a_.g.C); }
+    // W is M x C x 3 x 3; packed as alpha^2 matrices U[t] (M x C) in the microkernel's row blocks
+    // (transposed: U[t]^T as C x NR column panels, Mpad columns).
+    size_t packed_w_floats() const {
+        return size_t(a_.alpha * a_.alpha * (a_.trans ? a_.Mpad : a_.g.M) * a_.g.C);
+    }
     void pack_w(const float* W, float* dst) const;
     size_t scratch_floats() const;
 
@@ -56,7 +73,7 @@ public:
 
     const WinoArgs& args() const { return a_; }
     Isa isa() const { return isa_; }
-    // "f32_winograd_f4x3__avx512" etc.
+    // "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx2" etc.
     const char* name() const;
 
 private:
@@ -65,11 +82,14 @@ private:
     std::vector<int64_t> offs_;
 };
 
-// The Winograd tile size worth using for this conv on this ISA (2 or 4), or 0 where the direct
-// conv (ConvGemm) is expected to be as fast (small planes, few channels): a cost model measured
-// on ResNet-50's and PP-OCR's 3x3 layers (docs/winograd.md). JIFFY_WINOGRAD=0|2|4 overrides it
-// (0: never; 2 / 4: that tile size for every conv that suits()).
-int winograd_choice(Isa isa, const Conv2DGeom& g);
+// The Winograd variant worth using for this conv on this ISA, or m = 0 where the direct conv
+// (ConvGemm) is expected to be as fast (few channels, tiny planes): a cost model measured on
+// ResNet-50's and PP-OCR's 3x3 layers (docs/winograd.md). JIFFY_WINOGRAD overrides it: 0 (never),
+// 2 / 4 (that tile size for every conv that suits(), the orientation by the model), 2n / 4n / 2t /
+// 4t (that tile size and orientation: n normal, t transposed).
+WinoPick winograd_choice(Isa isa, const Conv2DGeom& g);
+// The cost model's estimated speedup of a variant over the direct conv (bench, tests).
+double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p);
 
 // Per-ISA entry point (internal).
 using WinoFn = void (*)(const WinoArgs& a, const float* x, const float* wp, const float* bias,

@@ -103,15 +103,30 @@ inline void interleave(const V (&o)[m], V (&q)[m]) {
     }
 }
 
+// Lanes of v under m to p (lane l to p[l]; the others are not touched).
+inline void st_m(float* p, V v, LaneMask m) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    _mm512_mask_storeu_ps(p, m, (__m512)v);
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+    _mm256_maskstore_ps(p, m, (__m256)v);
+#else
+    for (int64_t l = m.lo; l < m.hi; ++l) p[l] = v[l];
+#endif
+}
+
 // Tiles [b0, b0 + nt) of the block: V[t][c][i] (t < alpha^2, i < nb) for tile b0 + i; the
 // columns [nt, nt rounded up to NR) are zeroed (the GEMM computes them and they are dropped).
-template <int m>
+// TR (transposed orientation): V[t] holds the nt tiles in balanced row blocks of <= MR tiles,
+// block [r0, r1) at r0 * C as C x (r1 - r0), so tile i of channel c sits at
+// r0 * C + c * (r1 - r0) + i - r0 (a vector's lanes stored in runs within one block, masked).
+template <int m, bool TR = false>
 void input_transform(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, float* vb, float* rb) {
     constexpr int A = m + 2;
     const Conv2DGeom& g = a.g;
     const int64_t C = g.C, nb = a.nb, TW = a.TW, RW = a.RW;
     const int64_t ty0 = b0 / TW, ty1 = (b0 + nt - 1) / TW;
-    const int64_t ntp = std::min(nb, (nt + NR - 1) / NR * NR);
+    const int64_t ntp = TR ? nt : std::min(nb, (nt + NR - 1) / NR * NR);
+    const int64_t nbk = (nt + MR - 1) / MR;
     for (int64_t c = 0; c < C; ++c) {
         const float* xc = x + c * g.H * g.W;
         for (int64_t ty = ty0; ty <= ty1; ++ty) {
@@ -134,7 +149,21 @@ void input_transform(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, 
                     deinterleave<m>(rb + r * RW + m * tx, d);
                     WinoTf<m>::in(d, h[r]);
                 }
-                float* dst = vb + c * nb + (ty * TW + tx - b0);
+                const int64_t q0 = ty * TW + tx - b0;
+                float* dst = vb + c * nb + q0;
+                // TR: the lanes in runs within one row block; lane l of run s goes to off[s] + l.
+                int64_t off[VL];
+                LaneMask msk[VL];
+                int ns = 0;
+                if constexpr (TR)
+                    for (int64_t l = 0; l < n; ++ns) {
+                        const int64_t q = q0 + l, blk = ((q + 1) * nbk + nt - 1) / nt - 1;
+                        const int64_t r0 = blk * nt / nbk, r1 = (blk + 1) * nt / nbk;
+                        const int64_t run = std::min(n - l, r1 - q);
+                        off[ns] = r0 * C + c * (r1 - r0) + q - r0 - l;
+                        msk[ns] = lane_mask(l, l + run);
+                        l += run;
+                    }
 #pragma GCC unroll 8
                 for (int j = 0; j < A; ++j) {
                     V col[A], z[A];
@@ -143,11 +172,16 @@ void input_transform(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, 
                     WinoTf<m>::in(col, z);
 #pragma GCC unroll 8
                     for (int i = 0; i < A; ++i) {
-                        float* p = dst + (i * A + j) * C * nb;
-                        if (n == VL)
-                            st(p, z[i]);
-                        else
-                            st_n(p, z[i], n);
+                        if constexpr (TR) {
+                            float* p = vb + (i * A + j) * C * nb;
+                            for (int k = 0; k < ns; ++k) st_m(p + off[k], z[i], msk[k]);
+                        } else {
+                            float* p = dst + (i * A + j) * C * nb;
+                            if (n == VL)
+                                st(p, z[i]);
+                            else
+                                st_n(p, z[i], n);
+                        }
                     }
                 }
             }
@@ -220,6 +254,86 @@ void output_transform(const WinoArgs& a, const float* mb, int64_t b0, int64_t nt
     }
 }
 
+// TR: Yt[p][mo] (pixel-major, Mpad channels per pixel) for the pixels of tiles [b0, b0 + nt),
+// from Mt[t][i][mo] (nt x Mpad per t), vectorized across VL output channels; no bias.
+template <int m>
+void output_transform_t(const WinoArgs& a, const float* mb, int64_t b0, int64_t nt, float* yt) {
+    constexpr int A = m + 2;
+    const Conv2DGeom& g = a.g;
+    const int64_t Mp = a.Mpad, nb = a.nb, TW = a.TW, OH = g.OH, OW = g.OW;
+    for (int64_t i = 0; i < nt; ++i) {
+        const int64_t q = b0 + i, ty = q / TW, tx = q - ty * TW;
+        const int64_t oy0 = ty * m, ox0 = tx * m;
+        const int64_t vh = std::min<int64_t>(m, OH - oy0), vw = std::min<int64_t>(m, OW - ox0);
+        for (int64_t mo = 0; mo < Mp; mo += VL) {
+            const float* src = mb + i * Mp + mo;
+            V s[A][m];
+#pragma GCC unroll 8
+            for (int r = 0; r < A; ++r) {
+                V row[A];
+#pragma GCC unroll 8
+                for (int b = 0; b < A; ++b) row[b] = ld(src + (r * A + b) * nb * Mp);
+                WinoTf<m>::out(row, s[r]);
+            }
+#pragma GCC unroll 8
+            for (int j = 0; j < m; ++j) {
+                V col[A], oc[m];
+#pragma GCC unroll 8
+                for (int r = 0; r < A; ++r) col[r] = s[r][j];
+                WinoTf<m>::out(col, oc);
+                if (j < vw)
+#pragma GCC unroll 8
+                    for (int ii = 0; ii < m; ++ii)
+                        if (ii < vh) st(yt + ((oy0 + ii) * OW + ox0 + j) * Mp + mo, oc[ii]);
+            }
+        }
+    }
+}
+
+// The transposed orientation (WinoArgs::trans): per block, V[t]^T (nt x C) . U[t]^T (C x Mpad)
+// with the tiles as the microkernel's rows and NR output channels on its lanes, the output
+// transform into the pixel-major Yt, and at the end Y = Yt^T + bias (+ res), activation.
+template <int m>
+void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float* bias, const float* res,
+                float* y, float* scratch, const ConvEpi& e) {
+    constexpr int A = m + 2;
+    const Conv2DGeom& g = a.g;
+    const int64_t C = g.C, Mp = a.Mpad, nb = a.nb, P = g.OH * g.OW;
+    float* vb = scratch;                    // alpha^2 x C x nb (row blocks)
+    float* mb = vb + A * A * C * nb;        // alpha^2 x nb x Mp
+    float* yt = mb + A * A * nb * Mp;       // P x Mp
+    float* rb = yt + P * Mp + 64;           // alpha x RW padded input rows
+    std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
+    const bool wpf = A * A * C * Mp > 262144;  // U past L2
+    const float* uend = wp + A * A * C * Mp;
+    const ConvEpi none{};
+    for (int64_t b0 = 0; b0 < a.T; b0 += nb) {
+        const int64_t nt = std::min(nb, a.T - b0);
+        input_transform<m, true>(a, x, b0, nt, vb, rb);
+        const int64_t nbk = (nt + MR - 1) / MR;
+        for (int t = 0; t < A * A; ++t) {
+            const float* ut = wp + t * Mp * C;
+            const float* vt = vb + t * C * nb;
+            float* mt = mb + t * nb * Mp;
+            for (int64_t n0 = 0; n0 < Mp; n0 += NR)
+                for (int64_t k0 = 0; k0 < C; k0 += a.kc) {
+                    const int64_t kc = std::min(a.kc, C - k0);
+                    const float* bp = ut + n0 * C + k0 * NR;
+                    for (int64_t blk = 0; blk < nbk; ++blk) {
+                        const int64_t r0 = blk * nt / nbk, r1 = (blk + 1) * nt / nbk, mr = r1 - r0;
+                        // U is streamed once (from DRAM when large) in order: the first two blocks
+                        // prefetch the next chunk (2 kc lines), one line per k step each.
+                        const float* pa = blk < 2 && wpf && bp + kc * NR < uend ? bp + kc * NR + blk * 16 * kc : nullptr;
+                        kUkr[size_t(mr - 1)](kc, vt + r0 * C + k0 * mr, bp, mt + r0 * Mp + n0, Mp, NR, k0 == 0,
+                                             nullptr, false, nullptr, none, pa, nullptr);
+                    }
+                }
+        }
+        output_transform_t<m>(a, mb, b0, nt, yt);
+    }
+    trans_out_fn(e.act)(yt, Mp, P, 0, g.M, bias, res, y, e);
+}
+
 template <int m>
 void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* bias, const float* res,
               float* y, float* scratch, const ConvEpi& e) {
@@ -260,10 +374,16 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
 void JIFFY_CONV_CAT(winograd_, JIFFY_CONV_SUFFIX)(const WinoArgs& a, const float* x, const float* wp,
                                                   const float* bias, const float* res, float* y,
                                                   float* scratch, const ConvEpi& e) {
-    if (a.m == 4)
+    if (a.trans) {
+        if (a.m == 4)
+            wino_run_t<4>(a, x, wp, bias, res, y, scratch, e);
+        else
+            wino_run_t<2>(a, x, wp, bias, res, y, scratch, e);
+    } else if (a.m == 4) {
         wino_run<4>(a, x, wp, bias, res, y, scratch, e);
-    else
+    } else {
         wino_run<2>(a, x, wp, bias, res, y, scratch, e);
+    }
 }
 
 }  // namespace jiffy::kernels

@@ -515,13 +515,14 @@ public:
             return;
         }
         // 3x3 stride-1 convs with known weights: Winograd where its cost model says it wins.
-        if (d.G == 1 && w_const) wino_m_ = kernels::winograd_choice(isa, geo);
+        if (d.G == 1 && w_const) wino_ = kernels::winograd_choice(isa, geo);
+        wino_m_ = wino_.m;
         if (wino_m_) {
-            wino_ = kernels::Winograd(isa, geo, wino_m_);
-            scratch_.resize(wino_.scratch_floats());
-            wpacked_.resize(wino_.packed_w_floats());
+            wino_k_ = kernels::Winograd(isa, geo, wino_m_, wino_.trans);
+            scratch_.resize(wino_k_.scratch_floats());
+            wpacked_.resize(wino_k_.packed_w_floats());
             w_const_ = true;
-            wino_.pack_w(w_const, wpacked_.data());
+            wino_k_.pack_w(w_const, wpacked_.data());
             return;
         }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
@@ -546,8 +547,8 @@ public:
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
                                         scratch_.data());
             else if (wino_m_)
-                wino_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
-                          epi_);
+                wino_k_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
+                            epi_);
             else
                 gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
                           epi_);
@@ -558,7 +559,7 @@ public:
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
         if (depthwise_) return "conv_dw " + isa;
-        std::string r = wino_m_ ? std::string(wino_.name()) : "conv_gemm_" + std::string(gemm_.name());
+        std::string r = wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
         if (!wino_m_) {
             const kernels::ConvGemmArgs& a = gemm_.args();
             const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
@@ -588,7 +589,7 @@ public:
                 kernels::Conv2DGeom g = geo_;
                 g.M = p.c1 - p.c0;
                 if (wino_m_) {  // each part transforms the whole input (sums as on one thread)
-                    p.wino = kernels::Winograd(isa_, g, wino_m_);
+                    p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
                     p.scratch.resize(p.wino.scratch_floats());
                     p.w.resize(p.wino.packed_w_floats());
                     p.wino.pack_w(w_const + p.c0 * geo_.C * 9, p.w.data());
@@ -671,8 +672,9 @@ private:
     bool has_res_;
     bool w_const_ = false;
     kernels::ConvGemm gemm_;
-    int wino_m_ = 0;  // 2 or 4: Winograd F(m,3) instead of gemm_
-    kernels::Winograd wino_;
+    kernels::WinoPick wino_;  // m = 2 or 4: Winograd F(m,3) (wino_k_) instead of gemm_
+    int wino_m_ = 0;          // wino_.m
+    kernels::Winograd wino_k_;
     mutable std::vector<float> scratch_;
     mutable std::vector<float> wpacked_;
 };

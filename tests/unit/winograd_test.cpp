@@ -1,6 +1,7 @@
 // Winograd F(2,3) / F(4,3) conv (src/kernels/winograd.h) against a float64 direct conv on every
 // ISA this CPU has: odd planes (not tile multiples), channel counts off the microkernel's blocks,
-// padding 0 / 1 / 2, several tile blocks, bias, residual and activations. Engine-free.
+// padding 0 / 1 / 2, several tile blocks, bias, residual and activations, in both orientations
+// (normal: tiles on the microkernel's lanes; transposed: output channels on them). Engine-free.
 #include "kernels/winograd.h"
 
 #include <gtest/gtest.h>
@@ -57,7 +58,7 @@ struct Case {
 
 // Max over outputs of |y - ref| / (sum |w x| + |b| + |r| + 1e-30): the error relative to the
 // magnitude of the terms summed.
-double max_rel_err(Isa isa, int m, const Case& c, uint32_t seed) {
+double max_rel_err(Isa isa, int m, bool trans, const Case& c, uint32_t seed) {
     const Conv2DGeom g = geom(c.C, c.M, c.H, c.W, c.pad, c.pad_end);
     const int64_t P = g.OH * g.OW;
     const std::vector<float> x = rnd(g.C * g.H * g.W, seed, 1.0f);
@@ -67,7 +68,7 @@ double max_rel_err(Isa isa, int m, const Case& c, uint32_t seed) {
     ConvEpi e;
     e.act = c.act;
     if (c.act == ConvAct::kClip) e.alpha = -0.5f, e.beta = 0.75f;
-    Winograd wg(isa, g, m);
+    Winograd wg(isa, g, m, trans);
     std::vector<float> wp(wg.packed_w_floats()), scratch(wg.scratch_floats());
     wg.pack_w(w.data(), wp.data());
     // Canaries past the output catch stores outside it.
@@ -112,19 +113,49 @@ TEST(Winograd, MatchesDirectConvOnEveryIsa) {
         {9, 12, 6, 5, 1, 0, true, false, ConvAct::kNone},     // asymmetric pad
         {40, 24, 31, 29, 1, 1, true, true, ConvAct::kRelu},   // several tile blocks
         {300, 14, 6, 7, 1, 1, true, false, ConvAct::kNone},   // C in several chunks
+        {37, 45, 7, 7, 1, 1, true, true, ConvAct::kRelu},     // 7x7 plane, M past an NR panel
+        {24, 70, 14, 14, 1, 1, false, true, ConvAct::kClip},  // 14x14, several M panels
     };
     for (Isa isa : jiffy::testisa::isas())
-        for (int m : {2, 4})
-            for (const Case& c : cases) {
-                const double err = max_rel_err(isa, m, c, uint32_t(c.C * 31 + c.M));
-                if (std::getenv("WINO_VERBOSE"))
-                    std::printf("%s F%d C=%d M=%d err %.3g\n", isa_name(isa), m, int(c.C), int(c.M), err);
-                // Relative to the summed magnitudes: F(2,3) rounds like a direct conv; F(4,3)'s
-                // transforms (entries up to 8, 1/24) lose a few more bits.
-                EXPECT_LT(err, m == 2 ? 2e-6 : 2e-5)
-                    << isa_name(isa) << " F(" << m << ",3) C=" << c.C << " M=" << c.M << " " << c.H << "x"
-                    << c.W << " pad " << c.pad << "/" << c.pad_end;
-            }
+        for (bool trans : {false, true})
+            for (int m : {2, 4})
+                for (const Case& c : cases) {
+                    const double err = max_rel_err(isa, m, trans, c, uint32_t(c.C * 31 + c.M));
+                    if (std::getenv("WINO_VERBOSE"))
+                        std::printf("%s F%d%s C=%d M=%d err %.3g\n", isa_name(isa), m, trans ? "t" : "", int(c.C),
+                                    int(c.M), err);
+                    // Relative to the summed magnitudes: F(2,3) rounds like a direct conv; F(4,3)'s
+                    // transforms (entries up to 8, 1/24) lose a few more bits.
+                    EXPECT_LT(err, m == 2 ? 2e-6 : 2e-5)
+                        << isa_name(isa) << " F(" << m << ",3)" << (trans ? " trans" : "") << " C=" << c.C
+                        << " M=" << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << "/" << c.pad_end;
+                }
+}
+
+// Splitting the output channels (as the thread pool does) gives the same bits in the transposed
+// orientation: every channel's sums run in the same order whatever M is.
+TEST(Winograd, TransposedChannelSplitIsBitwiseEqual) {
+    for (Isa isa : jiffy::testisa::isas())
+        for (int m : {2, 4}) {
+            const Conv2DGeom g = geom(40, 50, 9, 9, 1, 1);
+            const int64_t P = g.OH * g.OW, split = 24;
+            const std::vector<float> x = rnd(g.C * g.H * g.W, 5), w = rnd(g.M * g.C * 9, 6, 0.3f),
+                                     b = rnd(g.M, 7);
+            const ConvEpi e{ConvAct::kRelu};
+            auto run = [&](int64_t m0, int64_t m1, float* y) {
+                Conv2DGeom gp = g;
+                gp.M = m1 - m0;
+                Winograd wg(isa, gp, m, true);
+                std::vector<float> wp(wg.packed_w_floats()), scratch(wg.scratch_floats());
+                wg.pack_w(w.data() + m0 * g.C * 9, wp.data());
+                wg.run(x.data(), wp.data(), b.data() + m0, nullptr, y + m0 * P, scratch.data(), e);
+            };
+            std::vector<float> whole(size_t(g.M * P)), parts(whole.size());
+            run(0, g.M, whole.data());
+            run(0, split, parts.data());
+            run(split, g.M, parts.data());
+            EXPECT_EQ(whole, parts) << isa_name(isa) << " F(" << m << ",3)";
+        }
 }
 
 TEST(Winograd, SuitsOnly3x3Stride1) {
@@ -145,16 +176,23 @@ TEST(Winograd, SuitsOnly3x3Stride1) {
 namespace {
 
 // The cost model's picks on the shapes it was fitted on (docs/winograd.md): F(4,3) on large
-// planes, F(2,3) on 14x14, the direct conv on 7x7 and where the transforms dominate (few channels).
+// planes, F(2,3) on 14x14 and 7x7 (transposed: output channels on the lanes), the normal
+// orientation where few output channels would fill a panel's lanes, the direct conv where the
+// transforms dominate (few channels).
 TEST(Winograd, ChoiceFollowsTheCostModel) {
     if (std::getenv("JIFFY_WINOGRAD")) GTEST_SKIP() << "JIFFY_WINOGRAD overrides the choice";
-    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(64, 64, 56, 56, 1, 1)), 4);
-    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(256, 256, 14, 14, 1, 1)), 2);
-    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(512, 512, 7, 7, 1, 1)), 0);
-    EXPECT_EQ(winograd_choice(Isa::kAvx512, geom(16, 16, 160, 160, 1, 1)), 0);
+    auto pick = [](const Conv2DGeom& g) {
+        const WinoPick p = winograd_choice(Isa::kAvx512, g);
+        return p.m * 10 + (p.trans ? 1 : 0);
+    };
+    EXPECT_EQ(pick(geom(64, 64, 56, 56, 1, 1)), 41);    // F(4,3) transposed
+    EXPECT_EQ(pick(geom(256, 256, 14, 14, 1, 1)), 21);  // F(2,3) transposed (F(4,3) not 10% better)
+    EXPECT_EQ(pick(geom(512, 512, 7, 7, 1, 1)), 21);
+    EXPECT_EQ(pick(geom(96, 24, 160, 160, 1, 1)), 40);  // M = 24 of a 32-lane panel: normal
+    EXPECT_EQ(pick(geom(16, 16, 160, 160, 1, 1)), 0);
     Conv2DGeom s2 = geom(64, 64, 56, 56, 1, 1);
     s2.sh = s2.sw = 2;
-    EXPECT_EQ(winograd_choice(Isa::kAvx512, s2), 0);
+    EXPECT_EQ(pick(s2), 0);
 }
 
 }  // namespace
