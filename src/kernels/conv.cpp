@@ -4,6 +4,7 @@
 #define JIFFY_CONV_SUFFIX portable
 #include "kernels/conv_impl.h"
 #include "kernels/conv_cv_impl.h"
+#include "kernels/dw_plane_impl.h"
 
 namespace jiffy::kernels {
 
@@ -16,6 +17,10 @@ void conv_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*,
                     float*, const ConvEpi&, float*);
 void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*,
                   float*, const ConvEpi&, float*);
+void conv_dw_plane_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                          const ConvEpi&, float*);
+void conv_dw_plane_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                        const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 #endif
@@ -24,6 +29,8 @@ void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
                   float*, const ConvEpi&, float*);
+void conv_dw_plane_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                        const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
 #endif
 
@@ -248,6 +255,16 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
                     float* scratch) {
+    if (dw_plane_preferred(g)) {
+#if defined(__x86_64__)
+        if (isa == Isa::kAvx512) return conv_dw_plane_avx512(g, x, w, bias, res, y, epi, scratch);
+        if (isa == Isa::kAvx2) return conv_dw_plane_avx2(g, x, w, bias, res, y, epi, scratch);
+#endif
+#if defined(__aarch64__)
+        if (isa == Isa::kNeon) return conv_dw_plane_neon(g, x, w, bias, res, y, epi, scratch);
+#endif
+        return conv_dw_plane_portable(g, x, w, bias, res, y, epi, scratch);
+    }
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch);
     if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch);

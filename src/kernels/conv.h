@@ -131,9 +131,30 @@ private:
     std::vector<uint32_t> hmask_;
 };
 
-// Scratch of conv_depthwise: a zeroed row read in place of the rows above and below the image
-// (wider than any row's reads of any ISA).
-inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) { return size_t(g.W + 2 * g.kw * g.dw + 64); }
+// The zero-padded channel plane of the plane-copy depthwise kernel (dw_plane_impl.h): HP x WP
+// floats, plus slack so that the vector strips past the last output column read inside the
+// buffer (`floats` in all).
+struct DwPlane {
+    int64_t HP = 0, WP = 0, floats = 0;
+};
+inline DwPlane dw_plane_dims(const Conv2DGeom& g, int64_t vl) {
+    DwPlane d;
+    d.HP = (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1;
+    d.WP = std::max((g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1, g.pw + g.W);
+    const int64_t owv = (g.OW + vl - 1) / vl * vl;
+    d.floats = d.HP * d.WP + owv * g.sw + 2 * vl * g.sw + g.kw * g.dw + 64;
+    return d;
+}
+// Which depthwise kernel conv_depthwise runs: the plane-copy one for planes of few output rows
+// (the row-block kernel computes 4 output rows per block) and for uneven strides (its generic
+// row path); the in-place row-block kernel otherwise (large planes: 20-35% faster).
+inline bool dw_plane_preferred(const Conv2DGeom& g) { return g.OH < 8 || g.sh != g.sw; }
+
+// Scratch of conv_depthwise (either kernel; the widest vector of any ISA): the row-block
+// kernel's zeroed row read in place of the rows above and below the image, or the padded plane.
+inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) {
+    return dw_plane_preferred(g) ? size_t(dw_plane_dims(g, 16).floats) : size_t(g.W + 2 * g.kw * g.dw + 64);
+}
 
 // Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds
 // conv_dw_scratch_floats(g) floats. Not reentrant on the same scratch.

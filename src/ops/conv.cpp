@@ -558,7 +558,7 @@ public:
 
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
-        if (depthwise_) return "conv_dw " + isa;
+        if (depthwise_) return (kernels::dw_plane_preferred(geo_) ? "conv_dw_plane " : "conv_dw_rows ") + isa;
         std::string r = wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
         if (!wino_m_) {
             const kernels::ConvGemmArgs& a = gemm_.args();

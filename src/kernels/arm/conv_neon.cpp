@@ -5,3 +5,4 @@
 #define JIFFY_CONV_SUFFIX neon
 #include "kernels/conv_impl.h"
 #include "kernels/conv_cv_impl.h"
+#include "kernels/dw_plane_impl.h"

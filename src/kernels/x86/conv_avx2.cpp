@@ -3,3 +3,4 @@
 #define JIFFY_CONV_SUFFIX avx2
 #include "kernels/conv_impl.h"
 #include "kernels/conv_cv_impl.h"
+#include "kernels/dw_plane_impl.h"
