@@ -258,6 +258,38 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
+// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat).
+void BM_conv_dw(benchmark::State& st, Isa isa) {
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    const int64_t C = st.range(0);
+    ConvCase c = make_conv(C, C, st.range(1), st.range(2), st.range(3), isa, true);
+    const ConvDwMode m = conv_dw_mode(isa, c.g, ConvDwMode(st.range(4)));
+    if (st.range(4) != 0 && m != ConvDwMode(st.range(4))) {
+        st.SkipWithError("mode not available for this shape");
+        return;
+    }
+    st.SetLabel(conv_dw_mode_name(m, c.g));
+    const ConvEpi epi{ConvAct::kClip, 0.0f, 6.0f};
+    for (auto _ : st) {
+        conv_depthwise(isa, c.g, c.x.data(), c.w.data(), c.b.data(), nullptr, c.y.data(), epi,
+                       c.scratch.data(), m);
+        benchmark::DoNotOptimize(c.y.data());
+    }
+    set_conv_flops(st, c.g, true);
+}
+
+void conv_dw_sizes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"C", "HW", "k", "s", "mode"});
+    // MobileNetV2's small-plane depthwise layers, then larger planes (where rows win).
+    for (const auto& a : std::vector<std::vector<int64_t>>{
+             {960, 7, 3, 1}, {384, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 3, 2}, {192, 28, 3, 2},
+             {192, 28, 3, 1}, {144, 56, 3, 2}, {480, 7, 5, 1}, {240, 14, 5, 2}})
+        for (int64_t m : {1, 2}) b->Args({a[0], a[1], a[2], a[3], m});
+}
+
 // The reference conv: a direct loop nest (no im2col, no vectors by hand).
 void conv_reference(ConvCase& c, bool dw) {
     const Conv2DGeom& g = c.g;
@@ -444,6 +476,7 @@ BENCHMARK(BM_fma_peak_avx512);
 #endif
 BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
+BENCHMARK_CAPTURE(BM_conv_dw, avx512, Isa::kAvx512)->Apply(conv_dw_sizes);
 BENCHMARK_CAPTURE(BM_conv_emb, avx512, Isa::kAvx512)->DenseRange(0, 19);
 BENCHMARK_CAPTURE(BM_conv_emb, avx2, Isa::kAvx2)->DenseRange(0, 19);
 BENCHMARK_CAPTURE(BM_conv_emb_chanvec, avx512, Isa::kAvx512)->DenseRange(11, 19);

@@ -14,9 +14,9 @@ void conv_gemm_group_avx512(const ConvGemmArgs&, const float*, const float*, con
 void conv_gemm_group_avx2(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                    float*, const ConvEpi&, float*);
+                    float*, const ConvEpi&, float*, ConvDwMode);
 void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&, float*);
+                  float*, const ConvEpi&, float*, ConvDwMode);
 void conv_dw_plane_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                           const ConvEpi&, float*);
 void conv_dw_plane_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -28,7 +28,7 @@ void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&, float*);
+                  float*, const ConvEpi&, float*, ConvDwMode);
 void conv_dw_plane_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                         const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
@@ -252,10 +252,39 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
            res ? res + gi * out_g : nullptr, y + gi * out_g, scratch, epi);
 }
 
+ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
+    const int64_t P = g.OH * g.OW, k = g.kh, s = g.sh;
+    const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (k == 3 || k == 5);
+    const bool flat_ok = isa == Isa::kAvx512 && square && P <= kConvDwFlatMaxP &&
+                         ((s == 1 && g.OW == g.W) || (s == 2 && (g.H + 1) / 2 <= g.OH && (g.W + 1) / 2 <= g.OW));
+    if (force == ConvDwMode::kRows || force == ConvDwMode::kPlane) return force;
+    if (force == ConvDwMode::kFlat && !flat_ok) return ConvDwMode::kRows;
+    if (force == ConvDwMode::kFlat) return ConvDwMode::kFlat;
+    // Planes of few output rows (the rows mode computes 4 per block) and uneven strides (its
+    // generic row path): the plane-copy kernel, unless flat takes them.
+    const ConvDwMode other = g.OH < 8 || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
+    // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64. Stride 2
+    // pays for splitting the input into parity planes: measured worth it for 3x3 only where the
+    // output rows fill at most half a vector (14 -> 7: ~1.15x; 28 -> 14: ~0.85x), for 5x5 always.
+    if (!flat_ok || P > kConvDwFlatAutoP) return other;
+    if (s == 2 && k == 3 && g.OW * 2 > 16) return other;
+    // 5x5 on planes of few rows: the plane-copy kernel measured faster (PP-OCR cls 200 x 2x96:
+    // 47 against 60 us for flat, whose 25 weights spill from registers).
+    if (k == 5 && other == ConvDwMode::kPlane) return other;
+    return ConvDwMode::kFlat;
+}
+
+const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g) {
+    if (m == ConvDwMode::kPlane) return "plane";
+    if (m != ConvDwMode::kFlat) return "rows";
+    return g.sh == 2 ? "flat-s2" : "flat";
+}
+
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
-                    float* scratch) {
-    if (dw_plane_preferred(g)) {
+                    float* scratch, ConvDwMode mode) {
+    mode = conv_dw_mode(isa, g, mode);
+    if (mode == ConvDwMode::kPlane) {
 #if defined(__x86_64__)
         if (isa == Isa::kAvx512) return conv_dw_plane_avx512(g, x, w, bias, res, y, epi, scratch);
         if (isa == Isa::kAvx2) return conv_dw_plane_avx2(g, x, w, bias, res, y, epi, scratch);
@@ -266,14 +295,14 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
         return conv_dw_plane_portable(g, x, w, bias, res, y, epi, scratch);
     }
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch);
-    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch);
+    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch, mode);
+    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch, mode);
 #endif
 #if defined(__aarch64__)
-    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi, scratch);
+    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi, scratch, mode);
 #endif
     (void)isa;
-    conv_dw_portable(g, x, w, bias, res, y, epi, scratch);
+    conv_dw_portable(g, x, w, bias, res, y, epi, scratch, mode);
 }
 
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi) {

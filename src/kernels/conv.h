@@ -7,7 +7,8 @@
 //     epilogue (bias, residual add, activation) to each block on its last chunk while it is hot.
 //   * conv_depthwise: one filter per channel (group == C == M), a direct kernel vectorized along
 //     the output row over blocks of output rows, reading the input in place (masked loads at
-//     the borders).
+//     the borders); small planes on AVX-512 as one flat vector range with per-tap lane masks
+//     (ConvDwMode).
 // Per-ISA code: src/kernels/conv_impl.h compiled once per ISA (x86/conv_avx512.cpp,
 // x86/conv_avx2.cpp, and the portable 4-lane build in conv.cpp).
 #pragma once
@@ -145,22 +146,53 @@ inline DwPlane dw_plane_dims(const Conv2DGeom& g, int64_t vl) {
     d.floats = d.HP * d.WP + owv * g.sw + 2 * vl * g.sw + g.kw * g.dw + 64;
     return d;
 }
-// Which depthwise kernel conv_depthwise runs: the plane-copy one for planes of few output rows
-// (the row-block kernel computes 4 output rows per block) and for uneven strides (its generic
-// row path); the in-place row-block kernel otherwise (large planes: 20-35% faster).
-inline bool dw_plane_preferred(const Conv2DGeom& g) { return g.OH < 8 || g.sh != g.sw; }
+// How conv_depthwise computes a shape (chosen per shape and ISA by conv_dw_mode).
+enum class ConvDwMode : int {
+    kAuto,  // the automatic choice (only as a request)
+    // Blocks of output rows, vectors along the row (any shape; masked strips at the borders).
+    kRows,
+    // AVX-512, small planes (3x3 / 5x5; stride 1 with OW == W, or stride 2 with each input
+    // parity's rows / columns fitting the output): the whole output plane is one flat range of
+    // vectors; tap t of output pixel p reads src[p + off[t]] under a per-(vector, tap) lane mask
+    // that zeroes the taps outside the image (and the lanes past the plane). Stride 1 reads the
+    // input in place; stride 2 first splits each channel into its 4 (row, column) parity planes
+    // of OH x OW, where the taps become stride 1. No per-row overhead: 49 of 64 lanes busy on
+    // 7x7 planes instead of 7 of 16.
+    kFlat,
+    // Each channel copied into a zero-padded plane (dw_plane_impl.h), every tap one unchecked
+    // vector load along the row: for planes of < 8 output rows (PP-OCR's 2x96 / 3x96 planes:
+    // ~47 against ~84 us for a 200-channel 5x5 in rows mode) and uneven strides (2 x 1).
+    kPlane,
+};
+// The largest output plane the flat mode takes (its lane-mask table and parity planes live in
+// the scratch); the automatic choice takes it up to kConvDwFlatAutoP pixels.
+inline constexpr int64_t kConvDwFlatMaxP = 1024;
+inline constexpr int64_t kConvDwFlatAutoP = 256;
+// The mode for (isa, g): `force` where the shape and ISA allow it, else the automatic choice.
+ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force = ConvDwMode::kAuto);
+// For profiles and `jiffy inspect`: "rows", "plane", "flat" (stride 1) or "flat-s2".
+const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g);
 
-// Scratch of conv_depthwise (either kernel; the widest vector of any ISA): the row-block
-// kernel's zeroed row read in place of the rows above and below the image, or the padded plane.
+// Scratch of conv_depthwise: a zeroed row read in place of the rows above and below the image
+// (wider than any row's reads of any ISA), the padded plane, or the flat mode's lane masks and
+// parity planes.
+// Flat mode layout: 16-lane masks (uint16, <= 25 taps per vector), then two sets of 4 parity
+// planes.
+inline int64_t conv_dw_flat_mask_floats(int64_t P) { return ((P + 15) / 16 * 25 / 2 + 16) / 16 * 16; }
+// (the parity planes are a fixed distance apart: the kernel's loads address them by constants)
+inline constexpr int64_t conv_dw_flat_plane_floats() { return kConvDwFlatMaxP + 16; }
 inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) {
-    return dw_plane_preferred(g) ? size_t(dw_plane_dims(g, 16).floats) : size_t(g.W + 2 * g.kw * g.dw + 64);
+    const int64_t rows = g.W + 2 * g.kw * g.dw + 64, P = g.OH * g.OW;
+    const int64_t flat = P <= kConvDwFlatMaxP ? conv_dw_flat_mask_floats(P) + 8 * conv_dw_flat_plane_floats() + 16 : 0;
+    return size_t(std::max({rows, flat, dw_plane_dims(g, 16).floats}));
 }
 
 // Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds
-// conv_dw_scratch_floats(g) floats. Not reentrant on the same scratch.
+// conv_dw_scratch_floats(g) floats. `mode`: conv_dw_mode(isa, g, mode) runs (kAuto: the
+// automatic choice). Not reentrant on the same scratch.
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
-                    float* scratch);
+                    float* scratch, ConvDwMode mode = ConvDwMode::kAuto);
 
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
@@ -170,7 +202,8 @@ using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const fl
                                  const float* bias, const float* res, float* y, float* scratch,
                                  const ConvEpi& epi);
 using ConvDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-                          const float* res, float* y, const ConvEpi& epi, float* scratch);
+                          const float* res, float* y, const ConvEpi& epi, float* scratch,
+                          ConvDwMode mode);
 using ConvEpiFn = void (*)(float* y, const float* r, int64_t n, const ConvEpi& epi);
 using MaxPoolW2Fn = void (*)(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
                              int64_t kh, int64_t sh, const float* x, float* y);

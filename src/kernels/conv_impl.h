@@ -963,7 +963,7 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
                  const float* res, float* y, const ConvEpi& e, float* zero) {
     const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, HW = H * W, P = OH * OW;
     const int64_t khw = g.kh * g.kw;
-    if constexpr (KH > 0) std::memset(zero, 0, conv_dw_scratch_floats(g) * sizeof(float));
+    if constexpr (KH > 0) std::memset(zero, 0, size_t(W + 2 * g.kw * g.dw + 64) * sizeof(float));  // the rows part
     const uintptr_t ya = uintptr_t(y), ra = uintptr_t(res), bytes = uintptr_t(P * g.C) * sizeof(float);
     const bool overlap_tail = OH >= RR && (!res || ra + bytes <= ya || ya + bytes <= ra);
     for (int64_t c = 0; c < g.C; ++c) {
@@ -1005,11 +1005,221 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
     }
 }
 
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+// ------------------------------------------------------------- depthwise, small planes (flat)
+//
+// ConvDwMode::kFlat (conv.h): output pixel q = oy * OW + ox of a channel is lane q % VL of
+// vector q / VL; tap t reads src[q + off[t]] under the lane mask m[v * T + t]. Stride 1: src is
+// the channel itself and off[t] = (ky - ph) * W + kx - pw (OW == W, so the offset is the same for
+// every pixel; taps leaving the row or the image are masked). Stride 2: src holds the channel's 4
+// parity planes (dw_phases) and tap t reads plane ((ky - ph) & 1, (kx - pw) & 1) at
+// (oy + dy, ox + dx), dy = floor((ky - ph) / 2), again one offset per tap. Taps sum in (ky, kx)
+// order after the bias, as in the rows mode (so both give the same bits).
+
+typedef uint16_t MaskWord __attribute__((may_alias));
+
+inline int64_t floor_div2(int64_t a) { return a >= 0 ? a / 2 : -((1 - a) / 2); }
+
+// The lane masks of every (vector, tap) of the plane: bit l of m[v * K * K + ky * K + kx] is set
+// when output pixel v * VL + l exists and its tap (ky, kx) reads inside the image.
+template <int K, int ST>
+void dw_flat_masks(const Conv2DGeom& g, MaskWord* m) {
+    const int64_t P = g.OH * g.OW, nv = (P + VL - 1) / VL;
+    VI iota;
+    for (int i = 0; i < VL; ++i) iota[i] = i;
+    const VI zero = VI{}, H = zero + int(g.H), W = zero + int(g.W), OW = zero + int(g.OW);
+    for (int64_t v = 0; v < nv; ++v) {
+        const VI q = iota + int(v * VL);
+        // q / OW exactly in float (q < 2^14: the quotient is never rounded up to the next integer)
+        const VI oy = __builtin_convertvector(__builtin_convertvector(q, V) / float(g.OW), VI);
+        const VI ox = q - oy * OW;
+        const VI in = q < (zero + int(P));
+        for (int ky = 0; ky < K; ++ky) {
+            const VI iy = oy * ST + int(ky - g.ph);
+            const VI rv = in & (iy >= zero) & (iy < H);
+            for (int kx = 0; kx < K; ++kx) {
+                const VI ix = ox * ST + int(kx - g.pw);
+                const VI ok = rv & (ix >= zero) & (ix < W);
+                m[v * K * K + ky * K + kx] = MaskWord(_mm512_test_epi32_mask((__m512i)ok, (__m512i)ok));
+            }
+        }
+    }
+}
+
+// Stride 2: the 4 parity planes of channel xc, PP floats apart, each OH x OW: plane py * 2 + px
+// holds x[2a + py][2b + px] at a * OW + b (only the pixels that exist are written; the rest is
+// never read unmasked). Needs (H + 1) / 2 <= OH and (W + 1) / 2 <= OW.
+inline void dw_phases(const Conv2DGeom& g, const float* xc, float* ph, int64_t PP) {
+    const int64_t H = g.H, W = g.W, OW = g.OW;
+    for (int64_t iy = 0; iy < H; ++iy) {
+        const float* row = xc + iy * W;
+        float* pe = ph + (iy & 1) * 2 * PP + (iy >> 1) * OW;
+        float* po = pe + PP;
+        for (int64_t j = 0; j < W; j += 2 * VL) {
+            const int64_t n = std::min<int64_t>(W - j, 2 * VL);
+            const V lo = ld_m(row + j, lane_mask(0, n));
+            const V hi = n > VL ? ld_m(row + j + VL, lane_mask(0, n - VL)) : V{};
+            st_n(pe + j / 2, even_lanes(lo, hi), (n + 1) / 2);
+            if (n >= 2) st_n(po + j / 2, odd_lanes(lo, hi), n / 2);
+        }
+    }
+}
+
+// CH channels computed together (they share the lane masks): per channel h the K row pointers
+// rp[h][ky] (tap row ky's source at pixel 0; stride 2: in the even-column planes), the tap
+// weights wv[h], the bias b[h], the output y[h] and the residual r[h] (local arrays of the
+// caller, so the weights stay in registers).
+template <int K, int CH>
+struct FlatArgs {
+    const float* const (&rp)[CH][K];
+    const V (&wv)[CH][K * K];
+    const V (&b)[CH];
+    float* const (&y)[CH];
+    const float* const (&r)[CH];
+};
+
+// NB vectors from output pixel q0 of CH channels (m: the first vector's masks, nleft output
+// pixels from q0 on). Every tap is a load at a constant displacement from its row pointer:
+// stride 1, kx; stride 2, the column parity's plane (kPlane apart) and half the column offset
+// (PAR: pw % 2; pw / 2 is in rp).
+template <int K, int ST, int PAR, int CH, int NB, ConvAct A>
+inline __attribute__((always_inline)) void dw_flat_block(const FlatArgs<K, CH>& f, int64_t q0,
+                                                         const MaskWord* m, int64_t nleft, const ConvEpi& e) {
+    constexpr int T = K * K;
+    constexpr int64_t kPlane = conv_dw_flat_plane_floats();
+    V acc[CH][NB];
+#pragma GCC unroll 2
+    for (int h = 0; h < CH; ++h)
+#pragma GCC unroll 8
+        for (int i = 0; i < NB; ++i) acc[h][i] = f.b[h];
+#pragma GCC unroll 8
+    for (int ky = 0; ky < K; ++ky) {
+#pragma GCC unroll 8
+        for (int kx = 0; kx < K; ++kx) {
+            const int64_t disp = q0 + (ST == 1 ? kx : ((kx - PAR) & 1) * kPlane + ((kx - PAR) >> 1));
+#pragma GCC unroll 8
+            for (int i = 0; i < NB; ++i) {
+                const __mmask16 mk = _load_mask16((__mmask16*)(m + i * T + ky * K + kx));
+#pragma GCC unroll 2
+                for (int h = 0; h < CH; ++h)
+                    acc[h][i] += f.wv[h][ky * K + kx] * ld_m(f.rp[h][ky] + disp + i * VL, mk);
+            }
+        }
+    }
+#pragma GCC unroll 2
+    for (int h = 0; h < CH; ++h)
+#pragma GCC unroll 8
+        for (int i = 0; i < NB; ++i)
+            dw_store<A>(f.y[h] + q0 + i * VL, f.r[h] ? f.r[h] + q0 + i * VL : nullptr, acc[h][i],
+                        nleft - i * VL, e);
+}
+
+// The whole plane of CH channels: blocks of NB vectors (4; 5x5: 3, so the 25 weights, the sums
+// and a load fit the 32 registers), then the last ones.
+template <int K, int ST, int PAR, int CH, ConvAct A>
+inline __attribute__((always_inline)) void dw_flat_plane(const FlatArgs<K, CH>& f, const MaskWord* m,
+                                                         int64_t P, const ConvEpi& e) {
+    constexpr int T = K * K, NB = K == 3 ? 4 : 2;
+    const int64_t nv = (P + VL - 1) / VL;
+    int64_t v = 0;
+    for (; v + NB <= nv; v += NB) dw_flat_block<K, ST, PAR, CH, NB, A>(f, v * VL, m + v * T, P - v * VL, e);
+    switch (nv - v) {
+        case 1: dw_flat_block<K, ST, PAR, CH, 1, A>(f, v * VL, m + v * T, P - v * VL, e); break;
+        case 2: dw_flat_block<K, ST, PAR, CH, 2, A>(f, v * VL, m + v * T, P - v * VL, e); break;
+        case 3: dw_flat_block<K, ST, PAR, CH, 3, A>(f, v * VL, m + v * T, P - v * VL, e); break;
+        default: break;
+    }
+}
+
+// CH channels from channel pointers: fills the caller's arrays and runs the plane.
+template <int K, int ST, int PAR, int CH, ConvAct A>
+inline __attribute__((always_inline)) void dw_flat_channels(const float* const* src, const int64_t* roff,
+                                                            const float* w, const float* bias, float* y,
+                                                            const float* res, int64_t P, const MaskWord* m,
+                                                            const ConvEpi& e) {
+    constexpr int T = K * K;
+    const float* rp[CH][K];
+    V wv[CH][T];
+    V b[CH];
+    float* yy[CH];
+    const float* rr[CH];
+#pragma GCC unroll 2
+    for (int h = 0; h < CH; ++h) {
+#pragma GCC unroll 8
+        for (int ky = 0; ky < K; ++ky) rp[h][ky] = src[h] + roff[ky];
+#pragma GCC unroll 32
+        for (int t = 0; t < T; ++t) wv[h][t] = bc(w[h * T + t]);
+        b[h] = bc(bias ? bias[h] : 0.0f);
+        yy[h] = y + h * P;
+        rr[h] = res ? res + h * P : nullptr;
+    }
+    dw_flat_plane<K, ST, PAR, CH, A>(FlatArgs<K, CH>{rp, wv, b, yy, rr}, m, P, e);
+}
+
+template <int K, int ST, int PAR, ConvAct A>
+void dw_flat(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res,
+             float* y, const ConvEpi& e, float* scratch) {
+    constexpr int T = K * K;
+    constexpr int64_t kPlane = conv_dw_flat_plane_floats();
+    const int64_t P = g.OH * g.OW, HW = g.H * g.W;
+    MaskWord* m = reinterpret_cast<MaskWord*>(scratch);
+    float* phase = scratch + conv_dw_flat_mask_floats(P);
+    dw_flat_masks<K, ST>(g, m);
+    // Row offsets of the taps from the channel (stride 1) or from the parity planes (stride 2).
+    int64_t roff[K];
+    for (int ky = 0; ky < K; ++ky) {
+        const int64_t ry = ky - g.ph;
+        if constexpr (ST == 1) {
+            roff[ky] = ry * g.W - g.pw;
+        } else {
+            const int64_t dy = floor_div2(ry);
+            roff[ky] = (ry - 2 * dy) * 2 * kPlane + dy * g.OW - (g.pw - PAR) / 2;
+        }
+    }
+    auto b_at = [&](int64_t c) { return bias ? bias + c : nullptr; };
+    auto r_at = [&](int64_t c) { return res ? res + c * P : nullptr; };
+    int64_t c = 0;
+    if constexpr (ST == 1 && K == 3) {  // pairs of channels (18 weights and 8 sums in registers)
+        for (; c + 2 <= g.C; c += 2) {
+            const float* src[2] = {x + c * HW, x + (c + 1) * HW};
+            dw_flat_channels<K, ST, PAR, 2, A>(src, roff, w + c * T, b_at(c), y + c * P, r_at(c), P, m, e);
+        }
+    }
+    // Stride 2: channel c + 1 is split while channel c is computed (two sets of planes), so the
+    // split's stores have retired before the taps load them.
+    if constexpr (ST == 2) dw_phases(g, x, phase, kPlane);
+    for (; c < g.C; ++c) {
+        const float* src = x + c * HW;
+        if constexpr (ST == 2) {
+            if (c + 1 < g.C) dw_phases(g, src + HW, phase + ((c + 1) & 1) * 4 * kPlane, kPlane);
+            src = phase + (c & 1) * 4 * kPlane;
+        }
+        dw_flat_channels<K, ST, PAR, 1, A>(&src, roff, w + c * T, b_at(c), y + c * P, r_at(c), P, m, e);
+    }
+    if constexpr (A == ConvAct::kNone)
+        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
+            for (int64_t i = 0; i < g.C; ++i) epi_row(y + i * P, nullptr, P, e);
+}
+#endif
+
 template <ConvAct A>
 void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
-            const ConvEpi& e, float* scratch) {
+            const ConvEpi& e, float* scratch, ConvDwMode mode) {
     const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1;
     const int64_t k = square ? g.kh : 0, s = g.sh;
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    if (mode == ConvDwMode::kFlat) {  // conv_dw_mode allows it for this shape
+        const bool odd = g.pw % 2 != 0;
+        if (k == 3 && s == 1) return dw_flat<3, 1, 0, A>(g, x, w, bias, res, y, e, scratch);
+        if (k == 3 && s == 2 && odd) return dw_flat<3, 2, 1, A>(g, x, w, bias, res, y, e, scratch);
+        if (k == 3 && s == 2) return dw_flat<3, 2, 0, A>(g, x, w, bias, res, y, e, scratch);
+        if (k == 5 && s == 1) return dw_flat<5, 1, 0, A>(g, x, w, bias, res, y, e, scratch);
+        if (k == 5 && s == 2 && odd) return dw_flat<5, 2, 1, A>(g, x, w, bias, res, y, e, scratch);
+        if (k == 5 && s == 2) return dw_flat<5, 2, 0, A>(g, x, w, bias, res, y, e, scratch);
+    }
+#else
+    (void)mode;
+#endif
     if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, A>(g, x, w, bias, res, y, e, scratch);
     if (k == 3 && s == 2) return dw_channels<3, 3, 2, 4, A>(g, x, w, bias, res, y, e, scratch);
     if (k == 5 && s == 1) return dw_channels<5, 5, 1, 4, A>(g, x, w, bias, res, y, e, scratch);
@@ -1018,14 +1228,14 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
 }
 
 void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-               const float* res, float* y, const ConvEpi& e, float* scratch) {
+               const float* res, float* y, const ConvEpi& e, float* scratch, ConvDwMode m) {
     switch (e.act) {
-        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch);
-        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch);
+        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch, m);
+        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch, m);
+        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch, m);
+        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch, m);
+        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch, m);
+        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch, m);
     }
 }
 
@@ -1043,8 +1253,8 @@ void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, 
 void JIFFY_CONV_CAT(conv_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x,
                                                  const float* w, const float* bias,
                                                  const float* res, float* y, const ConvEpi& e,
-                                                 float* scratch) {
-    depthwise(g, x, w, bias, res, y, e, scratch);
+                                                 float* scratch, ConvDwMode mode) {
+    depthwise(g, x, w, bias, res, y, e, scratch, mode);
 }
 
 void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int64_t n,

@@ -511,6 +511,7 @@ public:
                    bool depthwise, const float* w_const, kernels::ConvEpi epi, bool has_res)
         : d_(d), isa_(isa), geo_(geo), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
         if (depthwise_) {
+            dw_mode_ = kernels::conv_dw_mode(isa, geo);
             scratch_.resize(kernels::conv_dw_scratch_floats(geo));
             return;
         }
@@ -545,7 +546,7 @@ public:
             const float* r = R ? R + n * out_img : nullptr;
             if (depthwise_)
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
-                                        scratch_.data());
+                                        scratch_.data(), dw_mode_);
             else if (wino_m_)
                 wino_k_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
                             epi_);
@@ -558,7 +559,11 @@ public:
 
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
-        if (depthwise_) return (kernels::dw_plane_preferred(geo_) ? "conv_dw_plane " : "conv_dw_rows ") + isa;
+        if (depthwise_) {
+            std::string r = "conv_dw " + std::string(kernels::conv_dw_mode_name(dw_mode_, geo_)) + " " + isa;
+            if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
+            return r;
+        }
         std::string r = wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
         if (!wino_m_) {
             const kernels::ConvGemmArgs& a = gemm_.args();
@@ -650,7 +655,7 @@ private:
                     kernels::Conv2DGeom g = geo_;
                     g.C = g.M = p.c1 - p.c0;
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
-                                            p.scratch.data());
+                                            p.scratch.data(), dw_mode_);
                 } else if (wino_m_) {
                     p.wino.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
                 } else {
@@ -668,6 +673,7 @@ private:
     kernels::Isa isa_;
     kernels::Conv2DGeom geo_;
     bool depthwise_;
+    kernels::ConvDwMode dw_mode_ = kernels::ConvDwMode::kRows;  // depthwise: chosen at prepare
     kernels::ConvEpi epi_;
     bool has_res_;
     bool w_const_ = false;

@@ -181,7 +181,8 @@ ConvEpi epi_of(const std::string& act, float alpha, float beta) {
 // modes that ran.
 void check_case(const Case& c, bool depthwise, const std::string& act, bool with_res,
                 bool with_bias, uint32_t seed, float scale = 1.0f, bool clamp = false,
-                ConvGemmMode force = ConvGemmMode::kAuto, std::map<ConvGemmMode, int>* ran = nullptr) {
+                ConvGemmMode force = ConvGemmMode::kAuto, std::map<ConvGemmMode, int>* ran = nullptr,
+                ConvDwMode dw_force = ConvDwMode::kAuto, std::map<ConvDwMode, int>* dw_ran = nullptr) {
     const Conv2DGeom g = case_geom(c, depthwise);
     const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C / c.G, c.kh, c.kw};
     const Shape ys{c.N, c.M, g.OH, g.OW};
@@ -233,12 +234,13 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
     for (Isa isa : isas()) {
         std::vector<float> y(size_t(yn), 12345.0f);
         if (depthwise) {
-            std::vector<float> scratch(conv_dw_scratch_floats(g));
+            std::vector<float> scratch(conv_dw_scratch_floats(g), 777.0f);
+            if (dw_ran) ++(*dw_ran)[conv_dw_mode(isa, g, dw_force)];
             for (int64_t n = 0; n < c.N; ++n)
                 conv_depthwise(isa, g, x.data() + n * in_img, w.data(),
                                with_bias ? b.data() : nullptr,
                                with_res ? r.data() + n * out_img : nullptr,
-                               y.data() + n * out_img, e, scratch.data());
+                               y.data() + n * out_img, e, scratch.data(), dw_force);
         } else {
             ConvGemm cg(isa, g, c.G, force);
             if (ran) ++(*ran)[cg.mode()];
@@ -249,7 +251,10 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
                        with_res ? r.data() + n * out_img : nullptr, y.data() + n * out_img,
                        scratch.data(), e);
         }
-        expect_close(y, ref.out, what + " isa " + isa_name(isa) + (depthwise ? "" : std::string(" mode ") + ConvGemm(isa, g, c.G, force).name()), 2e-5 * scale);
+        expect_close(y, ref.out, what + " isa " + isa_name(isa) + " mode " +
+                                     (depthwise ? conv_dw_mode_name(conv_dw_mode(isa, g, dw_force), g)
+                                                : ConvGemm(isa, g, c.G, force).name()),
+                     2e-5 * scale);
     }
 }
 
@@ -405,6 +410,105 @@ TEST(ConvFast, DepthwiseEveryPathEveryActivation) {
         for (const char* act : kActs) check_case(c, true, act, true, true, seed++, 2.0f);
 }
 
+TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
+    // The flat small-plane mode (AVX-512; elsewhere the rows mode runs) against the reference
+    // and the rows mode: 7x7 / 14x14 planes, odd planes, stride 2 on odd sizes (the parity
+    // planes), pads on one side, 5x5, partial last vectors, every activation with a residual.
+    const Case cases[] = {
+        // N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr G
+        {1, 3, 7, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},      // 7x7: 49 of 64 lanes
+        {2, 4, 14, 14, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 4},    // 14x14, batch 2
+        {1, 3, 9, 11, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},     // odd plane
+        {1, 2, 5, 3, 2, 3, 3, 1, 1, 1, 1, 2, 2, 0, 0, 2},      // pads on one side, fewer rows than taps
+        {1, 2, 11, 6, 2, 3, 3, 1, 1, 1, 1, 0, 0, 2, 2, 2},     // pads on the other side
+        {1, 3, 14, 14, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3},    // stride 2, 14 -> 7
+        {1, 3, 28, 28, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 3},    // stride 2, 28 -> 14
+        {1, 2, 15, 13, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},    // stride 2, odd sizes
+        {1, 2, 13, 9, 2, 3, 3, 2, 2, 1, 1, 0, 1, 2, 1, 2},     // stride 2, odd, uneven pads
+        {1, 2, 10, 12, 2, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2},    // stride 2, pads at the end only
+        {1, 2, 7, 7, 2, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 2},      // 5x5
+        {1, 2, 11, 9, 2, 5, 5, 1, 1, 1, 1, 1, 3, 3, 1, 2},     // 5x5, asymmetric pads
+        {1, 2, 14, 14, 2, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2},    // 5x5 stride 2, 14 -> 7
+        {1, 2, 13, 15, 2, 5, 5, 2, 2, 1, 1, 1, 2, 3, 2, 2},    // 5x5 stride 2, odd pads
+        {1, 2, 1, 37, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},     // one row
+        {1, 2, 16, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // exactly 16 vectors
+        {1, 2, 32, 31, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // past the automatic limit (forced)
+    };
+    std::map<ConvDwMode, int> ran;
+    uint32_t seed = 3000;
+    for (const Case& c : cases)
+        for (ConvDwMode m : {ConvDwMode::kRows, ConvDwMode::kFlat, ConvDwMode::kPlane})
+            for (const char* act : kActs) {
+                check_case(c, true, act, true, seed % 2 == 0, seed, 2.0f, false, ConvGemmMode::kAuto, nullptr, m, &ran);
+                ++seed;
+            }
+    EXPECT_GT(ran[ConvDwMode::kRows], 0);
+    EXPECT_GT(ran[ConvDwMode::kPlane], 0);
+    if (cpu_isa() == Isa::kAvx512) {
+        EXPECT_GT(ran[ConvDwMode::kFlat], 0);
+    }
+    // Both modes sum the taps in the same order: the same bits. And the clamp, no bias.
+    for (const Case& c : cases) {
+        const Conv2DGeom g = case_geom(c, true);
+        const int64_t xn = c.C * c.H * c.W, yn = c.M * g.OH * g.OW;
+        const std::vector<float> x = rnd(xn, 41), w = rnd(c.M * c.kh * c.kw, 42), r = rnd(yn, 43);
+        ConvEpi e = epi_of("Relu", 0, 0);
+        e.clamp = true;
+        e.lo = -0.05f;
+        e.hi = 0.3f;
+        for (Isa isa : isas()) {
+            std::vector<float> scratch(conv_dw_scratch_floats(g)), a(static_cast<size_t>(yn)), b(static_cast<size_t>(yn));
+            conv_depthwise(isa, g, x.data(), w.data(), nullptr, r.data(), a.data(), e, scratch.data(), ConvDwMode::kRows);
+            conv_depthwise(isa, g, x.data(), w.data(), nullptr, r.data(), b.data(), e, scratch.data(), ConvDwMode::kFlat);
+            EXPECT_EQ(a, b) << case_str(c) << " " << isa_name(isa);
+        }
+    }
+    // The automatic choice: flat on MobileNetV2's 7x7 / 14x14 planes (strides 1 and 2) with
+    // AVX-512 only (other ISAs: plane, < 8 output rows), rows on large planes, on unpadded
+    // stride 1 (OW != W) and on other kernels; plane for few output rows and uneven strides.
+    for (Isa isa : isas()) {
+        const bool wide = isa == Isa::kAvx512;
+        Conv2DGeom g;
+        g.C = g.M = 960;
+        g.kh = g.kw = 3;
+        g.ph = g.pw = 1;
+        g.H = g.W = g.OH = g.OW = 7;
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
+        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat" : "plane");
+        g.H = g.W = 14;
+        g.sh = g.sw = 2;
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
+        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat-s2" : "plane");
+        g.H = g.W = 28;  // 28 -> 14: 14-wide rows fill most of a vector, the split costs more
+        g.OH = g.OW = 14;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
+        g.H = g.W = 112;
+        g.OH = g.OW = 56;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), ConvDwMode::kRows) << "too large";
+        g.sh = g.sw = 1;
+        g.H = g.W = 9;
+        g.OH = g.OW = 7;
+        g.ph = g.pw = 0;
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), ConvDwMode::kRows) << "OW != W";
+        g.kh = g.kw = 7;
+        g.H = g.W = g.OH = g.OW = 7;
+        g.ph = g.pw = 3;
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), ConvDwMode::kRows) << "7x7 kernel";
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << "7 output rows";
+        // PP-OCR cls: 5x5, stride (2, 1), 6x96 -> 3x96, and 2 x 96 planes: plane; 16 x 96: rows.
+        g.kh = g.kw = 5;
+        g.ph = g.pw = 2;
+        g.H = 6, g.W = 96, g.OH = 3, g.OW = 96, g.sh = 2, g.sw = 1;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << "uneven strides";
+        g.H = g.OH = 2, g.sh = 1;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << "5x5, 2 rows";
+        g.H = g.OH = 16;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+    }
+}
+
 TEST(ConvFast, DepthwiseResidualInPlace) {
     // The residual may be the output buffer itself: a partial last block of rows must not be
     // recomputed over rows that already hold the result (it would add the residual twice).
@@ -420,9 +524,12 @@ TEST(ConvFast, DepthwiseResidualInPlace) {
             std::vector<float> scratch(conv_dw_scratch_floats(g)), want(static_cast<size_t>(n)), y = r;
             ConvEpi e;
             e.act = ConvAct::kRelu;
-            conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data());
-            conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data());
-            EXPECT_EQ(y, want) << isa_name(isa) << " H " << H;
+            for (ConvDwMode m : {ConvDwMode::kRows, ConvDwMode::kFlat}) {
+                y = r;
+                conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data(), m);
+                conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data(), m);
+                EXPECT_EQ(y, want) << isa_name(isa) << " H " << H << " " << conv_dw_mode_name(conv_dw_mode(isa, g, m), g);
+            }
         }
     }
 }
