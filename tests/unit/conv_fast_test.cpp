@@ -23,18 +23,6 @@ using namespace jiffy::testisa;
 
 namespace {
 
-
-// Deterministic pseudo-random floats in [-scale, scale).
-std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint32_t x = seed * 2654435761u + 12345u;
-    for (auto& f : v) {
-        x = x * 1664525u + 1013904223u;
-        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
-    }
-    return v;
-}
-
 Tensor make(DType t, const Shape& s, const std::vector<float>& v) {
     Tensor r(t, s);
     for (int64_t i = 0; i < r.numel(); ++i) {

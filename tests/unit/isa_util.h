@@ -3,12 +3,24 @@
 // relative comparison. Header-only and engine-free: the aarch64 kernels-only build uses it too.
 #pragma once
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "kernels/cpu.h"
 
 namespace jiffy::testisa {
+
+// Deterministic pseudo-random floats in [-scale, scale) (the kernel tests' inputs and weights).
+inline std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
+    std::vector<float> v(static_cast<size_t>(n));
+    uint32_t x = seed * 2654435761u + 12345u;
+    for (auto& f : v) {
+        x = x * 1664525u + 1013904223u;
+        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
+    }
+    return v;
+}
 
 inline std::vector<kernels::Isa> isas() {
     using kernels::Isa;

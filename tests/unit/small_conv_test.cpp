@@ -21,16 +21,6 @@ using namespace jiffy::testattr;
 
 namespace {
 
-std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint32_t x = seed * 2654435761u + 12345u;
-    for (auto& f : v) {
-        x = x * 1664525u + 1013904223u;
-        f = (float(x >> 8) / float(1 << 24) * 2.0f - 1.0f) * scale;
-    }
-    return v;
-}
-
 Conv2DGeom geom(int64_t C, int64_t H, int64_t W, int64_t M, int64_t kh, int64_t kw, int64_t sh, int64_t sw,
                 int64_t dh, int64_t dw, int64_t ph, int64_t pw, int64_t pb, int64_t pr) {
     Conv2DGeom g;
