@@ -63,46 +63,6 @@ constexpr auto make_cv_table(std::integer_sequence<int, I...>) {
 constexpr auto kCvUkr1 = make_cv_table<1>(std::make_integer_sequence<int, MR>{});
 constexpr auto kCvUkr2 = make_cv_table<2>(std::make_integer_sequence<int, MR>{});
 
-// y[m, p] = act(yt[p, m] (+ res[m, p])) for m < M, p < P, in VL x VL blocks transposed in
-// registers (log2(VL) rounds interleaving row i with row i + VL / 2). yt rows hold Mp >= M
-// (a multiple of VL) floats.
-template <ConvAct A>
-void cv_transpose(const float* yt, int64_t Mp, int64_t P, int64_t M, const float* res, float* y,
-                  const ConvEpi& e) {
-    VI lo_m, hi_m;
-    for (int i = 0; i < VL / 2; ++i) {
-        lo_m[2 * i] = i;
-        lo_m[2 * i + 1] = i + VL;
-        hi_m[2 * i] = i + VL / 2;
-        hi_m[2 * i + 1] = i + VL / 2 + VL;
-    }
-    for (int64_t p0 = 0; p0 < P; p0 += VL) {
-        const int64_t np = std::min<int64_t>(VL, P - p0);
-        for (int64_t m0 = 0; m0 < M; m0 += VL) {
-            V r[VL];
-            for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + m0) : V{};
-            for (int round = 1; round < VL; round *= 2) {
-                V o[VL];
-                for (int i = 0; i < VL / 2; ++i) {
-                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
-                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
-                }
-                for (int i = 0; i < VL; ++i) r[i] = o[i];
-            }
-            const int64_t nm = std::min<int64_t>(VL, M - m0);
-            for (int64_t j = 0; j < nm; ++j) {
-                float* yd = y + (m0 + j) * P + p0;
-                const float* rd = res ? res + (m0 + j) * P + p0 : nullptr;
-                if (np == VL) {
-                    st(yd, act_v<A>(rd ? r[j] + ld(rd) : r[j], e));
-                } else {
-                    st_n(yd, act_v<A>(rd ? r[j] + ld_n(rd, np) : r[j], e), np);
-                }
-            }
-        }
-    }
-}
-
 void cv_group(const ConvCvArgs& a, const float* x, const float* wp, const float* bias,
               const float* res, float* y, float* scratch, const ConvEpi& e) {
     const Conv2DGeom& g = a.g;
@@ -137,19 +97,8 @@ void cv_group(const ConvCvArgs& a, const float* x, const float* wp, const float*
             (two ? kCvUkr2 : kCvUkr1)[size_t(mr - 1)](K, rows, r0, wn, bp + n0, yt + r0 * Mp + n0, Mp);
         }
     }
-    switch (e.act) {
-        case ConvAct::kRelu: return cv_transpose<ConvAct::kRelu>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kLeakyRelu: return cv_transpose<ConvAct::kLeakyRelu>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kClip: return cv_transpose<ConvAct::kClip>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kHardSigmoid: return cv_transpose<ConvAct::kHardSigmoid>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kHardSwish: return cv_transpose<ConvAct::kHardSwish>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kNone: return cv_transpose<ConvAct::kNone>(yt, Mp, P, M, res, y, e);
-        case ConvAct::kSigmoid:
-        case ConvAct::kTanh:  // no vector form: transpose, then the epilogue per output row
-            cv_transpose<ConvAct::kNone>(yt, Mp, P, M, nullptr, y, e);
-            for (int64_t m = 0; m < M; ++m) epi_row(y + m * P, res ? res + m * P : nullptr, P, e);
-            return;
-    }
+    // Out to Y: VL x VL blocks transposed in registers, residual and activation (bias is in Yt).
+    trans_out_fn(e.act)(yt, Mp, P, 0, M, nullptr, res, y, e);
 }
 
 }  // namespace

@@ -605,8 +605,8 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     }
 }
 
-// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T + bias (+ res), then the activation A, from
-// the P x Mp Yt: VL x VL blocks transposed in registers (log2(VL) rounds of interleaving row i
+// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T (+ bias, may be null) (+ res), then the
+// activation A, from the P x Mp Yt (also the channel-vector conv's output stage, conv_cv_impl.h): VL x VL blocks transposed in registers (log2(VL) rounds of interleaving row i
 // with row i + VL/2). Sigmoid / Tanh (A = kNone) run per row afterwards.
 template <ConvAct A>
 void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
@@ -633,7 +633,7 @@ void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, c
             }
             const int64_t nm = std::min<int64_t>(VL, m1 - c0);
             for (int64_t j = 0; j < nm; ++j) {
-                V v = r[j] + bc(bias ? bias[c0 + j] : 0.0f);
+                V v = bias ? r[j] + bc(bias[c0 + j]) : r[j];
                 float* yr = y + (c0 + j) * P + p0;
                 const float* rr = res ? res + (c0 + j) * P + p0 : nullptr;
                 if (np == VL) {
