@@ -11,20 +11,12 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-bool near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
-
-// Producer node of v when v (a non-pinned value) feeds only `user`, else -1.
-int sole_producer(const Graph& g, const Uses& u, int v, int user) {
-    if (v < 0 || !only_feeds(u, v, user)) return -1;
-    return g.values[size_t(v)].producer;
-}
-
 // The other operand of binary node n when one operand is a scalar constant equal to c.
 int operand_with_const(const Graph& g, const Node& n, double c, bool commutative) {
     if (n.inputs.size() != 2) return -1;
     double v;
-    if (scalar_of(g, n.inputs[1], &v) && near(v, c)) return n.inputs[0];
-    if (commutative && scalar_of(g, n.inputs[0], &v) && near(v, c)) return n.inputs[1];
+    if (scalar_of(g, n.inputs[1], &v) && near_value(v, c)) return n.inputs[0];
+    if (commutative && scalar_of(g, n.inputs[0], &v) && near_value(v, c)) return n.inputs[1];
     return -1;
 }
 
@@ -75,7 +67,7 @@ int fuse_one(Graph& g, const Uses& u, int fi, std::vector<char>& dead) {
             if (hi < 0) continue;
             const Node& hs = g.nodes[size_t(hi)];
             if (!is_op(hs, "HardSigmoid") || hs.inputs.size() != 1 || hs.inputs[0] != x) continue;
-            if (!near(attr_f(hs, "alpha", 0.2f), 1.0 / 6.0) || !near(attr_f(hs, "beta", 0.5f), 0.5)) continue;
+            if (!near_value(attr_f(hs, "alpha", 0.2f), 1.0 / 6.0) || !near_value(attr_f(hs, "beta", 0.5f), 0.5)) continue;
             if (!same_dims(g, x, f.outputs[0])) continue;
             make_hardswish(g, fi, x);
             dead[size_t(hi)] = 1;

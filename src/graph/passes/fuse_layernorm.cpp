@@ -18,18 +18,10 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-bool near(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
-
 // A one-element constant of rank <= 1 (so it never raises the rank of what it multiplies).
 bool scalar1(const Graph& g, int v, double* c) {
     const Tensor* t = const_of(g, v);
     return t && t->shape().size() <= 1 && scalar_of(g, v, c);
-}
-
-// Producer of v when v (not pinned) is read only by node `user`, else -1.
-int private_producer(const Graph& g, const Uses& u, int v, int user) {
-    if (v < 0 || !only_feeds(u, v, user)) return -1;
-    return g.values[size_t(v)].producer;
 }
 
 // Node ni is ReduceMean over the last axis only, keeping dims: returns its data input, else -1.
@@ -89,19 +81,19 @@ int fuse_layernorm_at(Graph& g, const Uses& u, int di, std::vector<char>& dead) 
     const int d = dv.inputs[0], s = dv.inputs[1];
     if (d < 0 || s < 0 || !is_f32(g, d) || g.values[size_t(d)].producer < 0) return 0;
     // s = Sqrt(v + eps)
-    const int sq = private_producer(g, u, s, di);
+    const int sq = sole_producer(g, u, s, di);
     if (sq < 0 || !is_op(g.nodes[size_t(sq)], "Sqrt")) return 0;
-    const int ai = private_producer(g, u, g.nodes[size_t(sq)].inputs[0], sq);
+    const int ai = sole_producer(g, u, g.nodes[size_t(sq)].inputs[0], sq);
     if (ai < 0 || !is_op(g.nodes[size_t(ai)], "Add")) return 0;
     double eps = 0;
     int eps_v = -1;
     const int v = other_than_const(g, g.nodes[size_t(ai)], [&](int c) { return scalar1(g, c, &eps); }, &eps_v);
     if (v < 0 || !(eps >= 0) || !std::isfinite(eps)) return 0;
     // v = ReduceMean(d^2)
-    const int r2 = private_producer(g, u, v, ai);
+    const int r2 = sole_producer(g, u, v, ai);
     const int sqd = reduce_mean_last(g, r2);
     if (sqd < 0) return 0;
-    const int pi = private_producer(g, u, sqd, r2);
+    const int pi = sole_producer(g, u, sqd, r2);
     if (pi < 0) return 0;
     const Node& p = g.nodes[size_t(pi)];
     double e2 = 0;
@@ -115,7 +107,7 @@ int fuse_layernorm_at(Graph& g, const Uses& u, int di, std::vector<char>& dead) 
     const Node& sub = g.nodes[size_t(sb)];
     if (!is_op(sub, "Sub") || sub.inputs.size() != 2) return 0;
     const int x = sub.inputs[0];
-    const int r1 = private_producer(g, u, sub.inputs[1], sb);
+    const int r1 = sole_producer(g, u, sub.inputs[1], sb);
     if (x < 0 || reduce_mean_last(g, r1) != x) return 0;
     // Optional * gamma, + beta after the Div.
     int last = di, out = dv.outputs[0];
@@ -169,17 +161,17 @@ int fuse_layernorm_at(Graph& g, const Uses& u, int di, std::vector<char>& dead) 
 
 // Node ni computes Erf(x / sqrt(2)) or Erf(x * (1/sqrt(2))) privately for `user`: returns x.
 int erf_of_scaled(const Graph& g, const Uses& u, int v, int user, std::vector<int>* chain) {
-    const int ei = private_producer(g, u, v, user);
+    const int ei = sole_producer(g, u, v, user);
     if (ei < 0 || !is_op(g.nodes[size_t(ei)], "Erf")) return -1;
-    const int si = private_producer(g, u, g.nodes[size_t(ei)].inputs[0], ei);
+    const int si = sole_producer(g, u, g.nodes[size_t(ei)].inputs[0], ei);
     if (si < 0) return -1;
     const Node& s = g.nodes[size_t(si)];
     double c = 0;
     int x = -1;
-    if (is_op(s, "Div") && s.inputs.size() == 2 && scalar1(g, s.inputs[1], &c) && near(c, std::sqrt(2.0)))
+    if (is_op(s, "Div") && s.inputs.size() == 2 && scalar1(g, s.inputs[1], &c) && near_value(c, std::sqrt(2.0)))
         x = s.inputs[0];
     else if (is_op(s, "Mul"))
-        x = other_than_const(g, s, [&](int cv) { return scalar1(g, cv, &c) && near(c, 1.0 / std::sqrt(2.0)); }, nullptr);
+        x = other_than_const(g, s, [&](int cv) { return scalar1(g, cv, &c) && near_value(c, 1.0 / std::sqrt(2.0)); }, nullptr);
     if (x < 0) return -1;
     chain->push_back(ei);
     chain->push_back(si);
@@ -188,7 +180,7 @@ int erf_of_scaled(const Graph& g, const Uses& u, int v, int user, std::vector<in
 
 // v = 1 + Erf(x / sqrt 2) privately for `user`: returns x.
 int one_plus_erf(const Graph& g, const Uses& u, int v, int user, std::vector<int>* chain) {
-    const int ai = private_producer(g, u, v, user);
+    const int ai = sole_producer(g, u, v, user);
     if (ai < 0 || !is_op(g.nodes[size_t(ai)], "Add")) return -1;
     double c = 0;
     const int e = other_than_const(g, g.nodes[size_t(ai)], [&](int cv) { return scalar1(g, cv, &c) && c == 1.0; }, nullptr);
@@ -210,7 +202,7 @@ int fuse_gelu_at(Graph& g, const Uses& u, int fi, std::vector<char>& dead) {
         std::vector<int> chain;
         int x = -1;
         // (x * 0.5) * (1 + erf) or (0.5 * x) * (1 + erf)
-        const int hi = private_producer(g, u, a, fi);
+        const int hi = sole_producer(g, u, a, fi);
         if (hi >= 0 && is_op(g.nodes[size_t(hi)], "Mul")) {
             const int xa = other_than_const(g, g.nodes[size_t(hi)], half, nullptr);
             if (xa >= 0) {

@@ -1,6 +1,8 @@
 #include "graph/passes/pass_util.h"
 
+#include <algorithm>
 #include <cfloat>
+#include <cmath>
 #include <cstring>
 
 namespace jiffy::passes {
@@ -29,6 +31,13 @@ Uses compute_uses(const Graph& g) {
 bool only_feeds(const Uses& u, int v, int node) {
     return v >= 0 && u.count[size_t(v)] == 1 && u.user[size_t(v)] == node && !u.pinned[size_t(v)];
 }
+
+int sole_producer(const Graph& g, const Uses& u, int v, int user) {
+    if (v < 0 || !only_feeds(u, v, user)) return -1;
+    return g.values[size_t(v)].producer;
+}
+
+bool near_value(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(b)); }
 
 bool is_op(const Node& n, const char* op) { return n.domain.empty() && n.op == op; }
 

@@ -20,6 +20,10 @@ Uses compute_uses(const Graph& g);
 
 // v is read by exactly one input slot of node `node` and is not pinned.
 bool only_feeds(const Uses& u, int v, int node);
+// The producer of v when only_feeds(u, v, user), else -1.
+int sole_producer(const Graph& g, const Uses& u, int v, int user);
+// |a - b| within 1e-6 relative (absolute below 1): matching exporters' rounded constants.
+bool near_value(double a, double b);
 
 bool is_op(const Node& n, const char* op);  // ai.onnx op (empty domain)
 bool is_f32(const Graph& g, int v);
