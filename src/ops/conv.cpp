@@ -584,7 +584,7 @@ public:
     //    (forced to the whole conv's mode) / Winograd and packed weight rows;
     //  - by pixels (GEMM im2col mode, small weights, many pixels): one ConvGemm, each part a range
     //    of output pixels with only its im2col / padded rows (no copy done twice);
-    //  - by tiles (Winograd, more tiles than output channels): each part transforms, multiplies
+    //  - by tiles (Winograd, transformed weights <= 8 MiB): each part transforms, multiplies
     //    and back-transforms its own tiles (the transposed orientation then writes Y in a second
     //    stage split by channels).
     // Needs one group and constant weights for the GEMM path; otherwise the kernel stays serial.
@@ -601,11 +601,13 @@ public:
         const bool force_channels = forced == 1, force_other = forced == 2;
         if (!depthwise_) {
             const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
-            // Parts of >= 8 rows keep the microkernel's efficiency; the weights must be known.
-            if (d_.G != 1 || !w_const || M < 16) return;
+            if (d_.G != 1 || !w_const) return;  // the weights must be known
             if (wino_m_) {
                 const kernels::WinoArgs& a = wino_k_.args();
-                if (!force_channels && a.T >= chunks && (force_other || a.T >= (a.trans ? a.Mpad : M) / 2)) {
+                // Tiles unless the transformed weights are large (each part streams all of them:
+                // 3x3 512 -> 512 on 7x7, 16 MiB, measured faster split by channels).
+                const double u_bytes = 4.0 * double(a.alpha * a.alpha * geo_.C * (a.trans ? a.Mpad : M));
+                if (!force_channels && a.T >= 2 * chunks && (force_other || u_bytes <= 8.0 * (1 << 20))) {
                     split_ = Split::kTiles;
                     for (int t = 0; t < chunks; ++t) {
                         Part p;
@@ -618,8 +620,12 @@ public:
                     pool_ = pool;
                     return;
                 }
-            } else if (!force_channels && gemm_.mode() == kernels::ConvGemmMode::kIm2col &&
-                       gemm_.args().P >= chunks * nr && (force_other || (M * gemm_.args().K <= 65536 && gemm_.args().P >= 4 * chunks * nr))) {
+            } else if (const kernels::ConvGemmArgs& a = gemm_.args();
+                       !force_channels && gemm_.mode() == kernels::ConvGemmMode::kIm2col && a.P >= chunks * nr &&
+                       (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr))) {
+                // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
+                // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
+                // and each part gets several NR-wide panels.
                 split_ = Split::kPixels;
                 for (int t = 0; t < chunks; ++t) {
                     Part p;
@@ -635,6 +641,8 @@ public:
                 pool_ = pool;
                 return;
             }
+            // Parts of >= 8 rows keep the microkernel's efficiency.
+            if (M < 16) return;
             // The transposed mode puts output channels on NR-wide panels: split at panel edges.
             const int64_t align = !wino_m_ && gemm_.args().trans ? nr : M >= chunks * mr ? mr : 8;
             chunks = int(std::min<int64_t>(chunks, M / (align == nr ? nr : 8)));
