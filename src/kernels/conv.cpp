@@ -252,6 +252,17 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
            res ? res + gi * out_g : nullptr, y + gi * out_g, scratch, epi);
 }
 
+void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bias, const float* res,
+                          float* y, float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const {
+    if (pe <= pb) return;
+    ConvGemmArgs args = args_;
+    args.offs = offs_.data();
+    args.hmask = hmask_.data();
+    args.pb = pb;
+    args.pe = pe;
+    gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
+}
+
 ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     const int64_t P = g.OH * g.OW, k = g.kh, s = g.sh;
     const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (k == 3 || k == 5);

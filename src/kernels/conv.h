@@ -76,6 +76,9 @@ struct ConvGemmArgs {
     // column kx. Scratch: (tile / NR) * kh * kw lane masks per tile.
     bool masked = false;
     const uint32_t* hmask = nullptr;
+    // Im2col mode only (a pixel split across threads): output pixels [pb, pe) of the image, the
+    // padded copy only of the rows they read (pe 0: every pixel). Sums as for the whole image.
+    int64_t pb = 0, pe = 0;
 };
 
 // How ConvGemm computes a group (chosen per shape at prepare; see ConvGemmArgs).
@@ -116,6 +119,10 @@ public:
     // shape as y) may be null. Not reentrant on the same scratch.
     void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
              float* scratch, const ConvEpi& epi) const;
+    // Only output pixels [pb, pe) of one group (im2col mode, groups == 1): each thread of a pixel
+    // split runs its range on its own scratch; results equal run()'s bitwise.
+    void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+                    float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
 
     Isa isa() const { return isa_; }
     const ConvGemmArgs& args() const { return args_; }

@@ -464,15 +464,16 @@ inline void copy_s2(float* __restrict d, const float* __restrict s, int64_t n) {
     st_n(d + o, __builtin_shuffle(lo, hi, m), t);
 }
 
-// Copies one group's C planes into the zero-padded HP x WP image xp.
-void pad_image(const ConvGemmArgs& a, const float* x, float* xp) {
+// Copies one group's C planes into the zero-padded HP x WP image xp (only its rows [py0, py1):
+// a pixel-range run reads no others).
+void pad_image(const ConvGemmArgs& a, const float* x, float* xp, int64_t py0, int64_t py1) {
     const Conv2DGeom& g = a.g;
     const int64_t HP = a.HP, WP = a.WP;
     const int64_t x0 = g.pw, x1 = std::min(WP, g.pw + g.W);  // destination columns with data
     for (int64_t c = 0; c < g.C; ++c) {
         float* pc = xp + c * a.PS;
         std::memset(pc + HP * WP, 0, size_t(a.PS - HP * WP) * sizeof(float));
-        for (int64_t py = 0; py < HP; ++py) {
+        for (int64_t py = py0; py < py1; ++py) {
             float* row = pc + py * WP;
             const int64_t iy = py - g.ph;
             if (iy < 0 || iy >= g.H || x1 <= x0) {
@@ -541,7 +542,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     float* panel = scratch + M * a.ldbuf;       // K x NR packed tail panel
     if (a.pad_copy) {
         float* xp = panel + K * NR;
-        pad_image(a, x, xp);
+        pad_image(a, x, xp, 0, a.HP);
         x = xp;
     }
     const int64_t limit = g.C * a.PS - a.offs[K - 1];  // panel at q is direct iff q + NR <= limit
@@ -677,7 +678,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
     float* yt = scratch + P * a.kc;  // P x Mp
     if (a.pad_copy) {
         float* xp = yt + P * Mp;
-        pad_image(a, x, xp);
+        pad_image(a, x, xp, 0, a.HP);
         x = xp;
     }
     const TransOutFn out = trans_out_fn(e.act);
@@ -733,15 +734,19 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
 #if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
     if (a.masked) return masked_group(a, x, wp, bias, res, y, scratch, e);
 #endif
-    const int64_t K = a.K, P = a.P, M = a.g.M;
+    const Conv2DGeom& g = a.g;
+    const int64_t K = a.K, P = a.P, M = g.M;
     const int64_t nb = (M + MR - 1) / MR;
+    // Output pixels [pb, pe) (ConvGemmArgs::pe; the sums do not depend on the range).
+    const int64_t pb = a.pe > 0 ? a.pb : 0, pe = a.pe > 0 ? a.pe : P;
     if (a.pad_copy) {
         float* xp = scratch + K * a.tile;
-        pad_image(a, x, xp);
+        const int64_t oy0 = pb / g.OW, oy1 = (pe - 1) / g.OW;
+        pad_image(a, x, xp, oy0 * g.sh, std::min(a.HP, oy1 * g.sh + (g.kh - 1) * g.dh + 1));
         x = xp;
     }
-    for (int64_t p0 = 0; p0 < P; p0 += a.tile) {
-        const int64_t np = std::min(a.tile, P - p0);
+    for (int64_t p0 = pb; p0 < pe; p0 += a.tile) {
+        const int64_t np = std::min(a.tile, pe - p0);
         pack_tile(a, x, p0, np, scratch);
         for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
             const int64_t kc = std::min(a.kc, K - k0);
@@ -754,10 +759,10 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
                     // Prefetch: the next block's weights on the tile's first panel, the next
                     // panel's output rows on the first K chunk.
-                    const float* pa = j == 0 && blk + 1 < nb && (p0 == 0 || M * K > 131072)
+                    const float* pa = j == 0 && blk + 1 < nb && (p0 == pb || M * K > 131072)
                                           ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
                                           : nullptr;
-                    float* pc = first && col + NR < P ? y + r0 * P + col + NR : nullptr;
+                    float* pc = first && col + NR < pe ? y + r0 * P + col + NR : nullptr;
                     kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, bp, y + r0 * P + col, P, nv,
                                          first, bias ? bias + r0 : nullptr, last,
                                          res ? res + r0 * P + col : nullptr, e, pa, pc);

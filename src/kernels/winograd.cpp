@@ -114,6 +114,28 @@ void Winograd::run(const float* x, const float* wpacked, const float* bias, cons
     wino_fn(isa_)(a, x, wpacked, bias, res, y, scratch, epi);
 }
 
+void Winograd::run_tiles(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+                         float* scratch, const ConvEpi& epi, int64_t t0, int64_t t1, float* yt) const {
+    if (t1 <= t0) return;
+    WinoArgs a = a_;
+    a.offs = offs_.data();
+    a.t0 = t0;
+    a.t1 = t1;
+    a.yt = a.trans ? yt : nullptr;
+    wino_fn(isa_)(a, x, wpacked, bias, res, y, scratch, epi);
+}
+
+void Winograd::finish_tiles(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
+                            int64_t m0, int64_t m1) const {
+    if (!a_.trans || m1 <= m0) return;
+    WinoArgs a = a_;
+    a.out_only = true;
+    a.yt = const_cast<float*>(yt);
+    a.m0 = m0;
+    a.m1 = m1;
+    wino_fn(isa_)(a, nullptr, nullptr, bias, res, y, nullptr, epi);
+}
+
 const char* Winograd::name() const {
     static const char* const names[3][4] = {
         {"f32_winograd_f2x3__avx512", "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx512",

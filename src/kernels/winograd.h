@@ -39,6 +39,13 @@ struct WinoArgs {
     const int64_t* offs = nullptr;  // offs[c] = c * nb: the GEMM's B rows
     bool trans = false;             // transposed orientation (tiles as rows, channels on lanes)
     int64_t Mpad = 0;               // trans: M rounded up to NR
+    // A split by tiles across threads (Winograd::run_tiles): tiles [t0, t1) only (t1 0: all);
+    // the transposed orientation then writes its pixel-major P x Mpad output to `yt` (shared by
+    // the threads) instead of Y. out_only: only Y channels [m0, m1) from that yt (second stage).
+    int64_t t0 = 0, t1 = 0;
+    float* yt = nullptr;
+    bool out_only = false;
+    int64_t m0 = 0, m1 = 0;
 };
 
 // A Winograd variant: tile size m (2 or 4; 0: the direct conv) and orientation.
@@ -70,6 +77,15 @@ public:
     // Not reentrant on the same scratch.
     void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
              float* scratch, const ConvEpi& epi) const;
+    // A split by tiles (each thread its own scratch; results equal run()'s bitwise): tiles
+    // [t0, t1) of the image. Normal orientation: writes their pixels of Y. Transposed: writes
+    // their pixels of yt (yt_floats(), shared by the threads), then, once every tile is done,
+    // finish_tiles(channels [m0, m1), m0 a multiple of NR) writes Y from yt.
+    void run_tiles(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+                   float* scratch, const ConvEpi& epi, int64_t t0, int64_t t1, float* yt) const;
+    void finish_tiles(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
+                      int64_t m0, int64_t m1) const;
+    size_t yt_floats() const { return a_.trans ? size_t(a_.g.OH * a_.g.OW * a_.Mpad) : 0; }
 
     const WinoArgs& args() const { return a_; }
     Isa isa() const { return isa_; }

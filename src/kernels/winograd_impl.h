@@ -303,12 +303,14 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
     float* mb = vb + A * A * C * nb;        // alpha^2 x nb x Mp
     float* yt = mb + A * A * nb * Mp;       // P x Mp
     float* rb = yt + P * Mp + 64;           // alpha x RW padded input rows
+    if (a.yt) yt = a.yt;                    // a tile split's shared output (Y left to finish_tiles)
     std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
     const bool wpf = A * A * C * Mp > 262144;  // U past L2
     const float* uend = wp + A * A * C * Mp;
     const ConvEpi none{};
-    for (int64_t b0 = 0; b0 < a.T; b0 += nb) {
-        const int64_t nt = std::min(nb, a.T - b0);
+    const int64_t tb = a.t1 > 0 ? a.t0 : 0, te = a.t1 > 0 ? a.t1 : a.T;
+    for (int64_t b0 = tb; b0 < te; b0 += nb) {
+        const int64_t nt = std::min(nb, te - b0);
         input_transform<m, true>(a, x, b0, nt, vb, rb);
         const int64_t nbk = (nt + MR - 1) / MR;
         for (int t = 0; t < A * A; ++t) {
@@ -331,7 +333,7 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
         }
         output_transform_t<m>(a, mb, b0, nt, yt);
     }
-    trans_out_fn(e.act)(yt, Mp, P, 0, g.M, bias, res, y, e);
+    if (!a.yt) trans_out_fn(e.act)(yt, Mp, P, 0, g.M, bias, res, y, e);
 }
 
 template <int m>
@@ -346,8 +348,9 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
     float* rb = mb + A * A * M * nb + 64;  // alpha x RW padded input rows
     std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
     const ConvEpi none{};
-    for (int64_t b0 = 0; b0 < a.T; b0 += nb) {
-        const int64_t nt = std::min(nb, a.T - b0);
+    const int64_t tb = a.t1 > 0 ? a.t0 : 0, te = a.t1 > 0 ? a.t1 : a.T;
+    for (int64_t b0 = tb; b0 < te; b0 += nb) {
+        const int64_t nt = std::min(nb, te - b0);
         input_transform<m>(a, x, b0, nt, vb, rb);
         const int64_t np = (nt + NR - 1) / NR;
         for (int t = 0; t < A * A; ++t) {
@@ -374,6 +377,10 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
 void JIFFY_CONV_CAT(winograd_, JIFFY_CONV_SUFFIX)(const WinoArgs& a, const float* x, const float* wp,
                                                   const float* bias, const float* res, float* y,
                                                   float* scratch, const ConvEpi& e) {
+    if (a.out_only) {  // the second stage of a tile split (transposed): Y channels [m0, m1)
+        trans_out_fn(e.act)(a.yt, a.Mpad, a.g.OH * a.g.OW, a.m0, a.m1, bias, res, y, e);
+        return;
+    }
     if (a.trans) {
         if (a.m == 4)
             wino_run_t<4>(a, x, wp, bias, res, y, scratch, e);

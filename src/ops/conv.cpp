@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -571,25 +572,83 @@ public:
             r += " " + std::to_string(a.trans ? nr : mr) + "x" + std::to_string(a.trans ? mr : nr) + " " + isa;
             if (a.pad_copy) r += " padcopy";
         }
-        if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
+        if (!parts_.empty())
+            r += " x" + std::to_string(parts_.size()) + " threads" +
+                 (split_ == Split::kTiles ? " by tiles" : split_ == Split::kPixels ? " by pixels" : "");
         return r;
     }
 
-    // Splits the conv across `pool` in `chunks` parts (docs/threading.md): the GEMM path by
-    // output-channel blocks (each part has its own ConvGemm, packed weight rows and scratch, so
-    // every output is summed in the same order as on one thread), depthwise by channels.
-    // Needs one group for the GEMM path and constant weights; otherwise the kernel stays serial.
+    // Splits the conv across `pool` in `chunks` parts (docs/threading.md), each part with its own
+    // scratch and every output summed in the same order as on one thread (bitwise equal):
+    //  - by output channels (depthwise; GEMM path with large weights): each part its own ConvGemm
+    //    (forced to the whole conv's mode) / Winograd and packed weight rows;
+    //  - by pixels (GEMM im2col mode, small weights, many pixels): one ConvGemm, each part a range
+    //    of output pixels with only its im2col / padded rows (no copy done twice);
+    //  - by tiles (Winograd, transformed weights <= 8 MiB): each part transforms, multiplies
+    //    and back-transforms its own tiles (the transposed orientation then writes Y in a second
+    //    stage split by channels).
+    // Needs one group and constant weights for the GEMM path; otherwise the kernel stays serial.
+    // JIFFY_CONV_SPLIT=channels forces the channel split, =tiles (or pixels) the others wherever
+    // they apply (measurements).
     void set_parallel(ThreadPool* pool, int chunks, const float* w_const) {
         if (!pool || chunks < 2) return;
         const int64_t M = geo_.M;
+        static const int forced = [] {  // 1: channels, 2: tiles / pixels wherever they work
+            const char* e = std::getenv("JIFFY_CONV_SPLIT");
+            const std::string v = e ? e : "";
+            return v == "channels" ? 1 : v == "tiles" || v == "pixels" ? 2 : 0;
+        }();
+        const bool force_channels = forced == 1, force_other = forced == 2;
         if (!depthwise_) {
-            const int64_t mr = kernels::conv_mr(isa_);
-            // Parts of >= 8 rows keep the microkernel's efficiency; the weights must be known.
-            if (d_.G != 1 || !w_const || M < 16) return;
-            chunks = int(std::min<int64_t>(chunks, M / 8));
+            const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
+            if (d_.G != 1 || !w_const) return;  // the weights must be known
+            if (wino_m_) {
+                const kernels::WinoArgs& a = wino_k_.args();
+                // Tiles unless the transformed weights are large (each part streams all of them:
+                // 3x3 512 -> 512 on 7x7, 16 MiB, measured faster split by channels).
+                const double u_bytes = 4.0 * double(a.alpha * a.alpha * geo_.C * (a.trans ? a.Mpad : M));
+                if (!force_channels && a.T >= 2 * chunks && (force_other || u_bytes <= 8.0 * (1 << 20))) {
+                    split_ = Split::kTiles;
+                    for (int t = 0; t < chunks; ++t) {
+                        Part p;
+                        chunk_range(a.T, chunks, t, 1, &p.b0, &p.b1);
+                        chunk_range(M, chunks, t, nr, &p.c0, &p.c1);  // the transposed second stage
+                        p.scratch.resize(wino_k_.scratch_floats());
+                        parts_.push_back(std::move(p));
+                    }
+                    yt_.resize(wino_k_.yt_floats());
+                    pool_ = pool;
+                    return;
+                }
+            } else if (const kernels::ConvGemmArgs& a = gemm_.args();
+                       !force_channels && gemm_.mode() == kernels::ConvGemmMode::kIm2col && a.P >= chunks * nr &&
+                       (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr))) {
+                // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
+                // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
+                // and each part gets several NR-wide panels.
+                split_ = Split::kPixels;
+                for (int t = 0; t < chunks; ++t) {
+                    Part p;
+                    chunk_range(gemm_.args().P, chunks, t, nr, &p.b0, &p.b1);
+                    if (p.b1 <= p.b0) continue;
+                    p.scratch.resize(gemm_.scratch_floats());
+                    parts_.push_back(std::move(p));
+                }
+                if (parts_.size() < 2) {
+                    parts_.clear();
+                    return;
+                }
+                pool_ = pool;
+                return;
+            }
+            // Parts of >= 8 rows keep the microkernel's efficiency.
+            if (M < 16) return;
+            // The transposed mode puts output channels on NR-wide panels: split at panel edges.
+            const int64_t align = !wino_m_ && gemm_.args().trans ? nr : M >= chunks * mr ? mr : 8;
+            chunks = int(std::min<int64_t>(chunks, M / (align == nr ? nr : 8)));
             for (int t = 0; t < chunks; ++t) {
                 Part p;
-                chunk_range(M, chunks, t, M >= chunks * mr ? mr : 8, &p.c0, &p.c1);
+                chunk_range(M, chunks, t, align, &p.c0, &p.c1);
                 if (p.c1 <= p.c0) continue;
                 kernels::Conv2DGeom g = geo_;
                 g.M = p.c1 - p.c0;
@@ -601,11 +660,10 @@ public:
                     parts_.push_back(std::move(p));
                     continue;
                 }
-                p.gemm = kernels::ConvGemm(isa_, g, 1);
-                // A part must take the same path as the whole conv (the transposed small-plane
-                // mode is chosen from M): else its sums would round differently from one thread.
-                if (p.gemm.args().trans != gemm_.args().trans || p.gemm.args().implicit != gemm_.args().implicit ||
-                    p.gemm.args().masked != gemm_.args().masked || p.gemm.args().kc != gemm_.args().kc) {
+                // A part takes the same path as the whole conv (the automatic choice depends on
+                // M): else its sums would round differently from one thread.
+                p.gemm = kernels::ConvGemm(isa_, g, 1, gemm_.mode());
+                if (p.gemm.mode() != gemm_.mode() || p.gemm.args().kc != gemm_.args().kc) {
                     parts_.clear();
                     return;
                 }
@@ -632,9 +690,11 @@ public:
     }
 
 private:
+    enum class Split { kChannels, kPixels, kTiles };
     struct Part {
         int64_t c0 = 0, c1 = 0;  // output channels [c0, c1)
-        kernels::ConvGemm gemm;  // GEMM path: the conv restricted to those channels
+        int64_t b0 = 0, b1 = 0;  // by pixels / tiles: output pixels / Winograd tiles [b0, b1)
+        kernels::ConvGemm gemm;  // by channels, GEMM path: the conv restricted to those channels
         kernels::Winograd wino;  // or the Winograd path
         std::vector<float> w;    // its packed weights
         mutable std::vector<float> scratch;
@@ -643,10 +703,35 @@ private:
     Status run_parallel(const float* X, const float* W, const float* B, const float* R, float* Y) const {
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
         const int64_t P = geo_.OH * geo_.OW, HW = geo_.H * geo_.W, khw = geo_.kh * geo_.kw;
+        const int n_parts = int(parts_.size());
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
+            if (split_ == Split::kTiles) {
+                float* yt = yt_.data();
+                auto tiles = [&](int t) {
+                    const Part& p = parts_[size_t(t)];
+                    wino_k_.run_tiles(x, wpacked_.data(), B, r, y, p.scratch.data(), epi_, p.b0, p.b1, yt);
+                };
+                pool_->parallel_for(n_parts, tiles);
+                if (wino_k_.args().trans) {
+                    auto finish = [&](int t) {
+                        const Part& p = parts_[size_t(t)];
+                        wino_k_.finish_tiles(yt, B, r, y, epi_, p.c0, p.c1);
+                    };
+                    pool_->parallel_for(n_parts, finish);
+                }
+                continue;
+            }
+            if (split_ == Split::kPixels) {
+                auto pixels = [&](int t) {
+                    const Part& p = parts_[size_t(t)];
+                    gemm_.run_pixels(x, wpacked_.data(), B, r, y, p.scratch.data(), epi_, p.b0, p.b1);
+                };
+                pool_->parallel_for(n_parts, pixels);
+                continue;
+            }
             auto part = [&](int t) {
                 const Part& p = parts_[size_t(t)];
                 const float* b = B ? B + p.c0 : nullptr;
@@ -662,11 +747,13 @@ private:
                     p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
                 }
             };
-            pool_->parallel_for(int(parts_.size()), part);
+            pool_->parallel_for(n_parts, part);
         }
         return {};
     }
 
+    Split split_ = Split::kChannels;
+    mutable std::vector<float> yt_;  // by tiles, transposed Winograd: the shared P x Mpad output
     ThreadPool* pool_ = nullptr;
     std::vector<Part> parts_;
     ConvDims d_;

@@ -107,6 +107,7 @@ struct OneNode {
     bool residual = false;
     Shape rs;
     Attrs attrs;
+    mutable std::string kernel;  // the last run's kernel description (e.g. "... x2 threads by tiles")
 
     std::vector<float> run(int threads) const {
         Graph g;
@@ -156,6 +157,7 @@ struct OneNode {
         EXPECT_TRUE(st.ok()) << st.message();
         if (!st.ok()) return {};
         EXPECT_EQ(plan->pool != nullptr, threads > 1);
+        kernel = plan->steps.empty() || !plan->steps[0].kernel ? "" : plan->steps[0].kernel->describe();
         Session s(plan);
         for (size_t i = 0; i < feeds.size(); ++i)
             std::memcpy(s.input_data(i), feeds[i].data(), plan->inputs[i].nbytes);
@@ -169,14 +171,93 @@ struct OneNode {
     }
 };
 
-void expect_same_threaded(const OneNode& c, const std::string& what) {
+// `split` (if set): the kernel description with 2 and 3 threads must contain it (the split kind
+// the case is meant to cover, e.g. "threads by tiles").
+void expect_same_threaded(const OneNode& c, const std::string& what, const std::string& split = "") {
     const auto one = c.run(1);
     ASSERT_FALSE(one.empty()) << what;
     for (int threads : {2, 3}) {
         const auto many = c.run(threads);
         ASSERT_EQ(one.size(), many.size()) << what;
         EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
-            << what << " with " << threads << " threads differs from 1 thread";
+            << what << " with " << threads << " threads differs from 1 thread (" << c.kernel << ")";
+        if (!split.empty())
+            EXPECT_NE(c.kernel.find(split), std::string::npos)
+                << what << " with " << threads << " threads: kernel '" << c.kernel << "' lacks '" << split << "'";
+    }
+}
+
+struct ConvCase {
+    int64_t c, h, w, m, k, s, p;
+    bool res;
+    const char* split;  // expected in the 2- and 3-thread kernel description
+};
+
+OneNode conv_node(const ConvCase& c) {
+    OneNode o;
+    o.op = "Conv";
+    o.xs = {1, c.c, c.h, c.w};
+    o.consts = {{{c.m, c.c, c.k, c.k}, true}, {{c.m}, true}};
+    o.attrs = {{"kernel_shape", aints({c.k, c.k})},
+               {"strides", aints({c.s, c.s})},
+               {"pads", aints({c.p, c.p, c.p, c.p})},
+               {"_fused_act", as("Relu")}};
+    if (c.res) {
+        const int64_t oh = (c.h + 2 * c.p - c.k) / c.s + 1, ow = (c.w + 2 * c.p - c.k) / c.s + 1;
+        o.residual = true;
+        o.rs = {1, c.m, oh, ow};
+        o.attrs["_fused_residual"] = ai(1);
+    }
+    return o;
+}
+
+std::string conv_what(const ConvCase& c) {
+    return "conv " + std::to_string(c.c) + "->" + std::to_string(c.m) + " k" + std::to_string(c.k) + " s" +
+           std::to_string(c.s) + " on " + std::to_string(c.h) + "x" + std::to_string(c.w);
+}
+
+// Winograd split by tiles (each thread its own tiles; the transposed orientation's second stage by
+// channels), with edge tiles (planes not a multiple of the tile size) and a residual.
+TEST(Threaded, WinogradByTilesMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {64, 30, 30, 64, 3, 1, 1, true, "winograd_f4x3_trans"},  // transposed F(4,3), 64 tiles
+        {64, 29, 27, 64, 3, 1, 1, false, "winograd_f4x3_trans"}, // edge tiles
+        {48, 21, 19, 40, 3, 1, 1, true, "winograd_f4x3__"},      // normal orientation, edge tiles
+        {32, 29, 31, 48, 3, 1, 1, false, "winograd_f4x3__"},     // normal, 64 tiles
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads by tiles");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+}
+
+// The transposed GEMM mode (few pixels): split by output channels at NR-wide panel edges, each
+// part forced to the transposed mode even where its own M would choose another.
+TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {64, 14, 14, 120, 3, 2, 1, true, "gemm-transposed"},   // parts of 64 and 56 channels
+        {96, 13, 13, 128, 3, 2, 1, false, "gemm-transposed"},  // 7x7 output
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+}
+
+// Convs with few output channels and many pixels (im2col mode): split by output pixels, each part
+// packing (and pad-copying) only what its pixels read.
+TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {3, 45, 47, 32, 3, 2, 1, true, "im2col"},        // MobileNetV2-like stem, padded copy
+        {3, 61, 59, 16, 7, 2, 3, false, "im2col"},       // ResNet-like 7x7 stem
+        {16, 40, 40, 24, 1, 1, 0, true, "1x1-packed"},   // pointwise plane copy
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads by pixels");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
     }
 }
 
