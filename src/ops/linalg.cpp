@@ -282,6 +282,7 @@ private:
 class ParGemm {
 public:
     bool on() const { return pool_ != nullptr; }
+    int chunks() const { return chunks_; }
 
     void setup_gemm(ThreadPool* pool, int chunks, int64_t M, const kernels::PackedB& B) {
         if (!pool || chunks < 2) return;
@@ -419,7 +420,7 @@ public:
                         : gemv_.data       ? "gemv"
                         : !packed_.empty() ? "gemm packed-B"
                                            : "gemm runtime-B";
-        return par_.on() ? k + " threaded" : k;
+        return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -661,7 +662,7 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
-        return par_.on() ? k + " threaded" : k;
+        return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
 
     Status run(const void* const* in, void* const* out) const override {
