@@ -4,6 +4,7 @@
 // for medians).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <random>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
 #include "kernels/small_conv.h"
+#include "runtime/threadpool.h"
 
 using namespace jiffy::kernels;
 
@@ -74,6 +76,32 @@ void BM_sgemv(benchmark::State& st, Isa isa) {
         benchmark::DoNotOptimize(c.C.data());
     }
     set_flops(st, 1, N, K);
+    st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
+}
+
+// A GEMV split across 2 threads as a plan does it (docs/threading.md): the weights repacked into
+// the split layout, each thread one contiguous column range (arg 2 = 1), against the whole GEMV on
+// the caller (arg 2 = 0). The wake-word heads' first layers: 1536 / 2112 / 3264 x 128.
+void BM_sgemv_split2(benchmark::State& st) {
+    const int64_t N = st.range(0), K = st.range(1);
+    const bool split = st.range(2) != 0;
+    const Isa isa = cpu_isa();
+    GemmCase c = make_case(1, N, K, Isa::kScalar);
+    const PackedGemv whole = pack_b_gemv(c.B.data(), K, N, N, false);
+    const PackedGemv pg = split ? repack_gemv_split(whole, isa) : whole;
+    const int64_t unit = sgemv_split_unit(isa), mid = std::min(sgemv_main_cols(isa, N), (N / 2 + unit / 2) / unit * unit);
+    jiffy::ThreadPool pool(2);
+    const SgemvColsFn fn = sgemv_cols_for(isa);
+    std::vector<float> bias(size_t(N), 0.5f);
+    for (auto _ : st) {
+        if (split)
+            pool.parallel_for(2, [&](int t) {
+                fn(c.A.data(), pg, t ? mid : 0, t ? N : mid, bias.data(), c.C.data(), Activation{});
+            });
+        else
+            fn(c.A.data(), pg, 0, N, bias.data(), c.C.data(), Activation{});
+        benchmark::DoNotOptimize(c.C.data());
+    }
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
 }
 
@@ -468,6 +496,7 @@ BENCHMARK_CAPTURE(BM_sgemv, avx512, Isa::kAvx512)
     ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131})->Args({1000, 1280})->Args({1000, 2048});
 BENCHMARK_CAPTURE(BM_sgemv, avx2, Isa::kAvx2)->Args({128, 128})->Args({1024, 1024});
 BENCHMARK_CAPTURE(BM_sgemv, scalar, Isa::kScalar)->Args({128, 128});
+BENCHMARK(BM_sgemv_split2)->ArgNames({"N", "K", "split"})->ArgsProduct({{128}, {1536, 2112, 3264}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_sgemv_cold)->Args({1000, 1280})->Args({1000, 2048})->Iterations(30);
 BENCHMARK(BM_sgemm_reference)->Args({1, 128, 64})->Args({64, 64, 64})->Args({256, 256, 256});
 

@@ -69,6 +69,7 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     p.K = K;
     p.N = N;
     p.ldb = std::max<int64_t>(16, (N + 15) / 16 * 16);
+    p.last0 = (p.ldb - 1) / kGemvPanel * kGemvPanel;
     p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
     float* d = p.data.get();
     for (int64_t n0 = 0; n0 < N; n0 += kGemvPanel) {
@@ -81,12 +82,15 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     return p;
 }
 
-// Columns in chunks of 64 accumulated on the stack, k outer so B is read row by row.
-void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    const int64_t K = B.K, N = B.N;
+// Columns in chunks of up to 64 accumulated on the stack (each column on its own, so any range
+// gives the same sums), k outer so B is read row by row. A chunk never crosses a panel.
+void sgemv_cols_scalar(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
+                       const Activation& act) {
+    const int64_t K = B.K;
     float acc[64];
-    for (int64_t n0 = 0; n0 < N; n0 += 64) {
-        const int64_t nb = std::min<int64_t>(64, N - n0);
+    for (int64_t n0 = c0; n0 < c1;) {
+        const int64_t pend = n0 >= B.last0 ? B.ldb : (n0 / B.panel + 1) * B.panel;  // stay in one panel
+        const int64_t nb = std::min<int64_t>({64 - n0 % 64, c1 - n0, pend - n0});
         for (int64_t j = 0; j < nb; ++j) acc[j] = bias ? bias[n0 + j] : 0.0f;
         const float* b = B.col(n0);
         const int64_t ldb = B.stride(n0);
@@ -96,7 +100,50 @@ void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float*
             for (int64_t j = 0; j < nb; ++j) acc[j] += av * br[j];
         }
         for (int64_t j = 0; j < nb; ++j) y[n0 + j] = act_scalar(act, acc[j]);
+        n0 += nb;
     }
+}
+
+void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
+    sgemv_cols_scalar(a, B, 0, B.N, bias, y, act);
+}
+
+static int64_t gemv_vl(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return 16;
+    if (isa == Isa::kAvx2) return 8;
+#endif
+    (void)isa;
+    return 4;  // NEON; the scalar kernel takes any multiple of 16
+}
+
+int64_t sgemv_split_unit(Isa isa) { return 4 * gemv_vl(isa); }
+int64_t sgemv_main_cols(Isa isa, int64_t N) { return N / (8 * gemv_vl(isa)) * (8 * gemv_vl(isa)); }
+
+PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa) {
+    PackedGemv p = src;
+    const int64_t K = src.K, N = src.N, main = sgemv_main_cols(isa, N);
+    p.panel = sgemv_split_unit(isa);
+    p.last0 = main < N ? main : N - p.panel;
+    p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
+    for (int64_t n = 0; n < p.ldb; ++n) {
+        const float* s = src.col(n);
+        float* d = const_cast<float*>(p.col(n));
+        const int64_t sw = src.stride(n), dw = p.stride(n);
+        for (int64_t k = 0; k < K; ++k) d[k * dw] = s[k * sw];
+    }
+    return p;
+}
+
+SgemvColsFn sgemv_cols_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return sgemv_cols_avx512;
+    if (isa == Isa::kAvx2) return sgemv_cols_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return sgemv_cols_neon;
+#endif
+    return sgemv_cols_scalar;
 }
 
 SgemvFn sgemv_for(Isa isa) {

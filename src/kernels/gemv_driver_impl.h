@@ -7,19 +7,42 @@
 //   kGemvVL          floats per vector,
 //   kGemvMainU       U of the full 8-vector blocks,
 //   kGemvTailU[7]    U of a tail of 1..7 vectors.
+//
+// Columns [c0, c1) only (a thread's share, docs/threading.md): c0 is a multiple of 4 vectors and
+// c1 is one too or N. Columns below N rounded down to 8 vectors ("main" columns) run in blocks of
+// 8 vectors, or 4 where c0 or c1 falls between two 8-vector blocks, all with kGemvMainU: a column's
+// accumulators do not depend on its neighbours, so every column sums in the same order whatever
+// the range (a split GEMV is bitwise equal to the whole one). The tail past the main columns runs
+// as one block, as in the unsplit call, and belongs to the range that ends at N. In the split
+// layout (B.panel = 4 vectors, PackedGemv) the main columns run in blocks of 4 vectors only.
 
 // KIND >= 0: the activation kind is a compile-time constant (folds the epilogue's switch).
 template <int KIND>
-void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act0) {
+void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
+             const Activation& act0) {
     Activation act = act0;
     if constexpr (KIND >= 0) act.kind = ActKind(KIND);
-    constexpr int64_t kBlock = 8 * kGemvVL;
+    constexpr int64_t kBlock = 8 * kGemvVL, kHalf = 4 * kGemvVL;
     const int64_t K = B.K, N = B.N;
-    int64_t n0 = 0;
-    for (; n0 + kBlock <= N; n0 += kBlock)
-        gemv_block<8, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias ? bias + n0 : nullptr, y + n0, kBlock, act);
-    if (n0 >= N) return;
-    const float* bb = bias ? bias + n0 : nullptr;
+    const int64_t main_end = std::min(c1, N / kBlock * kBlock);
+    auto bias_at = [&](int64_t n) { return bias ? bias + n : nullptr; };
+    int64_t n0 = c0;
+    if (B.panel < kBlock) {  // the split layout: panels of 4 vectors
+        for (; n0 + kHalf <= main_end; n0 += kHalf)
+            gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
+    }
+    if (n0 % kBlock != 0 && n0 + kHalf <= main_end) {
+        gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
+        n0 += kHalf;
+    }
+    for (; n0 + kBlock <= main_end; n0 += kBlock)
+        gemv_block<8, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kBlock, act);
+    if (n0 + kHalf <= main_end) {
+        gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
+        n0 += kHalf;
+    }
+    if (n0 >= c1 || c1 != N) return;
+    const float* bb = bias_at(n0);
     const int64_t nv = N - n0;
     const float* b = B.col(n0);
     const int64_t ldb = B.stride(n0);
@@ -34,11 +57,12 @@ void sgemv_k(const float* a, const PackedGemv& B, const float* bias, float* y, c
     }
 }
 
-// The ISA's sgemv entry: Relu and no activation get their own instantiation.
-inline void sgemv_run(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
+// The ISA's sgemv entry over columns [c0, c1): Relu and no activation get their own instantiation.
+inline void sgemv_cols_run(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
+                           const Activation& act) {
     switch (act.kind) {
-        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, bias, y, act);
-        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, bias, y, act);
-        default: return sgemv_k<-1>(a, B, bias, y, act);
+        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, c0, c1, bias, y, act);
+        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act);
+        default: return sgemv_k<-1>(a, B, c0, c1, bias, y, act);
     }
 }

@@ -43,6 +43,9 @@ bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const i
         need = std::max(need, o * s[1] + (k[1] - 1) * d[1] + 1);  // last tap, padded coordinates
     }
     p->Wp = need;
+    const bool exact = in[0] == out[0] * k[0] && in[1] == out[1] * k[1] && s[0] == k[0] && s[1] == k[1] &&
+                       d[0] == 1 && d[1] == 1 && pb[0] == 0 && pb[1] == 0 && pe[0] == 0 && pe[1] == 0;
+    if (max && exact && k[1] == 2 && (k[0] == 1 || k[0] == 2)) p->tile_rows = int(k[0]);
     return true;
 }
 

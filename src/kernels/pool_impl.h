@@ -70,8 +70,39 @@ PoolHFn pool_pick_h(int64_t kw, int64_t sw, int64_t dw) {
     return nullptr;
 }
 
+// Pool2d::tile_rows: 1x2 or 2x2 windows tiling the planes exactly, all planes' rows as one
+// stretch: (2x2) the row pairs of a block of rows reduced into `t`, then every output of the block
+// from the adjacent pairs of t (pairs never straddle two rows, W being even): both loops long and
+// contiguous whatever the plane width. Same comparisons in the same order as the general path
+// (rows first, then columns), so the result is bitwise the same, NaN and signed zeros included.
+template <int KH>
+void pool_max_tiled(const float* __restrict x, float* __restrict y, int64_t rows, int64_t OW,
+                    float* __restrict t) {
+    const int64_t W = 2 * OW;
+    const int64_t block = std::max<int64_t>(1, kPoolTileFloats / W);
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+        const int64_t nr = std::min(block, rows - r0);
+        const float* __restrict src = x + r0 * KH * W;
+        if (KH == 2) {
+            for (int64_t r = 0; r < nr; ++r) {
+                const float* __restrict a = src + 2 * r * W;
+                const float* __restrict b = a + W;
+                float* __restrict tr = t + r * W;
+                for (int64_t i = 0; i < W; ++i) tr[i] = pool_max(b[i], pool_max(a[i], -INFINITY));
+            }
+            src = t;
+        }
+        float* __restrict yb = y + r0 * OW;
+        const int64_t n = nr * OW;
+        for (int64_t o = 0; o < n; ++o)
+            yb[o] = pool_max(src[2 * o + 1], pool_max(src[2 * o], -INFINITY));
+    }
+}
+
 template <bool MAX>
 void pool2d_impl(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch) {
+    if (MAX && p.tile_rows == 2) return pool_max_tiled<2>(x, y, planes * p.OH, p.OW, scratch);
+    if (MAX && p.tile_rows == 1) return pool_max_tiled<1>(x, y, planes * p.OH, p.OW, scratch);
     const PoolHFn h = pool_pick_h<MAX>(p.kw, p.sw, p.dw);
     const float pad_value = MAX ? -INFINITY : 0.0f;
     const int64_t right = p.Wp - p.pw - p.W;

@@ -282,6 +282,7 @@ private:
 class ParGemm {
 public:
     bool on() const { return pool_ != nullptr; }
+    int chunks() const { return chunks_; }
 
     void setup_gemm(ThreadPool* pool, int chunks, int64_t M, const kernels::PackedB& B) {
         if (!pool || chunks < 2) return;
@@ -306,25 +307,28 @@ public:
         pool_ = pool;
     }
 
-    void setup_gemv(ThreadPool* pool, int chunks, const kernels::PackedGemv& B) {
+    // B: the kernel's GEMV weights, repacked here into the split layout (narrow panels: each
+    // thread's columns one contiguous stretch) when the GEMV splits.
+    void setup_gemv(ThreadPool* pool, int chunks, kernels::PackedGemv* B) {
         if (!pool || chunks < 2) return;
-        // The packed GEMV weights are column panels of kGemvPanel, each K x width contiguous; a
-        // view over panels [b0, b1) starts at panel b0 and narrows ldb so the last panel's width
-        // is still read right.
-        constexpr int64_t P = kernels::kGemvPanel;
-        const int64_t blocks = (B.N + P - 1) / P;
-        chunks = int(std::min<int64_t>(chunks, blocks));
+        // Column ranges of sgemv_split_unit (4 vectors) over the main columns; the tail block
+        // (past the last full 8-vector block) goes with the last range. A range's columns sum in
+        // the same order as in the whole GEMV (sgemv_cols_for), so results are bitwise equal.
+        const kernels::Isa isa = kernels::active_isa();
+        const int64_t unit = kernels::sgemv_split_unit(isa), main = kernels::sgemv_main_cols(isa, B->N);
+        const int64_t units = main / unit + (main < B->N ? 1 : 0);
+        chunks = int(std::min<int64_t>(chunks, units));
         if (chunks < 2) return;
-        for (int t = 0; t < chunks; ++t) {
-            int64_t b0, b1;
-            chunk_range(blocks, chunks, t, 1, &b0, &b1);
-            kernels::PackedGemv v = B;
-            v.N = std::min(B.N, b1 * P) - b0 * P;
-            v.ldb = B.ldb - b0 * P;
-            v.data = std::shared_ptr<float>(std::shared_ptr<float>(), const_cast<float*>(B.col(b0 * P)));
-            col0_.push_back(b0 * P);
-            gemv_views_.push_back(std::move(v));
+        for (int t = 0; t <= chunks; ++t) {
+            int64_t c0, c1;
+            chunk_range(units, chunks, std::min(t, chunks - 1), 1, &c0, &c1);
+            const int64_t u = t == chunks ? c1 : c0;
+            col0_.push_back(std::min(B->N, u * unit));
         }
+        col0_.back() = B->N;
+        cols_fn_ = kernels::sgemv_cols_for(isa);
+        *B = kernels::repack_gemv_split(*B, isa);
+        gemv_ = B;
         chunks_ = chunks;
         pool_ = pool;
     }
@@ -345,10 +349,9 @@ public:
         }
     }
 
-    void gemv(kernels::SgemvFn fn, const float* a, const float* bias, float* y, const kernels::Activation& act) const {
+    void gemv(const float* a, const float* bias, float* y, const kernels::Activation& act) const {
         pool_->parallel_for(chunks_, [&](int t) {
-            const int64_t n0 = col0_[size_t(t)];
-            fn(a, gemv_views_[size_t(t)], bias ? bias + n0 : nullptr, y + n0, act);
+            cols_fn_(a, *gemv_, col0_[size_t(t)], col0_[size_t(t) + 1], bias, y, act);
         });
     }
 
@@ -358,7 +361,8 @@ private:
     bool rows_ = false;
     std::vector<int64_t> col0_;
     std::vector<kernels::PackedB> gemm_views_;
-    std::vector<kernels::PackedGemv> gemv_views_;
+    const kernels::PackedGemv* gemv_ = nullptr;  // the kernel's own (outlives this)
+    kernels::SgemvColsFn cols_fn_ = nullptr;
 };
 
 // float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
@@ -416,7 +420,7 @@ public:
                         : gemv_.data       ? "gemv"
                         : !packed_.empty() ? "gemm packed-B"
                                            : "gemm runtime-B";
-        return par_.on() ? k + " threaded" : k;
+        return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -431,7 +435,7 @@ public:
         }
         if (gemv_.data) {
             if (par_.on())
-                par_.gemv(gemv_fn_, a, bias, y, act_);
+                par_.gemv(a, bias, y, act_);
             else
                 gemv_fn_(a, gemv_, bias, y, act_);
             return {};
@@ -470,10 +474,11 @@ public:
         return {};
     }
 
+    bool is_gemv() const { return gemv_.data != nullptr; }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
-            par_.setup_gemv(pool, chunks, gemv_);
+            par_.setup_gemv(pool, chunks, &gemv_);
         else if (tall_ && !packed_.empty())
             par_.setup_gemm(pool, chunks, int64_t(g_.a_off.size()) * g_.M, packed_[0]);
     }
@@ -525,8 +530,9 @@ Status prep_MatMul(OpContext& ctx) {
     // packing B per run (always when strided: the reference loop assumes contiguous operands).
     if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4 || strided)) {
         auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
-        k->set_parallel(ctx.options().pool.get(),
-                        parallel_chunks(ctx.options(), 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N));
+        const int64_t flops = 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N;
+        k->set_parallel(ctx.options().pool.get(), k->is_gemv() ? parallel_chunks_gemv(ctx.options(), flops, 4 * g.K * g.N)
+                                                               : parallel_chunks(ctx.options(), flops));
         ctx.set_kernel(std::move(k));
         return {};
     }
@@ -656,7 +662,7 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
-        return par_.on() ? k + " threaded" : k;
+        return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -669,7 +675,7 @@ public:
             narrow_fn_(a, narrow_, bias, y, gemv_act_);
         } else if (gemv_.data) {
             if (par_.on())
-                par_.gemv(gemv_fn_, a, bias, y, gemv_act_);
+                par_.gemv(a, bias, y, gemv_act_);
             else
                 gemv_fn_(a, gemv_, bias, y, gemv_act_);
         } else {
@@ -701,7 +707,7 @@ public:
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
-            par_.setup_gemv(pool, chunks, gemv_);
+            par_.setup_gemv(pool, chunks, &gemv_);
         else
             par_.setup_gemm(pool, chunks, M_, packed_);
     }
@@ -784,7 +790,8 @@ Status prep_Gemm(OpContext& ctx) {
         }
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
                                                  std::move(bias), c_rs, c_cs, act);
-        k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 2 * M * K * N));
+        k->set_parallel(ctx.options().pool.get(), M == 1 ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
+                                                         : parallel_chunks(ctx.options(), 2 * M * K * N));
         ctx.set_kernel(std::move(k));
         return {};
     }

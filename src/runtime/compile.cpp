@@ -691,9 +691,15 @@ int parallel_chunks(const CompileOptions& opt, int64_t flops) {
     return opt.pool->threads();
 }
 
+int parallel_chunks_gemv(const CompileOptions& opt, int64_t flops, int64_t weight_bytes) {
+    if (weight_bytes >= opt.parallel_min_gemv_bytes) flops = std::max(flops, opt.parallel_min_flops);
+    return parallel_chunks(opt, flops);
+}
+
 Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_ptr<const Plan>* out) {
     CompileOptions opt = opt_in;
     if (const char* e = std::getenv("JIFFY_PAR_MIN_FLOPS"); e && *e) opt.parallel_min_flops = std::atoll(e);
+    if (const char* e = std::getenv("JIFFY_PAR_MIN_GEMV_BYTES"); e && *e) opt.parallel_min_gemv_bytes = std::atoll(e);
     if (opt.threads > 1 && !opt.pool) opt.pool = std::make_shared<ThreadPool>(opt.threads);
     if (opt.threads <= 1) opt.pool.reset();
     Compiler c(g, opt);

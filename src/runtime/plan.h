@@ -34,6 +34,10 @@ struct CompileOptions {
     int threads = 1;
     std::shared_ptr<ThreadPool> pool;
     int64_t parallel_min_flops = 2'000'000;
+    // A GEMV (M = 1, constant weights) also splits when its weights reach this many bytes: it is
+    // bound by reading them, not by FLOPs, and each thread then reads (and keeps in its own L2)
+    // only its share of the columns. Env JIFFY_PAR_MIN_GEMV_BYTES overrides.
+    int64_t parallel_min_gemv_bytes = 256 * 1024;
     uint64_t max_bytes = uint64_t(4) << 30;  // arena + folded constants
 };
 
@@ -93,6 +97,9 @@ struct Plan {
 // The number of chunks (>= 1) an op of `flops` should be split into under `opt`: 1 without a pool
 // or below opt.parallel_min_flops; kernels call it at prepare and keep per-chunk scratch.
 int parallel_chunks(const CompileOptions& opt, int64_t flops);
+// The same for a GEMV of `flops` whose constant weights take `weight_bytes`: it also splits from
+// opt.parallel_min_gemv_bytes of weights up.
+int parallel_chunks_gemv(const CompileOptions& opt, int64_t flops, int64_t weight_bytes);
 
 // Compiles `g` for the given shapes. Errors: kInvalid/kUnsupported naming the node or tensor;
 // kNeedValue (detail() = input name) when an input's value is needed.

@@ -202,6 +202,53 @@ TEST(KernelsIsa, GemvMatchesReference) {
     }
 }
 
+// A GEMV split by columns (threads, docs/threading.md): every range that sgemv_cols_for accepts,
+// on the whole-panel layout and the split layout, writes exactly its columns, bitwise equal to the
+// unsplit call (each column keeps its summation order).
+TEST(KernelsIsa, GemvColumnRangesEqualWhole) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1, 1);
+    const int64_t Ns[] = {7, 33, 64, 96, 128, 129, 200, 300};
+    for (Isa isa : isas()) {
+        const int64_t unit = sgemv_split_unit(isa);
+        for (int64_t K : {5, 130}) {
+            for (int64_t N : Ns) {
+                std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+                for (auto* v : {&a, &B, &bias})
+                    for (float& x : *v) x = u(rng);
+                const PackedGemv whole = pack_b_gemv(B.data(), K, N, N, false);
+                const PackedGemv split = repack_gemv_split(whole, isa);
+                const Activation act{ActKind::kRelu, 0, 0};
+                std::vector<float> want(static_cast<size_t>(N));
+                sgemv_for(isa)(a.data(), whole, bias.data(), want.data(), act);
+                // Every boundary: the multiples of unit up to the main columns, and N.
+                std::vector<int64_t> cuts;
+                const int64_t main = sgemv_main_cols(isa, N);
+                for (int64_t c = 0; c <= main; c += unit) cuts.push_back(c);
+                if (cuts.back() != N) cuts.push_back(N);
+                for (const PackedGemv* pg : {&whole, &split}) {
+                    std::vector<float> got(static_cast<size_t>(N) + 1, 7.0f);
+                    sgemv_for(isa)(a.data(), *pg, bias.data(), got.data(), act);
+                    EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(N) * sizeof(float)), 0)
+                        << isa_name(isa) << " whole call, split layout " << (pg == &split) << " N" << N;
+                    for (size_t i = 0; i + 1 < cuts.size(); ++i)
+                        for (size_t j = i + 1; j < cuts.size(); ++j) {
+                            std::fill(got.begin(), got.end(), 7.0f);
+                            sgemv_cols_for(isa)(a.data(), *pg, cuts[i], cuts[j], bias.data(), got.data(), act);
+                            for (int64_t c = 0; c <= N; ++c) {
+                                const bool in = c >= cuts[i] && c < cuts[j];
+                                const float w = in ? want[size_t(c)] : 7.0f;
+                                ASSERT_EQ(std::memcmp(&got[size_t(c)], &w, sizeof(float)), 0)
+                                    << isa_name(isa) << " split layout " << (pg == &split) << " K" << K << " N" << N
+                                    << " cols [" << cuts[i] << ", " << cuts[j] << ") at " << c;
+                            }
+                        }
+                }
+            }
+        }
+    }
+}
+
 #if defined(__linux__)
 // Whether the mapping that holds `addr` carries MADV_HUGEPAGE ("hg" in /proc/self/smaps).
 // *found: whether smaps lists a mapping holding it.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -151,6 +152,52 @@ TEST(PoolKernel, EdgeValues) {
         check_case(c, true, false, true);
         check_case(c, false, true, true);
     }
+}
+
+// Exactly tiling 2x2 / 1x2 MaxPools (Pool2d::tile_rows) run as one flat loop over all planes'
+// rows, in blocks of kPoolTileFloats: bitwise equal to the general row path (tile_rows forced
+// to 0), with NaN, +-inf and both signed zeros in the input, on widths 2..34 and several blocks.
+TEST(PoolKernel, TiledMaxEqualsRowPathBitwise) {
+    struct S { int64_t C, H, W, kh; };
+    const S shapes[] = {{96, 6, 2, 2}, {72, 28, 8, 2}, {96, 10, 4, 1}, {48, 32, 16, 1},
+                        {70, 36, 16, 2}, {3, 4, 34, 2}, {5, 3, 6, 1}, {1, 2, 2, 2}};
+    for (const S& c : shapes) {
+        const int64_t n = c.C * c.H * c.W;
+        std::vector<float> x(static_cast<size_t>(n));
+        uint32_t s = 777u + uint32_t(n);
+        for (auto& v : x) {
+            s = s * 1664525u + 1013904223u;
+            const uint32_t r = s >> 8;
+            v = r % 13 == 0 ? -0.0f : r % 13 == 1 ? 0.0f : float(r) / float(1 << 24) * 4.0f - 2.0f;
+        }
+        for (size_t i = 5; i < x.size(); i += 97) x[i] = std::numeric_limits<float>::quiet_NaN();
+        for (size_t i = 11; i < x.size(); i += 131) x[i] = i % 2 ? INFINITY : -INFINITY;
+        const int64_t in[2] = {c.H, c.W}, out[2] = {c.H / c.kh, c.W / 2}, k[2] = {c.kh, 2}, st[2] = {c.kh, 2},
+                      d[2] = {1, 1}, z[2] = {0, 0};
+        Pool2d p;
+        ASSERT_TRUE(pool2d_setup(true, false, in, out, k, st, d, z, z, &p));
+        ASSERT_EQ(p.tile_rows, int(c.kh)) << c.C << "x" << c.H << "x" << c.W;
+        Pool2d rowwise = p;
+        rowwise.tile_rows = 0;
+        const size_t ny = size_t(c.C * out[0] * out[1]);
+        for (Isa isa : pool_isas()) {
+            std::vector<float> want(ny + 1, 7.0f), got(ny + 1, 7.0f), scratch(size_t(pool2d_scratch_floats(p)));
+            pool2d_for(isa)(rowwise, x.data(), want.data(), c.C, scratch.data());
+            pool2d_for(isa)(p, x.data(), got.data(), c.C, scratch.data());
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), (ny + 1) * sizeof(float)), 0)
+                << c.C << "x" << c.H << "x" << c.W << " k" << c.kh << "x2 isa " << isa_name(isa);
+        }
+    }
+    // Not exact tilings: a ragged width, stride != kernel, padding.
+    const int64_t in[2] = {4, 9}, out[2] = {2, 4}, k[2] = {2, 2}, st[2] = {2, 2}, d[2] = {1, 1}, z[2] = {0, 0};
+    Pool2d p;
+    ASSERT_TRUE(pool2d_setup(true, false, in, out, k, st, d, z, z, &p));
+    EXPECT_EQ(p.tile_rows, 0);
+    const int64_t in2[2] = {4, 8}, out2[2] = {3, 4}, s2[2] = {1, 2};
+    ASSERT_TRUE(pool2d_setup(true, false, in2, out2, k, s2, d, z, z, &p));
+    EXPECT_EQ(p.tile_rows, 0);
+    ASSERT_TRUE(pool2d_setup(false, false, in2, out, k, st, d, z, z, &p));
+    EXPECT_EQ(p.tile_rows, 0) << "AveragePool keeps the row path";
 }
 
 TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {

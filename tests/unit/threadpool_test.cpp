@@ -298,7 +298,7 @@ TEST(Threaded, ConvMatchesOneThreadBitwise) {
 
 TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
     for (int64_t m : {1, 5, 40}) {
-        for (int64_t n : {10, 70, 300, 520}) {
+        for (int64_t n : {10, 70, 128, 200, 300, 520}) {
             OneNode g;
             g.op = "Gemm";
             g.xs = {m, 33};

@@ -1,4 +1,5 @@
 // Pool rows compiled for AVX512 (the loops in kernels/pool_impl.h, auto-vectorized).
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/pool.h"
