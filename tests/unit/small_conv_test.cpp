@@ -12,6 +12,7 @@
 #include "attr_util.h"
 #include "kernels/small_conv.h"
 #include "runtime/plan.h"
+#include "conv_ref.h"
 #include "isa_util.h"
 
 using namespace jiffy;
@@ -29,43 +30,6 @@ Conv2DGeom geom(int64_t C, int64_t H, int64_t W, int64_t M, int64_t kh, int64_t 
     g.OH = (H + ph + pb - ((kh - 1) * dh + 1)) / sh + 1;
     g.OW = (W + pw + pr - ((kw - 1) * dw + 1)) / sw + 1;
     return g;
-}
-
-double act_ref(const ConvEpi& e, double v) {
-    switch (e.act) {
-        case ConvAct::kNone: return v;
-        case ConvAct::kRelu: return v > 0 ? v : 0;
-        case ConvAct::kLeakyRelu: return v >= 0 ? v : e.alpha * v;
-        case ConvAct::kClip: return std::min(std::max(v, double(e.alpha)), double(e.beta));
-        case ConvAct::kHardSigmoid: return std::min(std::max(e.alpha * v + e.beta, 0.0), 1.0);
-        case ConvAct::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-        case ConvAct::kSigmoid: return 1 / (1 + std::exp(-v));
-        case ConvAct::kTanh: return std::tanh(v);
-    }
-    return v;
-}
-
-// Plain float64 convolution of one image with bias, residual and activation.
-std::vector<double> conv_ref(const Conv2DGeom& g, const std::vector<float>& x, const std::vector<float>& w,
-                             const float* bias, const float* res, const ConvEpi& e) {
-    std::vector<double> y(size_t(g.M * g.OH * g.OW));
-    for (int64_t m = 0; m < g.M; ++m)
-        for (int64_t oy = 0; oy < g.OH; ++oy)
-            for (int64_t ox = 0; ox < g.OW; ++ox) {
-                double s = bias ? bias[m] : 0.0;
-                for (int64_t c = 0; c < g.C; ++c)
-                    for (int64_t ky = 0; ky < g.kh; ++ky)
-                        for (int64_t kx = 0; kx < g.kw; ++kx) {
-                            const int64_t iy = oy * g.sh - g.ph + ky * g.dh, ix = ox * g.sw - g.pw + kx * g.dw;
-                            if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
-                            s += double(x[size_t((c * g.H + iy) * g.W + ix)]) *
-                                 w[size_t(((m * g.C + c) * g.kh + ky) * g.kw + kx)];
-                        }
-                const size_t o = size_t((m * g.OH + oy) * g.OW + ox);
-                if (res) s += res[o];
-                y[o] = act_ref(e, s);
-            }
-    return y;
 }
 
 void check(const Conv2DGeom& g, const ConvEpi& e, bool bias, bool res, uint32_t seed, const std::string& what) {
@@ -106,7 +70,7 @@ TEST(SmallConv, MatchesReferenceOnOddShapesEveryIsa) {
     uint32_t seed = 1;
     for (const C& c : cases) {
         const Conv2DGeom g = geom(c.C, c.H, c.W, c.M, c.kh, c.kw, c.sh, c.sw, c.dh, c.dw, c.ph, c.pw, c.pb, c.pr);
-        const std::string what = "C" + std::to_string(c.C) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
+        const std::string what = std::string("C") + std::to_string(c.C) + " " + std::to_string(c.H) + "x" + std::to_string(c.W) +
                                  " M" + std::to_string(c.M) + " k" + std::to_string(c.kh) + "x" + std::to_string(c.kw);
         check(g, ConvEpi{}, true, false, seed++, what);
         check(g, ConvEpi{}, false, false, seed++, what + " no bias");

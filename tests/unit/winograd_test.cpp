@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "conv_ref.h"
 #include "isa_util.h"
 #include "kernels/conv.h"
 
@@ -27,19 +28,6 @@ Conv2DGeom geom(int64_t C, int64_t M, int64_t H, int64_t W, int64_t pad, int64_t
     g.OH = H + pad + pad_end - 2;
     g.OW = W + pad + pad_end - 2;
     return g;
-}
-
-double act_ref(double v, const ConvEpi& e) {
-    switch (e.act) {
-        case ConvAct::kRelu:
-            return v > 0 ? v : 0;
-        case ConvAct::kClip:
-            return std::min(std::max(v, double(e.alpha)), double(e.beta));
-        case ConvAct::kSigmoid:
-            return 1.0 / (1.0 + std::exp(-v));
-        default:
-            return v;
-    }
 }
 
 struct Case {
