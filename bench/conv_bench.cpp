@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -20,6 +21,7 @@
 #include <sys/mman.h>
 
 #include "kernels/conv.h"
+#include "kernels/conv_cv.h"
 #include "kernels/cpu.h"
 
 using namespace jiffy::kernels;
@@ -74,6 +76,8 @@ const Shape kShapes[] = {
     {"rn50 3x3 256>256 14", 256, 256, 14, 14, 3, 1},
     {"rn50 3x3 512>512 7", 512, 512, 7, 7, 3, 1},
     {"rn50 3x3s2 128>128 56", 128, 128, 56, 56, 3, 2},
+    {"rn50 3x3s2 256>256 28", 256, 256, 28, 28, 3, 2},
+    {"rn50 3x3s2 512>512 14", 512, 512, 14, 14, 3, 2},
 };
 
 Conv2DGeom geom(const Shape& s) {
@@ -157,6 +161,7 @@ struct Run {
     std::string label;
     Conv2DGeom g;
     ConvGemm cg;
+    const ConvChanVec* cv = nullptr;  // the channel-vector kernel instead of cg
     Buf x, wp, b, y, scratch;
     std::vector<double> gflops;  // best of each round
 };
@@ -193,6 +198,7 @@ int main(int argc, char** argv) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1, 1);
     std::vector<Run> runs;
+    std::vector<std::unique_ptr<ConvChanVec>> cvs;
     for (const Shape& s : kShapes) {
         if (!filter.empty() && std::string(s.name).find(filter) == std::string::npos) continue;
         const Conv2DGeom g = geom(s);
@@ -219,6 +225,23 @@ int main(int argc, char** argv) {
             r.scratch.resize(cg.scratch_floats());
             runs.push_back(std::move(r));
         }
+        // The channel-vector conv (conv_cv.h) where it fits (* where the engine prefers it).
+        if (ConvChanVec::fits(g) && (modes || ConvChanVec::preferred(isa, g))) {
+            Run r;
+            r.label = std::string(s.name) + (ConvChanVec::preferred(isa, g) ? " *" : "  ") + "chanvec";
+            r.g = g;
+            std::vector<float> w(size_t(g.M * g.C * g.kh * g.kw));
+            r.x.resize(size_t(g.C * g.H * g.W));
+            r.b.resize(size_t(g.M));
+            r.y.resize(size_t(g.M * g.OH * g.OW));
+            for (float& v : r.x) v = u(rng);
+            for (float& v : w) v = u(rng);
+            for (float& v : r.b) v = u(rng);
+            cvs.push_back(std::make_unique<ConvChanVec>(isa, g, w.data()));
+            r.cv = cvs.back().get();
+            r.scratch.resize(r.cv->scratch_floats());
+            runs.push_back(std::move(r));
+        }
     }
     ConvEpi epi;
     epi.act = ConvAct::kClip;  // ReLU6, MobileNetV2's
@@ -241,7 +264,10 @@ int main(int argc, char** argv) {
             do {
                 prepare(r);
                 const double t0 = now_s();
-                r.cg.run(r.x.data(), r.wp.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
+                if (r.cv)
+                    r.cv->run(r.x.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
+                else
+                    r.cg.run(r.x.data(), r.wp.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
                 best = std::max(best, flop / (now_s() - t0) / 1e9);
             } while (now_s() < t_end);
             r.gflops.push_back(best);

@@ -112,7 +112,11 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     {
         const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
         const double eff_t = double(g.M) / double((g.M + nr - 1) / nr * nr);
-        a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + 0.15 &&
+        // Strided kernels larger than 1x1 pay for a copy in every mode (im2col, split): there the
+        // transposed mode wins from a smaller gap (ResNet-50's 3x3 s2 256 -> 256 on 28 -> 14,
+        // 196 of 224 lanes: 2.67 against 3.08-3.28 ms im2col / split, bench/conv_bench.cpp --cold).
+        const bool strided_k = (g.sh > 1 || g.sw > 1) && g.kh * g.kw > 1;
+        a.trans = a.P <= 256 && g.M >= nr && eff_t > eff_n + (strided_k ? 0.1 : 0.15) &&
                   !(can_mask && eff_n >= 0.45 && a.K <= 512);
     }
     bool use_mask = can_mask && !a.trans && (a.pad_copy || a.P <= 256);
@@ -134,6 +138,19 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     } else if (force == ConvGemmMode::kTrans) {
         a.trans = true;
         use_mask = false;
+    }
+    // Strided convs: split into stride-1 planes (ConvGemmArgs::split) instead of im2col where
+    // the im2col panels are a large share of the work: small K (the stems: MobileNetV2's 3x3 s2
+    // 3 -> 32 on 224, 316-337 -> 270-318 us; ResNet-50's 7x7 s2 3 -> 64, 2.56-2.66 -> 2.42-2.54
+    // ms) and 1x1 on large planes (ResNet-50's 1x1 s2 256 -> 512 on 56 -> 28: 2.07-2.26 ->
+    // 1.95-2.12 ms). Large K keeps im2col (3x3 s2 128 -> 128 on 56: 2.65-2.77 against 2.69-3.08
+    // split), as do 1x1 convs onto small planes (512 -> 1024 on 28 -> 14: equal).
+    const bool strided = g.sh > 1 || g.sw > 1;
+    bool split = strided && !a.trans && force == ConvGemmMode::kAuto &&
+                 (a.K <= 256 || (g.kh * g.kw == 1 && a.P > 256));
+    if (force == ConvGemmMode::kSplit && strided) {
+        split = true;
+        a.trans = use_mask = false;
     }
     if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {  // again, if forced
         a.pad_copy = true;
@@ -193,11 +210,55 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
         a.ldbuf = a.tile;
         while (aliased(a.ldbuf)) a.ldbuf += 16;
     }
+    if (split) {
+        a.split = a.implicit = true;
+        a.pad_copy = false;
+        for (int64_t ky = 0; ky < g.kh; ++ky) {
+            const int64_t ph = ky * g.dh % g.sh;
+            if (std::find(rph_.begin(), rph_.end(), ph) == rph_.end()) rph_.push_back(ph);
+        }
+        a.nry = int64_t(rph_.size());
+        a.HQ = g.OH + (g.kh - 1) * g.dh / g.sh;
+        a.HP = a.HQ;
+        a.WP = g.OW;  // the implicit grid: q == p, Y written in place
+        a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
+        a.PQ = a.HQ * g.OW;
+        if (g.kh * g.kw > 1) {
+            // Planes of whole output-row tiles (a multiple of NR pixels where one is near),
+            // split per tile: the MobileNetV2 stem's whole split image (0.9 MB) measured slower
+            // than im2col inside the model (its writes evict the L2), the tiles (~90 KB) faster.
+            int64_t tr = std::clamp<int64_t>(a.tile / g.OW, 1, g.OH);
+            for (int64_t t = tr; t * 2 >= tr && t >= 1; --t)
+                if (t * g.OW % nr == 0) {
+                    tr = t;
+                    break;
+                }
+            a.srows = tr;
+            a.tile = tr * g.OW;
+            a.PQ = (tr + (g.kh - 1) * g.dh / g.sh) * g.OW;
+        }
+        const int64_t planes = a.nry * g.kw;
+        if (planes > 1)
+            while (aliased(a.PQ)) a.PQ += 16;
+        a.PS = planes * a.PQ;
+        if (g.C > 1)
+            while (aliased(a.PS)) a.PS += 16;
+        offs_.clear();
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t ky = 0; ky < g.kh; ++ky) {
+                const int64_t r = std::find(rph_.begin(), rph_.end(), ky * g.dh % g.sh) - rph_.begin();
+                for (int64_t kx = 0; kx < g.kw; ++kx)
+                    offs_.push_back(c * a.PS + (r * g.kw + kx) * a.PQ + ky * g.dh / g.sh * g.OW);
+            }
+        a.ldbuf = 0;  // no output buffer
+    }
+    if (a.implicit) a.offs_max = *std::max_element(offs_.begin(), offs_.end());
 }
 
 ConvGemmMode ConvGemm::mode() const {
     const ConvGemmArgs& a = args_;
     return a.trans      ? ConvGemmMode::kTrans
+           : a.split    ? ConvGemmMode::kSplit
            : a.masked   ? ConvGemmMode::kMasked
            : a.implicit ? ConvGemmMode::kImplicit
                         : ConvGemmMode::kIm2col;
@@ -206,6 +267,7 @@ ConvGemmMode ConvGemm::mode() const {
 const char* ConvGemm::name() const {
     switch (mode()) {
         case ConvGemmMode::kTrans: return "gemm-transposed";
+        case ConvGemmMode::kSplit: return args_.g.kh * args_.g.kw == 1 ? "1x1-subsampled" : "implicit-split";
         case ConvGemmMode::kMasked: return "implicit-masked";
         case ConvGemmMode::kImplicit: return args_.pointwise ? "1x1-direct" : "implicit";
         default: return args_.pointwise ? "1x1-packed" : "im2col";
@@ -238,13 +300,19 @@ void ConvGemm::pack_w(const float* W, float* dst) const {
     }
 }
 
+ConvGemmArgs ConvGemm::bound_args() const {
+    ConvGemmArgs a = args_;  // the tables point into this object's own vectors (safe across copies)
+    a.offs = offs_.data();
+    a.hmask = hmask_.data();
+    a.rph = rph_.data();
+    return a;
+}
+
 void ConvGemm::run(const float* x, const float* wpacked, const float* bias, const float* res,
                    float* y, float* scratch, const ConvEpi& epi) const {
     const ConvGemmGroupFn fn = gemm_fn(isa_);
     const Conv2DGeom& g = args_.g;
-    ConvGemmArgs args = args_;  // offs points into this object's own table (safe across copies)
-    args.offs = offs_.data();
-    args.hmask = hmask_.data();
+    const ConvGemmArgs args = bound_args();
     const int64_t in_g = g.C * g.H * g.W, out_g = g.M * args_.P;
     const int64_t w_g = (args_.trans ? args_.Mpad : g.M) * args_.K;
     for (int64_t gi = 0; gi < groups_; ++gi)
@@ -255,9 +323,7 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
 void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bias, const float* res,
                           float* y, float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const {
     if (pe <= pb) return;
-    ConvGemmArgs args = args_;
-    args.offs = offs_.data();
-    args.hmask = hmask_.data();
+    ConvGemmArgs args = bound_args();
     args.pb = pb;
     args.pe = pe;
     gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);

@@ -76,9 +76,24 @@ struct ConvGemmArgs {
     // column kx. Scratch: (tile / NR) * kh * kw lane masks per tile.
     bool masked = false;
     const uint32_t* hmask = nullptr;
-    // Im2col mode only (a pixel split across threads): output pixels [pb, pe) of the image, the
-    // padded copy only of the rows they read (pe 0: every pixel). Sums as for the whole image.
+    // A pixel split across threads (im2col mode, or split mode with srows > 0): output pixels
+    // [pb, pe) of the image (im2col: the padded copy only of the rows they read; split: whole
+    // tiles); pe 0: every pixel. Sums as for the whole image.
     int64_t pb = 0, pe = 0;
+
+    // Split (stride > 1; with implicit): each image's group input is first copied into planes of
+    // HQ x OW floats, one per (row phase r, tap column kx), plane[c][r][kx][i][j] =
+    // xp[c][i * sh + rph[r]][j * sw + kx * dw] (xp: the zero-padded image; rph: the nry distinct
+    // row phases (ky * dh) % sh). Tap (c, ky, kx) of output pixel p then reads
+    // plane[c][r(ky)][kx][p + (ky * dh / sh) * OW]: a stride-1 shift, so the implicit GEMM runs
+    // over the planes (offs) and writes Y in place (grid width OW, no wasted columns). 1x1
+    // stride 2 becomes a subsampled copy and the pointwise GEMM. Planes PQ floats apart,
+    // channels PS. srows > 0 (kernels larger than 1x1): the planes hold the rows of srows output
+    // rows only (tile = srows * OW pixels), refilled per tile so that they stay in L2.
+    bool split = false;
+    int64_t HQ = 0, PQ = 0, nry = 0, srows = 0;
+    const int64_t* rph = nullptr;
+    int64_t offs_max = 0;  // implicit modes: the largest offs[k]
 };
 
 // How ConvGemm computes a group (chosen per shape at prepare; see ConvGemmArgs).
@@ -88,10 +103,12 @@ enum class ConvGemmMode : int {
     kImplicit,  // stride 1: B rows read straight from the (padded) image
     kMasked,    // AVX-512, stride 1, OW == W: implicit with masked loads, output in place
     kTrans,     // few pixels: Yt = col^T . Wt, output channels on the vector axis
+    kSplit,     // stride > 1: the input split into stride-1 planes, then implicit (ConvGemmArgs::split)
 };
 // The forcible modes (tests and benchmarks).
 inline constexpr ConvGemmMode kConvGemmModes[] = {ConvGemmMode::kIm2col, ConvGemmMode::kImplicit,
-                                                  ConvGemmMode::kMasked, ConvGemmMode::kTrans};
+                                                  ConvGemmMode::kMasked, ConvGemmMode::kTrans,
+                                                  ConvGemmMode::kSplit};
 
 class ConvGemm {
 public:
@@ -112,15 +129,17 @@ public:
                              : a.masked   ? a.tile / nr_ * a.g.kh * a.g.kw
                              : a.implicit ? a.g.M * a.ldbuf + a.K * nr_
                                           : a.K * a.tile;
-        return size_t(main + (a.pad_copy ? a.g.C * a.PS : 0));
+        return size_t(main + (a.pad_copy || a.split ? a.g.C * a.PS : 0));
     }
 
     // One image: x holds groups * C planes, y groups * M planes; bias (groups * M) and res (same
     // shape as y) may be null. Not reentrant on the same scratch.
     void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
              float* scratch, const ConvEpi& epi) const;
-    // Only output pixels [pb, pe) of one group (im2col mode, groups == 1): each thread of a pixel
-    // split runs its range on its own scratch; results equal run()'s bitwise.
+    // Only output pixels [pb, pe) of one group (groups == 1; im2col mode, or split mode with
+    // tiled planes (args().srows > 0), where pb and pe must be multiples of args().tile (or pe ==
+    // P)): each thread of a pixel split runs its range on its own scratch; results equal run()'s
+    // bitwise.
     void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                     float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
 
@@ -131,12 +150,14 @@ public:
     const char* name() const;
 
 private:
+    ConvGemmArgs bound_args() const;  // args_ with offs / hmask / rph pointing at the tables below
     Isa isa_ = Isa::kScalar;
     int64_t groups_ = 1;
     ConvGemmArgs args_;
     int64_t nr_ = 8;
     std::vector<int64_t> offs_;
     std::vector<uint32_t> hmask_;
+    std::vector<int64_t> rph_;
 };
 
 // The zero-padded channel plane of the plane-copy depthwise kernel (dw_plane_impl.h): HP x WP

@@ -317,6 +317,15 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         {1, 9, 11, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},    // 3x3 padded
         {1, 6, 12, 10, 11, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, 1},   // 1x3 padded (OW == W)
         {1, 8, 13, 12, 9, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1},    // 1x1 stride 2
+        // Strided (split mode: stride-1 planes per row phase and tap column):
+        {2, 3, 17, 19, 13, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stem-like 3x3 s2, odd sizes
+        {1, 5, 23, 21, 35, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 1},   // 7x7 s2 pad 3
+        {1, 40, 15, 14, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},  // K = 360 in chunks
+        {1, 6, 16, 17, 10, 3, 3, 3, 3, 1, 1, 0, 1, 2, 0, 1},   // stride 3, uneven pads
+        {1, 4, 14, 19, 9, 3, 5, 1, 2, 2, 1, 2, 2, 2, 1, 1},    // stride 1 x 2, dilated rows
+        {1, 4, 19, 11, 9, 5, 3, 2, 1, 1, 2, 1, 2, 0, 2, 1},    // stride 2 x 1, dilated columns
+        {1, 3, 9, 8, 5, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 1},      // even kernel, dilation = stride
+        {1, 2, 3, 40, 6, 1, 3, 1, 4, 1, 1, 0, 5, 0, 5, 1},     // pads wider than the stride
     };
     const char* acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid"};
     std::map<ConvGemmMode, int> ran;
@@ -330,6 +339,7 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
     EXPECT_GT(ran[ConvGemmMode::kIm2col], 0);
     EXPECT_GT(ran[ConvGemmMode::kImplicit], 0);
     EXPECT_GT(ran[ConvGemmMode::kTrans], 0);
+    EXPECT_GT(ran[ConvGemmMode::kSplit], 0);
     if (cpu_isa() == Isa::kAvx512) {
         EXPECT_GT(ran[ConvGemmMode::kMasked], 0);
     }

@@ -246,13 +246,15 @@ TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
     }
 }
 
-// Convs with few output channels and many pixels (im2col mode): split by output pixels, each part
-// packing (and pad-copying) only what its pixels read.
+// Convs with few output channels and many pixels (im2col mode, or split mode with planes refilled
+// per tile of output rows): split by output pixels, each part packing (and pad-copying or
+// splitting) only what its pixels read.
 TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
     const ConvCase cases[] = {
-        {3, 45, 47, 32, 3, 2, 1, true, "im2col"},        // MobileNetV2-like stem, padded copy
-        {3, 61, 59, 16, 7, 2, 3, false, "im2col"},       // ResNet-like 7x7 stem
-        {16, 40, 40, 24, 1, 1, 0, true, "1x1-packed"},   // pointwise plane copy
+        {3, 45, 47, 32, 3, 2, 1, true, "implicit-split"},   // MobileNetV2-like stem (split mode)
+        {3, 61, 59, 16, 7, 2, 3, false, "implicit-split"},  // ResNet-like 7x7 stem (split mode)
+        {32, 45, 47, 24, 3, 2, 1, true, "im2col"},          // K = 288: im2col, padded copy
+        {16, 40, 40, 24, 1, 1, 0, true, "1x1-packed"},      // pointwise plane copy
     };
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
