@@ -314,7 +314,9 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
     // MobileNetV2's small-plane depthwise layers, then larger planes (where rows win).
     for (const auto& a : std::vector<std::vector<int64_t>>{
              {960, 7, 3, 1}, {384, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 3, 2}, {192, 28, 3, 2},
-             {192, 28, 3, 1}, {144, 56, 3, 2}, {480, 7, 5, 1}, {240, 14, 5, 2}})
+             {192, 28, 3, 1}, {144, 56, 3, 2}, {480, 7, 5, 1}, {240, 14, 5, 2},
+             // MobileNetV2's large planes (rows mode) and 5x5 on large planes.
+             {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {72, 56, 5, 1}, {96, 28, 5, 2}})
         for (int64_t m : {1, 2}) b->Args({a[0], a[1], a[2], a[3], m});
 }
 
@@ -506,6 +508,7 @@ BENCHMARK(BM_fma_peak_avx512);
 BENCHMARK_CAPTURE(BM_conv, avx512, Isa::kAvx512)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv, avx2, Isa::kAvx2)->Apply(conv_sizes);
 BENCHMARK_CAPTURE(BM_conv_dw, avx512, Isa::kAvx512)->Apply(conv_dw_sizes);
+BENCHMARK_CAPTURE(BM_conv_dw, avx2, Isa::kAvx2)->Apply(conv_dw_sizes);
 BENCHMARK_CAPTURE(BM_conv_emb, avx512, Isa::kAvx512)->DenseRange(0, 19);
 BENCHMARK_CAPTURE(BM_conv_emb, avx2, Isa::kAvx2)->DenseRange(0, 19);
 BENCHMARK_CAPTURE(BM_conv_emb_chanvec, avx512, Isa::kAvx512)->DenseRange(11, 19);

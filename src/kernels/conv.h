@@ -177,7 +177,9 @@ inline DwPlane dw_plane_dims(const Conv2DGeom& g, int64_t vl) {
 // How conv_depthwise computes a shape (chosen per shape and ISA by conv_dw_mode).
 enum class ConvDwMode : int {
     kAuto,  // the automatic choice (only as a request)
-    // Blocks of output rows, vectors along the row (any shape; masked strips at the borders).
+    // Vectors along the row (any shape; masked strips at the borders): AVX-512 sweeps each strip
+    // column down the plane (stride 2 on planes > 8192 pixels: blocks of rows), others blocks of
+    // output rows. Same summation order everywhere (the same bits as kFlat).
     kRows,
     // AVX-512, small planes (3x3 / 5x5; stride 1 with OW == W, or stride 2 with each input
     // parity's rows / columns fitting the output): the whole output plane is one flat range of

@@ -532,6 +532,47 @@ TEST(ConvFast, DepthwiseResidualInPlace) {
     }
 }
 
+TEST(ConvFast, DepthwiseRowsEveryHeightAndWidth) {
+    // The rows mode's column sweeps (AVX-512: rotating row slots, rows S * stride at a time, so
+    // output heights that are / aren't a multiple of the slot count; two interior strips at a
+    // time for 3x3 stride 1) and row blocks (other ISAs: blocks of 4, then 2, then 1 rows):
+    // widths that are / aren't multiples of 16, one to several interior strips, odd pairs.
+    uint32_t seed = 7000;
+    for (int64_t k : {3, 5})
+        for (int64_t s : {1, 2})
+            for (int64_t W : {16, 33, 48, 70, 112})
+                for (int64_t H : {1, 2, 3, 4, 5, 6, 7, 11}) {
+                    const int64_t p = k / 2;
+                    const Case c{1, 2, H, W, 2, k, k, s, s, 1, 1, p, p, p, p, 2};
+                    check_case(c, true, seed % 3 == 0 ? "Clip" : "", seed % 2 == 0, true, seed, 1.0f, false,
+                               ConvGemmMode::kAuto, nullptr, ConvDwMode::kRows);
+                    ++seed;
+                }
+    // Residual == output (in place) on every height: each output read and written once.
+    for (Isa isa : isas())
+        for (int64_t k : {3, 5})
+            for (int64_t s : {1, 2})
+                for (int64_t H : {1, 2, 3, 4, 5, 6, 7, 10}) {
+                    Conv2DGeom g;
+                    g.C = g.M = 3;
+                    g.H = H;
+                    g.W = 37;
+                    g.kh = g.kw = k;
+                    g.sh = g.sw = s;
+                    g.ph = g.pw = k / 2;
+                    g.OH = (H + 2 * g.ph - k) / s + 1;
+                    g.OW = (g.W + 2 * g.pw - k) / s + 1;
+                    const int64_t xn = g.C * H * g.W, yn = g.C * g.OH * g.OW;
+                    const std::vector<float> x = rnd(xn, 51), w = rnd(g.C * k * k, 52), b = rnd(g.C, 53), r = rnd(yn, 54);
+                    std::vector<float> scratch(conv_dw_scratch_floats(g)), want(static_cast<size_t>(yn)), y = r;
+                    ConvEpi e;
+                    e.act = ConvAct::kRelu;
+                    conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data(), ConvDwMode::kRows);
+                    conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data(), ConvDwMode::kRows);
+                    EXPECT_EQ(y, want) << isa_name(isa) << " k " << k << " s " << s << " H " << H;
+                }
+}
+
 TEST(ConvFast, EpilogueEveryActivationAndResidual) {
     const Case gemm{1, 5, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     const Case dw{1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
