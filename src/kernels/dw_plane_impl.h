@@ -6,7 +6,8 @@
 // Each channel is copied into a zero-padded plane, so every tap of every output row is one
 // unchecked vector load along the row: slower than the in-place row-block kernel on large planes
 // (which reads each input row once for 4 output rows), faster on planes of few rows (PP-OCR's
-// 2x96 and 3x96 planes: ~47 against ~84 us for a 200-channel 5x5), and it handles uneven strides
+// 2x96 and 3x96 planes: ~47 against ~84 us for a 200-channel 5x5; ~25 us since kernel rows that
+// read only padding are skipped), and it handles uneven strides
 // (2 x 1) with the same code.
 namespace jiffy::kernels {
 namespace {
@@ -51,6 +52,11 @@ void dwp_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const f
         const float* rc = res ? res + c * P : nullptr;
         for (int64_t oy = 0; oy < g.OH; ++oy) {
             const float* xr = xp + oy * g.sh * WP;
+            // Kernel rows [ky0, ky1) read image rows; the others read the zero padding and are
+            // skipped (PP-OCR's 5x5 on 2- and 3-row planes: 2 or 3 of 5 rows).
+            const int64_t top = g.ph - oy * g.sh, bottom = g.H - 1 + g.ph - oy * g.sh;
+            const int64_t ky0 = top > 0 ? (top + dh - 1) / dh : 0;
+            const int64_t ky1 = bottom < 0 ? 0 : std::min(kh, bottom / dh + 1);
             float* yr = yc + oy * OW;
             const float* rr = rc ? rc + oy * OW : nullptr;
             auto strip = [&](int64_t ox) {
@@ -58,9 +64,10 @@ void dwp_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const f
                 const float* xo = xr + ox * sw;
                 if constexpr (KH && KW) {
                     // One partial sum per kernel row: short dependency chains.
-                    V part[KH];
+                    V part[KH]{};
 #pragma GCC unroll 8
                     for (int ky = 0; ky < KH; ++ky) {
+                        if (ky < ky0 || ky >= ky1) continue;
                         const float* xk = xo + ky * dh * WP;
                         part[ky] = wv[ky * KW] * dwp_load_strided(xk, sw);
 #pragma GCC unroll 8
@@ -68,9 +75,10 @@ void dwp_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const f
                             part[ky] += wv[ky * KW + kx] * dwp_load_strided(xk + kx * dw, sw);
                     }
 #pragma GCC unroll 8
-                    for (int ky = 0; ky < KH; ++ky) acc += part[ky];
+                    for (int ky = 0; ky < KH; ++ky)
+                        if (ky >= ky0 && ky < ky1) acc += part[ky];
                 } else {
-                    for (int64_t ky = 0; ky < kh; ++ky) {
+                    for (int64_t ky = ky0; ky < ky1; ++ky) {
                         const float* xk = xo + ky * dh * WP;
                         for (int64_t kx = 0; kx < kw; ++kx)
                             acc += bc(wc[ky * kw + kx]) * dwp_load_strided(xk + kx * dw, sw);

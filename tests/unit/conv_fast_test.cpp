@@ -429,6 +429,9 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         {1, 2, 14, 14, 2, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 2},    // 5x5 stride 2, 14 -> 7
         {1, 2, 13, 15, 2, 5, 5, 2, 2, 1, 1, 1, 2, 3, 2, 2},    // 5x5 stride 2, odd pads
         {1, 2, 1, 37, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},     // one row
+        {1, 2, 2, 37, 2, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 2},     // PP-OCR: 5x5 on 2 rows (kernel rows skipped)
+        {1, 2, 6, 21, 2, 5, 5, 2, 1, 1, 1, 2, 2, 2, 2, 2},     // 5x5, strides 2 x 1, 6 -> 3 rows
+        {1, 2, 3, 19, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2},     // dilation 2 on 3 rows
         {1, 2, 16, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // exactly 16 vectors
         {1, 2, 32, 31, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // past the automatic limit (forced)
     };
