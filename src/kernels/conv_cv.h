@@ -15,6 +15,7 @@
 // Per-ISA code: src/kernels/conv_cv_impl.h, compiled in the same units as conv_impl.h.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,7 +60,10 @@ private:
     ConvCvArgs a_;
     std::vector<int64_t> tap_d_, tap_slot_;
     std::vector<uint64_t> tap_bits_;
-    std::vector<float> wp_;
+    // Packed weights (shared by copies). From 1 MiB up on 2 MiB pages (weight_alloc.h): in a
+    // model they stream from L3 / DRAM once per run, and on 4 KiB pages every 4 KiB of them
+    // (about 32 k steps of one panel) also waits on a page walk.
+    std::shared_ptr<float> wp_;
 };
 
 // Per-ISA entry points (internal).

@@ -24,9 +24,10 @@ inline V ld_bits(const float* p, uint32_t bits) {
 }
 
 // yt[i * ldy + n] = b[n] + sum_k rows[k][p0 + i] * w[k * NV * VL + n] for i < mr, n < NV * VL.
+// pa (may be null): pa + ps * k prefetched into L2 at k step k (pf_read).
 template <int mr, int NV>
 void cv_ukr(int64_t K, const float* const* rows, int64_t p0, const float* __restrict w,
-            const float* b, float* yt, int64_t ldy) {
+            const float* b, float* yt, int64_t ldy, const float* pa, int64_t ps) {
     V c0[mr], c1[mr];
     const V b0 = ld(b), b1 = NV == 2 ? ld(b + VL) : V{};
 #pragma GCC unroll 16
@@ -34,6 +35,7 @@ void cv_ukr(int64_t K, const float* const* rows, int64_t p0, const float* __rest
     for (int64_t k = 0; k < K; ++k) {
         const float* __restrict r = rows[k] + p0;
         const V w0 = ld(w + k * NV * VL);
+        if (pa) pf_read(pa + ps * k);
         if constexpr (NV == 2) {
             const V w1 = ld(w + k * NV * VL + VL);
 #pragma GCC unroll 16
@@ -55,7 +57,7 @@ void cv_ukr(int64_t K, const float* const* rows, int64_t p0, const float* __rest
 }
 
 using CvUkrFn = void (*)(int64_t, const float* const*, int64_t, const float*, const float*, float*,
-                         int64_t);
+                         int64_t, const float*, int64_t);
 template <int NV, int... I>
 constexpr auto make_cv_table(std::integer_sequence<int, I...>) {
     return std::array<CvUkrFn, sizeof...(I)>{&cv_ukr<I + 1, NV>...};
@@ -92,9 +94,17 @@ void cv_group(const ConvCvArgs& a, const float* x, const float* wp, const float*
     for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
         const bool two = Mp - n0 >= NR;
         const float* wn = wp + n0 * K;
+        // The packed weights (up to 2 MiB) are read once per run, from L3 or DRAM in a model,
+        // where the first block of each panel would wait on them: every block prefetches its share
+        // of the next panel (ps floats per k step: every line when nb >= 2) into L2 while the
+        // blocks re-read this one from there. Past the last panel nothing (prefetches never fault
+        // anyway, so the rounded-up share may run a little past the array).
+        const int64_t nwx = std::min<int64_t>(NR, Mp - n0 - NR), ps = (nwx + nb - 1) / nb;
         for (int64_t blk = 0; blk < nb; ++blk) {
             const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
-            (two ? kCvUkr2 : kCvUkr1)[size_t(mr - 1)](K, rows, r0, wn, bp + n0, yt + r0 * Mp + n0, Mp);
+            const float* pa = nwx > 0 ? wn + NR * K + blk * ps * K : nullptr;
+            (two ? kCvUkr2 : kCvUkr1)[size_t(mr - 1)](K, rows, r0, wn, bp + n0, yt + r0 * Mp + n0, Mp,
+                                                      pa, ps);
         }
     }
     // Out to Y: VL x VL blocks transposed in registers, residual and activation (bias is in Yt).

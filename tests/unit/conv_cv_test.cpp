@@ -2,7 +2,7 @@
 // padded taps copied per run) on every ISA this machine has, against a plain float64 convolution:
 // embedding_model's 1x3 / 3x1 layers, odd channel counts (M not a multiple of the vector, panels
 // of one vector), 2-D kernels with padding and dilation, taps entirely in the padding, one pixel,
-// 64 pixels (kMaxPixels), every epilogue with and without a residual, and the fused clamp.
+// 64 pixels (kMaxPixels), MobileNetV2's 960 -> 160 on 7x7, every epilogue with and without a residual, and the fused clamp.
 // Engine-free (the aarch64 kernels-only build runs it too).
 #include <gtest/gtest.h>
 
@@ -72,6 +72,11 @@ TEST(ConvChanVec, MatchesReferenceOnOddShapesEveryIsa) {
         {9, 3, 5, 24, 3, 1, 1, 1, 0, 0, 0, 0},    // M = 24: one full panel and one of 8
         {160, 7, 7, 40, 1, 1, 1, 1, 0, 0, 0, 0},  // 1x1 on 7x7 (MobileNetV2-like, M = 40)
         {37, 5, 3, 33, 1, 1, 1, 1, 0, 0, 0, 0},   // 1x1, 15 pixels, odd C and M
+        // Next-panel weight prefetches (conv_cv_impl.h): MobileNetV2's 960 -> 160 on 7x7 (five
+        // pixel blocks, the last panel of one vector), a 5x5 plane, and one pixel block (P <= MR).
+        {960, 7, 7, 160, 1, 1, 1, 1, 0, 0, 0, 0},
+        {320, 5, 5, 48, 1, 1, 1, 1, 0, 0, 0, 0},
+        {64, 3, 4, 80, 1, 1, 1, 1, 0, 0, 0, 0},
     };
     uint32_t seed = 1;
     for (const C& c : cases) {
