@@ -22,6 +22,7 @@
 #include "kernels/cpu.h"
 #include "kernels/gemm.h"
 #include "kernels/weight_alloc.h"
+#include "conv_ref.h"
 #include "isa_util.h"
 
 #if defined(__linux__)
@@ -416,43 +417,12 @@ Conv2DGeom geom_of(const ConvCase& c, bool depthwise) {
     return g;
 }
 
-double act_ref(double v, const ConvEpi& e) {
-    switch (e.act) {
-        case ConvAct::kNone: return v;
-        case ConvAct::kRelu: return v > 0 ? v : 0;
-        case ConvAct::kLeakyRelu: return v < 0 ? v * e.alpha : v;
-        case ConvAct::kClip: return std::min(std::max(v, double(e.alpha)), double(e.beta));
-        case ConvAct::kHardSigmoid: return std::min(std::max(e.alpha * v + e.beta, 0.0), 1.0);
-        case ConvAct::kHardSwish: return v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0);
-        case ConvAct::kSigmoid: return 1 / (1 + std::exp(-v));
-        case ConvAct::kTanh: return std::tanh(v);
-    }
-    return v;
-}
-
-// Direct convolution in double: y = act(conv(x, w) + bias + res), groups of C/G -> M/G.
-std::vector<double> conv_ref(const ConvCase& c, const Conv2DGeom& g, const std::vector<float>& x,
-                             const std::vector<float>& w, const float* bias, const float* res, const ConvEpi& e) {
-    const int64_t cg = c.C / c.G, mg = c.M / c.G;
-    std::vector<double> y(static_cast<size_t>(c.M * g.OH * g.OW));
-    for (int64_t m = 0; m < c.M; ++m)
-        for (int64_t oy = 0; oy < g.OH; ++oy)
-            for (int64_t ox = 0; ox < g.OW; ++ox) {
-                double s = bias ? bias[m] : 0.0;
-                const int64_t gi = m / mg;
-                for (int64_t ci = 0; ci < cg; ++ci)
-                    for (int64_t ky = 0; ky < c.kh; ++ky)
-                        for (int64_t kx = 0; kx < c.kw; ++kx) {
-                            const int64_t iy = oy * c.sh - c.ph + ky * c.dh, ix = ox * c.sw - c.pw + kx * c.dw;
-                            if (iy < 0 || iy >= c.H || ix < 0 || ix >= c.W) continue;
-                            s += double(w[size_t(((m * cg + ci) * c.kh + ky) * c.kw + kx)]) *
-                                 x[size_t(((gi * cg + ci) * c.H + iy) * c.W + ix)];
-                        }
-                const size_t o = size_t((m * g.OH + oy) * g.OW + ox);
-                if (res) s += res[o];
-                y[o] = act_ref(s, e);
-            }
-    return y;
+// The whole conv's geometry (all groups' channels) for the float64 reference of conv_ref.h.
+Conv2DGeom whole_geom(const ConvCase& c) {
+    Conv2DGeom g = geom_of(c, true);
+    g.C = c.C;
+    g.M = c.M;
+    return g;
 }
 
 std::vector<float> rnd(int64_t n, uint32_t seed, float scale = 1.0f) {
@@ -467,7 +437,7 @@ void check_conv(const ConvCase& c, bool depthwise, const ConvEpi& e, bool with_r
     const Conv2DGeom g = geom_of(c, depthwise);
     const std::vector<float> x = rnd(c.C * c.H * c.W, seed, 2.0f), w = rnd(c.M * (c.C / c.G) * c.kh * c.kw, seed + 1);
     const std::vector<float> b = rnd(c.M, seed + 2), r = rnd(c.M * g.OH * g.OW, seed + 3);
-    const std::vector<double> want = conv_ref(c, g, x, w, b.data(), with_res ? r.data() : nullptr, e);
+    const std::vector<double> want = conv_ref(whole_geom(c), x, w, b.data(), with_res ? r.data() : nullptr, e, c.G);
     for (Isa isa : isas()) {
         std::vector<float> y(want.size() + 1, 12345.0f);
         if (depthwise) {
