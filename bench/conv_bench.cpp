@@ -206,13 +206,8 @@ int main(int argc, char** argv) {
         if (modes)
             for (ConvGemmMode m : kConvGemmModes) ms_list.push_back(m);
         const ConvGemm auto_cg(isa, g, 1);
-        for (ConvGemmMode m : ms_list) {
-            ConvGemm cg(isa, g, 1, m);
-            if (m != ConvGemmMode::kAuto && (cg.mode() != m || cg.mode() == auto_cg.mode())) continue;
-            Run r;
-            r.label = std::string(s.name) + (m == ConvGemmMode::kAuto ? " *" : "  ") + cg.name();
-            r.g = g;
-            r.cg = cg;
+        // Random x, b and weights for one run of shape g; the output sized (the weights returned).
+        auto fill = [&](Run& r) {
             std::vector<float> w(size_t(g.M * g.C * g.kh * g.kw));
             r.x.resize(size_t(g.C * g.H * g.W));
             r.b.resize(size_t(g.M));
@@ -220,6 +215,16 @@ int main(int argc, char** argv) {
             for (float& v : r.x) v = u(rng);
             for (float& v : w) v = u(rng);
             for (float& v : r.b) v = u(rng);
+            return w;
+        };
+        for (ConvGemmMode m : ms_list) {
+            ConvGemm cg(isa, g, 1, m);
+            if (m != ConvGemmMode::kAuto && (cg.mode() != m || cg.mode() == auto_cg.mode())) continue;
+            Run r;
+            r.label = std::string(s.name) + (m == ConvGemmMode::kAuto ? " *" : "  ") + cg.name();
+            r.g = g;
+            r.cg = cg;
+            const std::vector<float> w = fill(r);
             r.wp.resize(cg.packed_w_floats());
             cg.pack_w(w.data(), r.wp.data());
             r.scratch.resize(cg.scratch_floats());
@@ -230,13 +235,7 @@ int main(int argc, char** argv) {
             Run r;
             r.label = std::string(s.name) + (ConvChanVec::preferred(isa, g) ? " *" : "  ") + "chanvec";
             r.g = g;
-            std::vector<float> w(size_t(g.M * g.C * g.kh * g.kw));
-            r.x.resize(size_t(g.C * g.H * g.W));
-            r.b.resize(size_t(g.M));
-            r.y.resize(size_t(g.M * g.OH * g.OW));
-            for (float& v : r.x) v = u(rng);
-            for (float& v : w) v = u(rng);
-            for (float& v : r.b) v = u(rng);
+            const std::vector<float> w = fill(r);
             cvs.push_back(std::make_unique<ConvChanVec>(isa, g, w.data()));
             r.cv = cvs.back().get();
             r.scratch.resize(r.cv->scratch_floats());
