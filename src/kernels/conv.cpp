@@ -329,6 +329,13 @@ void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bia
     gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
 }
 
+int64_t ConvGemm::pixel_align() const {
+    if (groups_ != 1) return 0;
+    if (mode() == ConvGemmMode::kIm2col) return nr_;
+    if (mode() == ConvGemmMode::kSplit && args_.srows > 0) return args_.tile;
+    return 0;
+}
+
 ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     const int64_t P = g.OH * g.OW, k = g.kh, s = g.sh;
     const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (k == 3 || k == 5);

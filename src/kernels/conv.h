@@ -142,6 +142,9 @@ public:
     // bitwise.
     void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                     float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
+    // The multiple of output pixels a run_pixels range must start at (NR for im2col, a tile of
+    // output rows for tiled split planes); 0 where run_pixels does not apply (the other modes).
+    int64_t pixel_align() const;
 
     Isa isa() const { return isa_; }
     const ConvGemmArgs& args() const { return args_; }

@@ -578,12 +578,6 @@ public:
         return r;
     }
 
-    // ConvGemm::run_pixels takes a range of output pixels: im2col mode, or split mode with planes
-    // refilled per tile of output rows (the two stems).
-    static bool pixel_splittable(const kernels::ConvGemmArgs& a) {
-        return (!a.implicit && !a.trans && !a.masked) || (a.split && a.srows > 0 && a.WP == a.g.OW);
-    }
-
     // Splits the conv across `pool` in `chunks` parts (docs/threading.md), each part with its own
     // scratch and every output summed in the same order as on one thread (bitwise equal):
     //  - by output channels (depthwise; GEMM path with large weights): each part its own ConvGemm
@@ -627,17 +621,15 @@ public:
                     return;
                 }
             } else if (const kernels::ConvGemmArgs& a = gemm_.args();
-                       !force_channels && pixel_splittable(a) && a.P >= chunks * nr &&
+                       !force_channels && gemm_.pixel_align() > 0 && a.P >= chunks * nr &&
                        (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr))) {
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
                 // and each part gets several NR-wide panels.
                 split_ = Split::kPixels;
-                // Split mode with tiled planes: whole tiles (each refills its own planes).
-                const int64_t align = gemm_.mode() == kernels::ConvGemmMode::kSplit ? a.tile : nr;
                 for (int t = 0; t < chunks; ++t) {
                     Part p;
-                    chunk_range(a.P, chunks, t, align, &p.b0, &p.b1);
+                    chunk_range(a.P, chunks, t, gemm_.pixel_align(), &p.b0, &p.b1);
                     if (p.b1 <= p.b0) continue;
                     p.scratch.resize(gemm_.scratch_floats());
                     parts_.push_back(std::move(p));
