@@ -33,7 +33,6 @@ ConvCvFn cv_fn(Isa isa) {
     return conv_cv_group_portable;
 }
 
-int64_t vl_of(Isa isa) { return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 4; }
 int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
 
 }  // namespace
@@ -52,11 +51,11 @@ bool ConvChanVec::fits(const Conv2DGeom& g) {
 // clearly more lanes (96 -> 96 on 10x4: 107 against 65 GFLOP/s; on 14x4, 56 pixels: 97 against
 // 91); on AVX2 (no masked mode: padded 1x3 convs go through a buffered copy) it wins on every
 // one of them, full lanes included (12x4: 95 against 62, 1x3 on 12x4: 94 against 38).
-int64_t ConvChanVec::panel(Isa isa) { return 2 * vl_of(isa); }
+int64_t ConvChanVec::panel(Isa isa) { return 2 * isa_vector_floats(isa); }
 
 bool ConvChanVec::preferred(Isa isa, const Conv2DGeom& g) {
     if (!fits(g)) return false;
-    const int64_t P = g.OH * g.OW, vl = vl_of(isa), nr = 2 * vl;
+    const int64_t P = g.OH * g.OW, vl = isa_vector_floats(isa), nr = 2 * vl;
     const double eff_n = double(P) / double(round_up(P, nr));
     const double eff_c = double(g.M) / double(round_up(g.M, vl));
     // Below 8 pixels the microkernel's rows are too few to hide the FMA latency (P = 1, a 3x1
@@ -77,7 +76,7 @@ ConvChanVec::ConvChanVec(Isa isa, const Conv2DGeom& g, const float* W) : isa_(is
     a.g = g;
     a.K = g.C * g.kh * g.kw;
     a.P = g.OH * g.OW;
-    const int64_t vl = vl_of(isa), nr = 2 * vl;
+    const int64_t vl = isa_vector_floats(isa), nr = 2 * vl;
     a.Mp = round_up(g.M, vl);
     a.Pr = round_up(a.P, vl);
     for (int64_t ky = 0; ky < g.kh; ++ky)
@@ -124,7 +123,7 @@ void ConvChanVec::run(const float* x, const float* bias, const float* res, float
 }
 
 std::string ConvChanVec::describe() const {
-    const int64_t vl = vl_of(isa_);
+    const int64_t vl = isa_vector_floats(isa_);
     return "conv_chanvec " + std::to_string(isa_ == Isa::kAvx512 ? 12 : 6) + "x" +
            std::to_string(2 * vl) + " " + isa_name(isa_) + " (" + std::to_string(a_.ncopy) +
            " of " + std::to_string(a_.g.kh * a_.g.kw) + " taps copied)";

@@ -2,6 +2,7 @@
 // (x86-64) or scalar|neon (aarch64) forces a lower ISA (never a higher one than the CPU has, nor
 // another architecture's) so every path is testable here.
 #pragma once
+#include <cstdint>
 
 namespace jiffy::kernels {
 
@@ -12,5 +13,8 @@ enum class Isa { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3 };
 Isa cpu_isa();     // best the CPU supports
 Isa active_isa();  // cpu_isa() capped by JIFFY_ISA (read once)
 const char* isa_name(Isa isa);
+
+// Floats per vector register in the ISA's kernels (the portable and NEON kernels use 4).
+inline int64_t isa_vector_floats(Isa isa) { return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 4; }
 
 }  // namespace jiffy::kernels

@@ -108,17 +108,9 @@ void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float*
     sgemv_cols_scalar(a, B, 0, B.N, bias, y, act);
 }
 
-static int64_t gemv_vl(Isa isa) {
-#if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return 16;
-    if (isa == Isa::kAvx2) return 8;
-#endif
-    (void)isa;
-    return 4;  // NEON; the scalar kernel takes any multiple of 16
-}
-
-int64_t sgemv_split_unit(Isa isa) { return 4 * gemv_vl(isa); }
-int64_t sgemv_main_cols(Isa isa, int64_t N) { return N / (8 * gemv_vl(isa)) * (8 * gemv_vl(isa)); }
+// The GEMV kernels' blocks are 8 vectors (the scalar kernel takes any multiple of 16 columns).
+int64_t sgemv_split_unit(Isa isa) { return 4 * isa_vector_floats(isa); }
+int64_t sgemv_main_cols(Isa isa, int64_t N) { return N / (8 * isa_vector_floats(isa)) * (8 * isa_vector_floats(isa)); }
 
 PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa) {
     PackedGemv p = src;

@@ -319,13 +319,12 @@ public:
         const int64_t units = main / unit + (main < B->N ? 1 : 0);
         chunks = int(std::min<int64_t>(chunks, units));
         if (chunks < 2) return;
-        for (int t = 0; t <= chunks; ++t) {
-            int64_t c0, c1;
-            chunk_range(units, chunks, std::min(t, chunks - 1), 1, &c0, &c1);
-            const int64_t u = t == chunks ? c1 : c0;
-            col0_.push_back(std::min(B->N, u * unit));
+        for (int t = 0; t < chunks; ++t) {
+            int64_t u0, u1;
+            chunk_range(units, chunks, t, 1, &u0, &u1);
+            col0_.push_back(u0 * unit);  // < N: every range holds at least one unit
         }
-        col0_.back() = B->N;
+        col0_.push_back(B->N);
         cols_fn_ = kernels::sgemv_cols_for(isa);
         *B = kernels::repack_gemv_split(*B, isa);
         gemv_ = B;
