@@ -22,8 +22,12 @@
 #include "kernels/winograd.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
+#include "attr_util.h"  // tests/unit: aints
+#include "isa_util.h"   // tests/unit: rnd
 
 using namespace jiffy;
+using jiffy::testattr::aints;
+using jiffy::testisa::rnd;
 
 namespace {
 
@@ -53,23 +57,6 @@ const ConvShape kShapes[] = {
     {"mnv2 1x1 24>144 56", 24, 144, 56, 56, 1, 1},
     {"mnv2 1x1 144>24 56", 144, 24, 56, 56, 1, 1},
 };
-
-Attr ints_attr(std::vector<int64_t> v) {
-    Attr a;
-    a.kind = Attr::kInts;
-    a.ints = std::move(v);
-    return a;
-}
-
-std::vector<float> rnd(int64_t n, uint32_t seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint32_t x = seed * 2654435761u + 7u;
-    for (auto& f : v) {
-        x = x * 1664525u + 1013904223u;
-        f = float(x >> 8) / float(1 << 24) * 2.0f - 1.0f;
-    }
-    return v;
-}
 
 struct Bench {
     std::shared_ptr<const Plan> plan;
@@ -106,9 +93,9 @@ Bench make(const ConvShape& c, int threads) {
     }
     n.num_explicit_inputs = int(n.inputs.size());
     const int64_t p = c.k / 2;
-    n.attrs["kernel_shape"] = ints_attr({c.k, c.k});
-    n.attrs["strides"] = ints_attr({c.s, c.s});
-    n.attrs["pads"] = ints_attr({p, p, p, p});
+    n.attrs["kernel_shape"] = aints({c.k, c.k});
+    n.attrs["strides"] = aints({c.s, c.s});
+    n.attrs["pads"] = aints({p, p, p, p});
     const int y = g.add_value("y");
     g.values[size_t(y)].producer = 0;
     n.outputs.push_back(y);
@@ -207,10 +194,10 @@ void parts(const ConvShape& c, int rounds) {
         std::vector<float> pw(gk.packed_w_floats()), sc(gk.scratch_floats());
         gk.pack_w(w.data(), pw.data());
         t1 = time_us([&] { gk.run(x.data(), pw.data(), b.data(), nullptr, y.data(), sc.data(), epi); }, reps, rounds);
-        if (gk.mode() == ConvGemmMode::kIm2col) {
+        if (const int64_t pal = gk.pixel_align(); pal > 0) {  // the modes the engine splits by pixels
             int64_t pm, pe, p0;
-            chunk_range(P, 2, 0, nr, &p0, &pm);
-            chunk_range(P, 2, 1, nr, &pm, &pe);
+            chunk_range(P, 2, 0, pal, &p0, &pm);
+            chunk_range(P, 2, 1, pal, &pm, &pe);
             for (int h = 0; h < 2; ++h)
                 to = std::max(to, time_us([&] {
                     gk.run_pixels(x.data(), pw.data(), b.data(), nullptr, y.data(), sc.data(), epi, h ? pm : 0, h ? pe : pm);

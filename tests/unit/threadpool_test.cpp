@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "attr_util.h"
+#include "isa_util.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
 
 using namespace jiffy;
 using namespace jiffy::testattr;
+using jiffy::testisa::rnd;
 
 namespace {
 
@@ -86,16 +88,6 @@ TEST(ThreadPool, ChunkRangeCoversAligned) {
                 }
                 EXPECT_EQ(prev, total);
             }
-}
-
-std::vector<float> rnd(int64_t n, uint32_t seed) {
-    std::vector<float> v(static_cast<size_t>(n));
-    uint32_t x = seed * 2654435761u + 7u;
-    for (auto& f : v) {
-        x = x * 1664525u + 1013904223u;
-        f = float(x >> 8) / float(1 << 24) * 2.0f - 1.0f;
-    }
-    return v;
 }
 
 // One node with a non-constant input "x" (and optional "r") and constant others; run compiled
