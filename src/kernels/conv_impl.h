@@ -201,8 +201,9 @@ inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const f
 
 // Software prefetches (cache misses the hardware prefetchers do not hide: weights streamed from
 // DRAM once per layer, output lines whose first write would otherwise wait for their read-for-
-// ownership): pa (may be null) one line per k step, pa + 16 * k, into L2; pc (may be null) the mr
-// rows pc + i * ldc (their first NR columns) for writing.
+// ownership, residual rows of another plane each that would stall the epilogue on L3): pa (may
+// be null) one line per k step, pa + 16 * k, into L2; pc (may be null) the mr rows pc + i * ldc
+// (their first NR columns) for writing; pr (may be null) the mr rows pr + i * ldc for reading.
 inline __attribute__((always_inline)) void pf_read(const float* p) { __builtin_prefetch(p, 0, 2); }
 inline __attribute__((always_inline)) void pf_write(float* p) {
 #if defined(__x86_64__)
@@ -216,6 +217,11 @@ inline __attribute__((always_inline)) void pf_row(float* pc, int64_t ldc, int64_
     pf_write(pc + i * ldc);
     if constexpr (NR * sizeof(float) > 64) pf_write(pc + i * ldc + 16);
 }
+template <int mr>
+inline __attribute__((always_inline)) void pf_rrow(const float* pr, int64_t ldc, int64_t i) {
+    __builtin_prefetch(pr + i * ldc, 0, 3);
+    if constexpr (NR * sizeof(float) > 64) __builtin_prefetch(pr + i * ldc + 16, 0, 3);
+}
 
 // C[mr x nv] (=|+=) a[kc x mr] . b[kc x NR]; `first`: start from the bias (per row, may be null)
 // instead of C; `last`: add R (may be null) and apply the activation. C, R: NR columns, or the
@@ -228,7 +234,8 @@ template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT 
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
          const int64_t* offs = nullptr, int64_t nv = NR, const uint32_t* tm = nullptr,
-         int64_t t0 = 0, int64_t khw = 1, const float* pa = nullptr, float* pc = nullptr) {
+         int64_t t0 = 0, int64_t khw = 1, const float* pa = nullptr, float* pc = nullptr,
+         const float* pr = nullptr) {
     V c0[mr], c1[mr];
 #pragma GCC unroll 16
     for (int i = 0; i < mr; ++i) {
@@ -276,11 +283,14 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
             const float* bk = IND ? b + offs[k] : b + k * NR;
             if (pa) pf_read(pa + 16 * k);
             if (pc && k < mr) pf_row<mr>(pc, ldc, k);
+            if (pr && k < mr) pf_rrow<mr>(pr, ldc, k);
             step(k, ld(bk), ld(bk + VL));
         }
     }
     if (pc)
         for (int64_t i = kc; i < mr; ++i) pf_row<mr>(pc, ldc, i);
+    if (pr)
+        for (int64_t i = kc; i < mr; ++i) pf_rrow<mr>(pr, ldc, i);
     if (!last) {
         store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, nullptr, e, nv);
         return;
@@ -311,15 +321,17 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
 template <int mr>
 void ukr_nv(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
             bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
-            const float* pa, float* pc) {
+            const float* pa, float* pc, const float* pr) {
     if (nv == NR)
-        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, NR, nullptr, 0, 1, pa, pc);
+        ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, NR, nullptr, 0, 1, pa, pc, pr);
     else
-        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv, nullptr, 0, 1, pa, pc);
+        ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv, nullptr, 0, 1,
+                             pa, pc, pr);
 }
 
 using UkrFn = void (*)(int64_t, const float*, const float*, float*, int64_t, int64_t, bool,
-                       const float*, bool, const float*, const ConvEpi&, const float*, float*);
+                       const float*, bool, const float*, const ConvEpi&, const float*, float*,
+                       const float*);
 
 template <int... I>
 constexpr auto make_ukr_table(std::integer_sequence<int, I...>) {
@@ -330,12 +342,13 @@ constexpr auto kUkr = make_ukr_table(std::make_integer_sequence<int, MR>{});
 template <int mr>
 void ukr_ind(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, bool first,
              const float* bias, bool last, const float* R, const ConvEpi& e, const int64_t* offs,
-             const float* pa, float* pc) {
-    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs, NR, nullptr, 0, 1, pa, pc);
+             const float* pa, float* pc, const float* pr) {
+    ukr<mr, true>(kc, a, b, C, ldc, first, bias, last, R, e, offs, NR, nullptr, 0, 1, pa, pc, pr);
 }
 
 using UkrIndFn = void (*)(int64_t, const float*, const float*, float*, int64_t, bool, const float*,
-                          bool, const float*, const ConvEpi&, const int64_t*, const float*, float*);
+                          bool, const float*, const ConvEpi&, const int64_t*, const float*, float*,
+                          const float*);
 template <int... I>
 constexpr auto make_ukr_ind_table(std::integer_sequence<int, I...>) {
     return std::array<UkrIndFn, sizeof...(I)>{&ukr_ind<I + 1>...};
@@ -661,12 +674,13 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
                                           ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
                                           : nullptr;
                     float* pc = direct && first && q + NR < Q ? Cb + NR : nullptr;
+                    const float* pr = Rb && last && q + NR < Q ? Rb + NR : nullptr;
                     if (packed)
                         kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, panel, Cb, ldc, nv, first,
-                                             bb, last, Rb, eb, pa, pc);
+                                             bb, last, Rb, eb, pa, pc, pr);
                     else
                         kUkrInd[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, x + q - qb, Cb, ldc, first,
-                                                bb, last, Rb, eb, a.offs + k0, pa, pc);
+                                                bb, last, Rb, eb, a.offs + k0, pa, pc, pr);
                 }
             }
         }
@@ -800,7 +814,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 // prefetch the next panel's K chunk (2 * kc lines), one line per k step each.
                 const float* pa = blk < 2 && n0 + NR < Mp ? bp + NR * K + blk * 16 * kc : nullptr;
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
-                                     nullptr, false, nullptr, none, pa, nullptr);
+                                     nullptr, false, nullptr, none, pa, nullptr, nullptr);
             }
             if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e);
         }
@@ -843,9 +857,10 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                                           ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
                                           : nullptr;
                     float* pc = first && col + NR < pe ? y + r0 * P + col + NR : nullptr;
+                    const float* pr = res && last && col + NR < pe ? res + r0 * P + col + NR : nullptr;
                     kUkr[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, bp, y + r0 * P + col, P, nv,
                                          first, bias ? bias + r0 : nullptr, last,
-                                         res ? res + r0 * P + col : nullptr, e, pa, pc);
+                                         res ? res + r0 * P + col : nullptr, e, pa, pc, pr);
                 }
             }
         }

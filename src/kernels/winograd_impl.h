@@ -327,7 +327,7 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
                         // prefetch the next chunk (2 kc lines), one line per k step each.
                         const float* pa = blk < 2 && wpf && bp + kc * NR < uend ? bp + kc * NR + blk * 16 * kc : nullptr;
                         kUkr[size_t(mr - 1)](kc, vt + r0 * C + k0 * mr, bp, mt + r0 * Mp + n0, Mp, NR, k0 == 0,
-                                             nullptr, false, nullptr, none, pa, nullptr);
+                                             nullptr, false, nullptr, none, pa, nullptr, nullptr);
                     }
                 }
         }
@@ -364,7 +364,8 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
                     for (int64_t blk = 0; blk < nbk; ++blk) {
                         const int64_t r0 = blk * M / nbk, r1 = (blk + 1) * M / nbk, mr = r1 - r0;
                         kUkrInd[size_t(mr - 1)](kc, ut + r0 * C + k0 * mr, vt + j * NR, mt + r0 * nb + j * NR,
-                                                nb, first, nullptr, false, nullptr, none, a.offs + k0, nullptr, nullptr);
+                                                nb, first, nullptr, false, nullptr, none, a.offs + k0, nullptr, nullptr,
+                                                nullptr);
                     }
             }
         }
