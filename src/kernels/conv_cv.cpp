@@ -62,11 +62,15 @@ bool ConvChanVec::preferred(Isa isa, const Conv2DGeom& g) {
     // 96 -> 96 conv: 2.2 us against 1.9 for SmallConv's GEMV).
     if (P < 8 || g.M < 2 * vl || g.C * g.kh * g.kw > 1024) return false;
     if (g.kh * g.kw == 1) {
-        // 1x1 on 7x7 planes, AVX-512 (measured there only): MobileNetV2's 160..960-channel layers
-        // 5-20% faster than the GEMM conv's transposed mode (e.g. 320 -> 1280: 475 vs 500 us,
-        // 960 -> 160: 169-192 vs 205-211 us), but ResNet-50's 512 -> 2048 (4 MiB of weights,
-        // re-read per 12-pixel block from L3) 15% slower: weights up to 2 MiB only.
-        return isa == Isa::kAvx512 && g.C * g.M <= (int64_t(1) << 19);
+        // 1x1 on 7x7 planes, AVX-512 (measured there only), reductions (M <= C) only:
+        // MobileNetV2's 960 -> 160 and 576 -> 160 5-10% faster than the GEMM conv's transposed
+        // mode (960 -> 160: 152-157 vs 173 us), 960 -> 320 equal; its expansions slower in the
+        // model (160 -> 960: 212 vs 195 us, 320 -> 1280: 475 vs 453, three alternating runs on
+        // Zen 4: this kernel re-reads all K pixel rows from L2 for every 32-channel panel, the
+        // transposed mode keeps a K chunk of them in L1 across the panels); ResNet-50's
+        // 512 -> 2048 (4 MiB of weights, re-read per 12-pixel block from L3) 15% slower: weights
+        // up to 2 MiB only.
+        return isa == Isa::kAvx512 && g.M <= g.C && g.C * g.M <= (int64_t(1) << 19);
     }
     return isa != Isa::kAvx512 || eff_c >= eff_n + 0.1;
 }
