@@ -230,7 +230,9 @@ inline __attribute__((always_inline)) void pf_rrow(const float* pr, int64_t ldc,
 // MSK (AVX-512 only; with IND): B row k is loaded under the lane mask tm[t] (low VL bits: the
 // first vector, high: the second), t running from t0 through 0..khw-1 cyclically with k; with
 // KT > 0 (= khw), t0 == 0 and kc a multiple of KT, unrolled by KT with the masks in registers.
-template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT = 0>
+// HALF (packed, with PART: nv <= VL): only the first vector of columns is loaded and multiplied
+// (a panel's tail of a few pixels costs half a full one).
+template <int mr, bool IND = false, bool PART = false, bool MSK = false, int KT = 0, bool HALF = false>
 void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float* C, int64_t ldc,
          bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
          const int64_t* offs = nullptr, int64_t nv = NR, const uint32_t* tm = nullptr,
@@ -250,7 +252,7 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
         for (int i = 0; i < mr; ++i) {
             const V av = bc(a[k * mr + i]);
             c0[i] += av * b0;
-            c1[i] += av * b1;
+            if constexpr (!HALF) c1[i] += av * b1;
         }
     };
     if constexpr (MSK) {
@@ -284,7 +286,10 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
             if (pa) pf_read(pa + 16 * k);
             if (pc && k < mr) pf_row<mr>(pc, ldc, k);
             if (pr && k < mr) pf_rrow<mr>(pr, ldc, k);
-            step(k, ld(bk), ld(bk + VL));
+            if constexpr (HALF)
+                step(k, ld(bk), V{});
+            else
+                step(k, ld(bk), ld(bk + VL));
         }
     }
     if (pc)
@@ -317,13 +322,17 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
     }
 }
 
-// Block with nv <= NR valid columns: full blocks plain, partial ones masked.
+// Block with nv <= NR valid columns: full blocks plain, partial ones masked (one vector of
+// columns when nv <= VL).
 template <int mr>
 void ukr_nv(int64_t kc, const float* a, const float* b, float* C, int64_t ldc, int64_t nv,
             bool first, const float* bias, bool last, const float* R, const ConvEpi& e,
             const float* pa, float* pc, const float* pr) {
     if (nv == NR)
         ukr<mr>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, NR, nullptr, 0, 1, pa, pc, pr);
+    else if (nv <= VL)
+        ukr<mr, false, true, false, 0, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv,
+                                             nullptr, 0, 1, pa, pc, pr);
     else
         ukr<mr, false, true>(kc, a, b, C, ldc, first, bias, last, R, e, nullptr, nv, nullptr, 0, 1,
                              pa, pc, pr);
