@@ -22,6 +22,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/conv_cv.h"
+#include "fma_peak.h"
 #include "kernels/cpu.h"
 
 using namespace jiffy::kernels;
@@ -94,48 +95,11 @@ Conv2DGeom geom(const Shape& s) {
     return g;
 }
 
-#if defined(__x86_64__)
-typedef float V16 __attribute__((vector_size(64)));
-__attribute__((target("avx512f,fma"), noinline)) void fma_loop(V16* c, int64_t n) {
-    V16 acc[24];
-    for (int i = 0; i < 24; ++i) acc[i] = c[i];
-    V16 a = c[24], b = c[25];
-    for (int64_t k = 0; k < n; ++k) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
-        asm volatile("" : "+v"(a));
-    }
-    for (int i = 0; i < 24; ++i) c[i] = acc[i];
-}
-#endif
-
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// GFLOP/s of the FMA loop over ~ms milliseconds (0 without AVX-512).
-double fma_peak(double ms) {
-#if defined(__x86_64__)
-    if (cpu_isa() != Isa::kAvx512) return 0;
-    V16 c[26];
-    for (int i = 0; i < 26; ++i)
-        for (int j = 0; j < 16; ++j) c[i][j] = i == 24 ? 0.999f : 0.001f * float(i);
-    const int64_t n = 20000;
-    double best = 0;
-    const double t_end = now_s() + ms / 1e3;
-    do {
-        const double t0 = now_s();
-        fma_loop(c, n);
-        best = std::max(best, double(n * 24 * 32) / (now_s() - t0) / 1e9);
-    } while (now_s() < t_end);
-    volatile float sink = c[0][0];
-    (void)sink;
-    return best;
-#else
-    (void)ms;
-    return 0;
-#endif
-}
+double fma_peak(double ms) { return jiffy::bench::fma_peak_gflops(ms); }
 
 bool g_huge = false;
 

@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "fma_peak.h"
 #include "kernels/conv.h"
 #include "kernels/conv_cv.h"
 #include "kernels/gemm.h"
@@ -444,37 +445,23 @@ void conv_sizes(benchmark::internal::Benchmark* b) {
         ->Args({96, 24, 160, 3, 1, 0});    // ppocrv4_det head 3x3 (few output channels)
 }
 
-// The FMA peak this core gives right now: 24 independent AVX-512 FMA chains from registers (no
-// loads). Compare a kernel's GFLOP/s with this figure from the same run: on the shared VMs it
-// drops well below the quiet machine's ~213 GFLOP/s when other processes load the core.
+// The FMA peak this core gives right now (bench/fma_peak.h): compare a kernel's GFLOP/s with this
+// figure from the same run.
 #if defined(__x86_64__)
-typedef float V16 __attribute__((vector_size(64)));
-__attribute__((target("avx512f,fma"), noinline)) void fma_peak_loop(V16* c, int64_t n) {
-    V16 acc[24];
-    for (int i = 0; i < 24; ++i) acc[i] = c[i];
-    V16 a = c[24], b = c[25];
-    for (int64_t k = 0; k < n; ++k) {
-#pragma GCC unroll 24
-        for (int i = 0; i < 24; ++i) acc[i] = acc[i] * a + b;
-        asm volatile("" : "+v"(a));
-    }
-    for (int i = 0; i < 24; ++i) c[i] = acc[i];
-}
-
 void BM_fma_peak_avx512(benchmark::State& st) {
     if (cpu_isa() != Isa::kAvx512) {
         st.SkipWithError("ISA not available");
         return;
     }
-    V16 c[26];
-    for (int i = 0; i < 26; ++i)
-        for (int j = 0; j < 16; ++j) c[i][j] = i == 24 ? 0.999f : 0.001f * float(i);
+    jiffy::bench::FmaV16 c[26];
+    jiffy::bench::fma_peak_init(c);
     const int64_t n = 100000;
     for (auto _ : st) {
-        fma_peak_loop(c, n);
+        jiffy::bench::fma_peak_loop(c, n);
         benchmark::DoNotOptimize(c);
     }
-    st.counters["GFLOP/s"] = benchmark::Counter(double(n * 24 * 32), benchmark::Counter::kIsIterationInvariantRate,
+    st.counters["GFLOP/s"] = benchmark::Counter(double(n) * jiffy::bench::kFmaPeakFlopsPerStep,
+                                                benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::kIs1000);
 }
 #endif

@@ -1,12 +1,14 @@
 // The main job: runs every public model (scripts/models.tsv) on its reference inputs, checks the
 // outputs against ONNX Runtime's (max |error| / magnitude <= 1e-4), times `run` and prints a
-// Markdown table with p50/p99 and ONNX Runtime's native p50 (bench/peers/ort_native.tsv).
+// Markdown table with p50/p99, GFLOP/s (the plan's FLOPs / p50) and its share of the FMA peak the
+// core gives at start (bench/fma_peak.h), and ONNX Runtime's native p50 (bench/peers/ort_native.tsv).
 //   jiffy_models [--seconds S] [--json FILE] [--filter SUBSTRING]
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
 
 #include "bench_common.h"
+#include "fma_peak.h"
 #include "kernels/cpu.h"
 
 using namespace jiffy;
@@ -64,8 +66,11 @@ int main(int argc, char** argv) {
     }
     auto ort = peer_figures();
     std::vector<Row> rows;
-    std::printf("| model | MFLOP | arena KiB | max err / magnitude | check | p50 us | p99 us | ORT p50 us (PEERS.md) | p50 ratio |\n");
-    std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
+    const double peak = fma_peak_gflops(300);
+    std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
+    std::printf("| model | MFLOP | arena KiB | max err / magnitude | check | p50 us | p99 us | GFLOP/s | %% peak | "
+                "ORT p50 us (PEERS.md) | p50 ratio |\n");
+    std::printf("|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
     int bad = 0;
     for (const std::string& name : model_names()) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -76,9 +81,12 @@ int main(int argc, char** argv) {
             std::snprintf(ratio, sizeof ratio, "%.2f", r.p50 / r.ort_p50);
             std::snprintf(ortp, sizeof ortp, "%.1f", r.ort_p50);
         }
-        std::printf("| %s | %.2f | %.0f | %.2g | %s | %.*f | %.*f | %s | %s |\n", r.name.c_str(),
+        const double gflops = r.p50 > 0 ? double(r.flops) / r.p50 / 1e3 : 0;
+        char pct[32] = "-";
+        if (peak > 0) std::snprintf(pct, sizeof pct, "%.0f", 100.0 * gflops / peak);
+        std::printf("| %s | %.2f | %.0f | %.2g | %s | %.*f | %.*f | %.1f | %s | %s | %s |\n", r.name.c_str(),
                     double(r.flops) / 1e6, double(r.arena) / 1024, r.rel_err, r.status.c_str(), r.p50 < 100 ? 2 : 0,
-                    r.p50, r.p99 < 100 ? 2 : 0, r.p99, ortp, ratio);
+                    r.p50, r.p99 < 100 ? 2 : 0, r.p99, gflops, pct, ortp, ratio);
         std::fflush(stdout);
         rows.push_back(r);
     }
@@ -89,7 +97,7 @@ int main(int argc, char** argv) {
             const Row& r = rows[i];
             f << (i ? ",\n " : "") << "{\"model\": \"" << r.name << "\", \"status\": \"" << (r.status == "ok" ? "ok" : "fail")
               << "\", \"flops\": " << r.flops << ", \"rel_err\": " << r.rel_err << ", \"p50_us\": " << r.p50
-              << ", \"p99_us\": " << r.p99 << ", \"iters\": " << r.iters << ", \"ort_p50_us\": " << r.ort_p50 << "}";
+              << ", \"p99_us\": " << r.p99 << ", \"fma_peak_gflops\": " << peak << ", \"iters\": " << r.iters << ", \"ort_p50_us\": " << r.ort_p50 << "}";
         }
         f << "]\n";
     }

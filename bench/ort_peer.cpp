@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "bench_common.h"
+#include "fma_peak.h"
 #include "kernels/cpu.h"
 #include "peers/ort_api.h"
 
@@ -379,9 +380,11 @@ int main(int argc, char** argv) {
     auto peers = peer_figures();
     auto tgt = targets();
     std::vector<Row> rows;
-    std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | ORT p50 us | ORT p99 us | "
-                "ratio | target | met | ratio to PEERS.md p50 |\n");
-    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+    const double peak = fma_peak_gflops(300);
+    std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
+    std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | Jiffy GFLOP/s | %% peak | "
+                "ORT p50 us | ORT p99 us | ratio | target | met | ratio to PEERS.md p50 |\n");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     int bad = 0;
     for (const std::string& name : model_names()) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -393,15 +396,18 @@ int main(int argc, char** argv) {
         r.peer_p50 = peer;
         if (r.status != "ok") {
             ++bad;
-            std::printf("| %s | %s | %.2g | %s | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
+            std::printf("| %s | %s | %.2g | %s | | | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
                         (r.status + ": " + r.error).c_str());
         } else {
             char target[48], vs_peer[48] = "-";
             std::snprintf(target, sizeof target, r.target.abs_us > 0 ? "<= %.2f and <= %.1f us" : "<= %.2f",
                           r.target.ratio, r.target.abs_us);
             if (peer > 0) std::snprintf(vs_peer, sizeof vs_peer, "%.2f", r.j50 / peer);
-            std::printf("| %s | %s | %.2g | %s | %s | %s | %s | %.2f | %s | %s | %s |\n", r.name.c_str(),
-                        r.target.cls.c_str(), r.rel_err, fmt_us(r.j50).c_str(), fmt_us(r.j99).c_str(),
+            const double gflops = r.j50 > 0 ? double(r.flops) / r.j50 / 1e3 : 0;
+            char pct[32] = "-";
+            if (peak > 0) std::snprintf(pct, sizeof pct, "%.0f", 100.0 * gflops / peak);
+            std::printf("| %s | %s | %.2g | %s | %s | %.1f | %s | %s | %s | %.2f | %s | %s | %s |\n", r.name.c_str(),
+                        r.target.cls.c_str(), r.rel_err, fmt_us(r.j50).c_str(), fmt_us(r.j99).c_str(), gflops, pct,
                         fmt_us(r.o50).c_str(), fmt_us(r.o99).c_str(), r.ratio(), target, r.met() ? "yes" : "no",
                         vs_peer);
         }
@@ -421,7 +427,8 @@ int main(int argc, char** argv) {
                 kernels::isa_name(kernels::active_isa()), cfg.rounds, cfg.seconds);
     if (!json_path.empty()) {
         std::ofstream f(json_path);
-        f << "{\"ort_version\": " << json_str(lib.version) << ", \"threads\": " << cfg.threads
+        f << "{\"ort_version\": " << json_str(lib.version) << ", \"fma_peak_gflops\": " << peak
+          << ", \"threads\": " << cfg.threads
           << ", \"rounds\": " << cfg.rounds << ", \"seconds\": " << cfg.seconds << ", \"models\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
             const Row& r = rows[i];
