@@ -22,7 +22,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/conv_cv.h"
-#include "fma_peak.h"
+#include "machine_probe.h"
 #include "kernels/cpu.h"
 
 using namespace jiffy::kernels;

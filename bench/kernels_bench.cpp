@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "fma_peak.h"
+#include "machine_probe.h"
 #include "kernels/conv.h"
 #include "kernels/conv_cv.h"
 #include "kernels/gemm.h"
@@ -445,7 +445,7 @@ void conv_sizes(benchmark::internal::Benchmark* b) {
         ->Args({96, 24, 160, 3, 1, 0});    // ppocrv4_det head 3x3 (few output channels)
 }
 
-// The FMA peak this core gives right now (bench/fma_peak.h): compare a kernel's GFLOP/s with this
+// The FMA peak this core gives right now (bench/machine_probe.h): compare a kernel's GFLOP/s with this
 // figure from the same run.
 #if defined(__x86_64__)
 void BM_fma_peak_avx512(benchmark::State& st) {

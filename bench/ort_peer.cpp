@@ -17,7 +17,7 @@
 #include <filesystem>
 
 #include "bench_common.h"
-#include "fma_peak.h"
+#include "machine_probe.h"
 #include "kernels/cpu.h"
 #include "peers/ort_api.h"
 
@@ -232,8 +232,10 @@ std::map<std::string, Target> targets() {
 struct Row {
     std::string name, status = "ok", error;
     int64_t flops = 0;
+    uint64_t wbytes = 0;  // the plan's constants (weights)
     double rel_err = 0;
     double j50 = 0, j99 = 0, o50 = 0, o99 = 0, peer_p50 = 0;
+    double floor = 0;  // one-core floor, us (machine_probe.h)
     int64_t j_runs = 0, o_runs = 0;
     Target target;
     double ratio() const { return o50 > 0 ? j50 / o50 : 0; }
@@ -259,6 +261,7 @@ Row measure(const std::string& name, const OrtLib& lib, ort::Env* env, const ort
         return row;
     }
     row.flops = jc.plan->flops();
+    row.wbytes = jc.plan->constant_bytes;
     OrtModel om(lib, env, mem);
     st = om.open(jc.rc.model_path, cfg.threads);
     if (st.ok()) st = om.bind(jc.rc.inputs, jc.plan->outputs);
@@ -383,8 +386,9 @@ int main(int argc, char** argv) {
     const double peak = fma_peak_gflops(300);
     std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
     std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | Jiffy GFLOP/s | %% peak | "
-                "ORT p50 us | ORT p99 us | ratio | target | met | ratio to PEERS.md p50 |\n");
-    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+                "floor us | Jiffy / floor | ORT p50 us | ORT p99 us | ORT / floor | ratio | target | met | "
+                "ratio to PEERS.md p50 |\n");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     int bad = 0;
     for (const std::string& name : model_names()) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -396,7 +400,7 @@ int main(int argc, char** argv) {
         r.peer_p50 = peer;
         if (r.status != "ok") {
             ++bad;
-            std::printf("| %s | %s | %.2g | %s | | | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
+            std::printf("| %s | %s | %.2g | %s | | | | | | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
                         (r.status + ": " + r.error).c_str());
         } else {
             char target[48], vs_peer[48] = "-";
@@ -404,12 +408,18 @@ int main(int argc, char** argv) {
                           r.target.ratio, r.target.abs_us);
             if (peer > 0) std::snprintf(vs_peer, sizeof vs_peer, "%.2f", r.j50 / peer);
             const double gflops = r.j50 > 0 ? double(r.flops) / r.j50 / 1e3 : 0;
-            char pct[32] = "-";
+            char pct[32] = "-", fl[32] = "-", jf[32] = "-", of[32] = "-";
             if (peak > 0) std::snprintf(pct, sizeof pct, "%.0f", 100.0 * gflops / peak);
-            std::printf("| %s | %s | %.2g | %s | %s | %.1f | %s | %s | %s | %.2f | %s | %s | %s |\n", r.name.c_str(),
-                        r.target.cls.c_str(), r.rel_err, fmt_us(r.j50).c_str(), fmt_us(r.j99).c_str(), gflops, pct,
-                        fmt_us(r.o50).c_str(), fmt_us(r.o99).c_str(), r.ratio(), target, r.met() ? "yes" : "no",
-                        vs_peer);
+            r.floor = floor_us(r.flops, r.wbytes, peak, 100);
+            if (r.floor > 0) {
+                std::snprintf(fl, sizeof fl, "%s", fmt_us(r.floor).c_str());
+                std::snprintf(jf, sizeof jf, "%.2f", r.j50 / r.floor);
+                std::snprintf(of, sizeof of, "%.2f", r.o50 / r.floor);
+            }
+            std::printf("| %s | %s | %.2g | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |\n",
+                        r.name.c_str(), r.target.cls.c_str(), r.rel_err, fmt_us(r.j50).c_str(), fmt_us(r.j99).c_str(),
+                        gflops, pct, fl, jf, fmt_us(r.o50).c_str(), fmt_us(r.o99).c_str(), of, r.ratio(), target,
+                        r.met() ? "yes" : "no", vs_peer);
         }
         std::fflush(stdout);
         rows.push_back(r);
@@ -438,7 +448,8 @@ int main(int argc, char** argv) {
               << ", \"jiffy_p99_us\": " << r.j99 << ", \"ort_p50_us\": " << r.o50 << ", \"ort_p99_us\": " << r.o99
               << ", \"jiffy_runs\": " << r.j_runs << ", \"ort_runs\": " << r.o_runs << ", \"ratio\": " << r.ratio()
               << ", \"target_ratio\": " << r.target.ratio << ", \"target_abs_us\": " << r.target.abs_us
-              << ", \"met\": " << (r.met() ? "true" : "false") << ", \"peers_md_p50_us\": " << r.peer_p50 << "}";
+              << ", \"met\": " << (r.met() ? "true" : "false") << ", \"peers_md_p50_us\": " << r.peer_p50
+              << ", \"weight_bytes\": " << r.wbytes << ", \"floor_us\": " << r.floor << "}";
         }
         f << "]}\n";
         if (!f) {
