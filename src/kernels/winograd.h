@@ -40,7 +40,6 @@ struct WinoArgs {
     int64_t nb = 0;                 // tiles per block (multiple of the microkernel's NR)
     int64_t kc = 0;                 // C chunk of the microkernel
     int64_t RW = 0;                 // row stride of the padded input rows buffer (alpha rows)
-    int64_t RWS = 0;                // floats of that buffer (flat 1x3: the plane copy with zeros around)
     // 1-D kinds: VL consecutive tiles per vector across tile rows (3x1 always; 1x3 where pw = 1 and
     // W = TW m, so that the tiles of consecutive rows follow each other in the plane).
     bool flat = false;

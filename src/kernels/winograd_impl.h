@@ -370,51 +370,75 @@ inline int wino_segs(int64_t q0, int64_t n, int64_t TW, WinoSeg* sg) {
     return ns;
 }
 
-// The per-chunk lane masks of the flat 1x3 transform (a.flat): lanes at a row start (tile
-// column 0, d[0] reads the left pad) and at a row end (tile column TW - 1, d[m + 1] reads the
-// right pad) are zeroed. kb: 2 VL ints per chunk of VL tiles, -1 keep, 0 zero.
-inline void wino_row_masks(const WinoArgs& a, int64_t b0, int64_t nt, int* kb) {
-    for (int64_t k = 0; k < nt; k += VL)
-        for (int l = 0; l < VL; ++l) {
-            const int64_t tx = (b0 + k + l) % a.TW;
-            kb[2 * k + l] = tx == 0 ? 0 : -1;
-            kb[2 * k + VL + l] = tx == a.TW - 1 ? 0 : -1;
-        }
-}
-
-// V for tiles [b0, b0 + nt) of a 1-D kind (as input_transform). D 1 (1x3, pw 1, W = TW m): tile q
-// reads the plane at q m - 1 (rows follow each other), from a copy pb with zeros around (the
-// pad rows, the first / last pad column); D 2 (3x1): rows ty m + r of each tile row's lanes read
-// straight from x under lane masks (zero outside the plane).
+// V for tiles [b0, b0 + nt) of a 1-D kind (as input_transform), chunk by chunk of VL tiles (the
+// lane bookkeeping once per chunk), every channel per chunk. D 1 (1x3, pw 1, W = TW m): tile q
+// reads the plane at q m - 1 - ph W (rows follow each other), de-interleaved straight from x; the
+// lanes at a row's start (d[0], the left pad) and end (d[m + 1], the right pad) are masked to
+// zero; chunks reading outside the plane (pad rows, the tensor's ends) go through a zero-filled
+// copy of their window. D 2 (3x1): rows ty m + r of each tile row's lanes read straight from x
+// under lane masks (zero outside the plane).
 template <int m, int D, bool TR>
-void input_transform_flat(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, float* vb, float* pb,
-                          const int* kb) {
+void input_transform_flat(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, float* vb) {
     constexpr int A = m + 2;
+    constexpr int WIN = m * VL + 2;  // D 1: floats a chunk reads
     const Conv2DGeom& g = a.g;
-    const int64_t C = g.C, nb = a.nb, TW = a.TW, H = g.H, W = g.W;
+    const int64_t C = g.C, nb = a.nb, TW = a.TW, H = g.H, W = g.W, HW = H * W;
     const int64_t ntp = TR ? nt : std::min(nb, (nt + NR - 1) / NR * NR);
     const int64_t nbk = (nt + MR - 1) / MR;
-    const int64_t lead = 16 + g.ph * W;  // D 1: zeros before the plane copy in pb
-    for (int64_t c = 0; c < C; ++c) {
-        const float* xc = x + c * H * W;
-        const float* pc = pb + lead;
-        if constexpr (D == 1) copy_n(pb + lead, xc, H * W);
-        for (int64_t k = 0; k < nt; k += VL) {
-            const int64_t n = std::min<int64_t>(VL, nt - k), q0 = b0 + k;
+    for (int64_t k = 0; k < nt; k += VL) {
+        const int64_t n = std::min<int64_t>(VL, nt - k), q0 = b0 + k;
+        // D 1: the row start / end lanes; D 2: the lane segments per tile row.
+        VI keep0, keep1;
+        int64_t s0 = 0;
+        bool inside = true;
+        WinoSeg sg[VL];
+        int nsg = 0;
+        if constexpr (D == 1) {
+            int64_t tx = q0 % TW;
+            for (int l = 0; l < VL; ++l) {
+                keep0[l] = tx == 0 ? 0 : -1;
+                keep1[l] = tx == TW - 1 ? 0 : -1;
+                if (++tx == TW) tx = 0;
+            }
+            s0 = q0 * m - 1 - g.ph * W;
+            inside = s0 >= 0 && s0 + WIN + 2 * VL <= HW;  // (ld reads whole vectors)
+        } else {
+            nsg = wino_segs(q0, n, TW, sg);
+        }
+        // TR: the lanes in runs within one row block; run s at off[s] + c * rs[s] + lane.
+        int64_t off[VL], rs[VL];
+        LaneMask msk[VL];
+        int ns = 0;
+        if constexpr (TR)
+            for (int64_t l = 0; l < n; ++ns) {
+                const int64_t q = k + l, blk = ((q + 1) * nbk + nt - 1) / nt - 1;
+                const int64_t r0 = blk * nt / nbk, r1 = (blk + 1) * nt / nbk;
+                const int64_t run = std::min(n - l, r1 - q);
+                off[ns] = r0 * C + q - r0 - l;
+                rs[ns] = r1 - r0;
+                msk[ns] = lane_mask(l, l + run);
+                l += run;
+            }
+        for (int64_t c = 0; c < C; ++c) {
+            const float* xc = x + c * HW;
             V d[A], z[A];
             if constexpr (D == 1) {
-                deinterleave<m>(pc + q0 * m - 1 - g.ph * W, d);
-                VI k0, k1;
-                std::memcpy(&k0, kb + 2 * k, sizeof(k0));
-                std::memcpy(&k1, kb + 2 * k + VL, sizeof(k1));
-                d[0] = (V)((VI)d[0] & k0);
-                d[A - 1] = (V)((VI)d[A - 1] & k1);
+                if (inside) {
+                    deinterleave<m>(xc + s0, d);
+                } else {
+                    float win[WIN + 2 * VL];
+                    for (int i = 0; i < WIN + 2 * VL; ++i) {
+                        const int64_t j = s0 + i;
+                        win[i] = j >= 0 && j < HW ? xc[j] : 0.0f;
+                    }
+                    deinterleave<m>(win, d);
+                }
+                d[0] = (V)((VI)d[0] & keep0);
+                d[A - 1] = (V)((VI)d[A - 1] & keep1);
             } else {
-                WinoSeg sg[VL];
-                const int ns = wino_segs(q0, n, TW, sg);
 #pragma GCC unroll 8
                 for (int r = 0; r < A; ++r) d[r] = V{};
-                for (int si = 0; si < ns; ++si) {
+                for (int si = 0; si < nsg; ++si) {
                     const WinoSeg& q = sg[si];
                     // lane l reads column tx + l - ls - pw of row ty m + r - ph
                     const int64_t sh = q.ls + g.pw - q.tx;  // lane of column 0
@@ -428,16 +452,9 @@ void input_transform_flat(const WinoArgs& a, const float* x, int64_t b0, int64_t
             }
             WinoTf<m>::in(d, z);
             if constexpr (TR) {
-                for (int64_t l = 0; l < n;) {
-                    const int64_t q = k + l, blk = ((q + 1) * nbk + nt - 1) / nt - 1;
-                    const int64_t r0 = blk * nt / nbk, r1 = (blk + 1) * nt / nbk;
-                    const int64_t run = std::min(n - l, r1 - q);
-                    const int64_t off = r0 * C + c * (r1 - r0) + q - r0 - l;
-                    const LaneMask mk = lane_mask(l, l + run);
+                for (int si = 0; si < ns; ++si)
 #pragma GCC unroll 8
-                    for (int t = 0; t < A; ++t) st_m(vb + t * C * nb + off, z[t], mk);
-                    l += run;
-                }
+                    for (int t = 0; t < A; ++t) st_m(vb + t * C * nb + off[si] + c * rs[si], z[t], msk[si]);
             } else {
                 float* dst = vb + c * nb + k;
 #pragma GCC unroll 8
@@ -449,28 +466,28 @@ void input_transform_flat(const WinoArgs& a, const float* x, int64_t b0, int64_t
                 }
             }
         }
-        if (ntp > nt)
-            for (int t = 0; t < A; ++t) std::memset(vb + (t * C + c) * nb + nt, 0, size_t(ntp - nt) * sizeof(float));
     }
+    if (ntp > nt)
+        for (int64_t c = 0; c < C; ++c)
+            for (int t = 0; t < A; ++t) std::memset(vb + (t * C + c) * nb + nt, 0, size_t(ntp - nt) * sizeof(float));
 }
 
 // Y for tiles [b0, b0 + nt) of a 1-D kind (flat, normal orientation) from Mt[t][mo][i] + bias,
-// then the epilogue once per channel over the block's pixels (per row segment at partial rows).
+// chunk by chunk of VL tiles, every output channel per chunk; then the epilogue once per channel
+// over the block's pixels (per row segment at partial tile rows).
 template <int m, int D>
 void output_transform_flat(const WinoArgs& a, const float* mb, int64_t b0, int64_t nt, const float* bias,
                            const float* res, float* y, const ConvEpi& e) {
     constexpr int A = m + 2;
     const Conv2DGeom& g = a.g;
     const int64_t M = g.M, nb = a.nb, TW = a.TW, OH = g.OH, OW = g.OW, P = OH * OW;
-    const bool epi = res != nullptr || e.act != ConvAct::kNone;
-    const int64_t ty0 = b0 / TW, ty1 = (b0 + nt - 1) / TW;
-    const bool whole_rows = b0 == ty0 * TW && (b0 + nt == a.T || (b0 + nt) % TW == 0);
-    for (int64_t mo = 0; mo < M; ++mo) {
-        const V bv = bc(bias ? bias[mo] : 0.0f);
-        float* ym = y + mo * P;
-        const float* rm = res ? res + mo * P : nullptr;
-        for (int64_t k = 0; k < nt; k += VL) {
-            const int64_t n = std::min<int64_t>(VL, nt - k), q0 = b0 + k;
+    for (int64_t k = 0; k < nt; k += VL) {
+        const int64_t n = std::min<int64_t>(VL, nt - k), q0 = b0 + k;
+        WinoSeg sg[VL];
+        const int nsg = D == 2 ? wino_segs(q0, n, TW, sg) : 0;
+        for (int64_t mo = 0; mo < M; ++mo) {
+            const V bv = bc(bias ? bias[mo] : 0.0f);
+            float* ym = y + mo * P;
             const float* src = mb + mo * nb + k;
             V row[A], o[m];
 #pragma GCC unroll 8
@@ -494,9 +511,7 @@ void output_transform_flat(const WinoArgs& a, const float* mb, int64_t b0, int64
                     }
                 }
             } else {  // output rows ty m + i, columns tx of each segment
-                WinoSeg sg[VL];
-                const int ns = wino_segs(q0, n, TW, sg);
-                for (int si = 0; si < ns; ++si) {
+                for (int si = 0; si < nsg; ++si) {
                     const WinoSeg& q = sg[si];
                     const LaneMask mk = lane_mask(q.ls, q.le);
 #pragma GCC unroll 8
@@ -505,7 +520,13 @@ void output_transform_flat(const WinoArgs& a, const float* mb, int64_t b0, int64
                 }
             }
         }
-        if (!epi) continue;
+    }
+    if (res == nullptr && e.act == ConvAct::kNone) return;
+    const int64_t ty0 = b0 / TW, ty1 = (b0 + nt - 1) / TW;
+    const bool whole_rows = b0 == ty0 * TW && (b0 + nt == a.T || (b0 + nt) % TW == 0);
+    for (int64_t mo = 0; mo < M; ++mo) {
+        float* ym = y + mo * P;
+        const float* rm = res ? res + mo * P : nullptr;
         if (D == 1) {
             epi_row(ym + b0 * m, rm ? rm + b0 * m : nullptr, nt * m, e);
         } else if (whole_rows) {
@@ -534,10 +555,9 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
     float* vb = scratch;               // NP x C x nb (row blocks)
     float* mb = vb + NP * C * nb;      // NP x nb x Mp
     float* yt = mb + NP * nb * Mp;     // P x Mp
-    float* rb = yt + P * Mp + 64;      // alpha x RW padded input rows (flat 1-D: the plane copy)
-    int* kb = reinterpret_cast<int*>(rb + a.RWS);  // flat 1x3: the row-end lane masks
+    float* rb = yt + P * Mp + 64;      // alpha x RW padded input rows
     if (a.yt) yt = a.yt;               // a tile split's shared output (Y left to finish_tiles)
-    std::memset(rb, 0, size_t(a.RWS) * sizeof(float));
+    std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
     const bool wpf = NP * C * Mp > 262144;  // U past L2
     const float* uend = wp + NP * C * Mp;
     const ConvEpi none{};
@@ -545,8 +565,7 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
     for (int64_t b0 = tb; b0 < te; b0 += nb) {
         const int64_t nt = std::min(nb, te - b0);
         if (D != 0 && a.flat) {
-            if (D == 1) wino_row_masks(a, b0, nt, kb);
-            input_transform_flat<m, D, true>(a, x, b0, nt, vb, rb, kb);
+            input_transform_flat<m, D, true>(a, x, b0, nt, vb);
         } else {
             input_transform<m, D, true>(a, x, b0, nt, vb, rb);
         }
@@ -584,17 +603,15 @@ void wino_run(const WinoArgs& a, const float* x, const float* wp, const float* b
     const int64_t nbk = (M + MR - 1) / MR;
     float* vb = scratch;                // NP x C x nb
     float* mb = vb + NP * C * nb;       // NP x M x nb (+ slack)
-    float* rb = mb + NP * M * nb + 64;  // alpha x RW padded input rows (flat 1-D: the plane copy)
-    int* kb = reinterpret_cast<int*>(rb + a.RWS);  // flat 1x3: the row-end lane masks
-    std::memset(rb, 0, size_t(a.RWS) * sizeof(float));
+    float* rb = mb + NP * M * nb + 64;  // alpha x RW padded input rows
+    std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
     const ConvEpi none{};
     const int64_t tb = a.t1 > 0 ? a.t0 : 0, te = a.t1 > 0 ? a.t1 : a.T;
     for (int64_t b0 = tb; b0 < te; b0 += nb) {
         const int64_t nt = std::min(nb, te - b0);
         const bool flat = D != 0 && a.flat;
         if (flat) {
-            if (D == 1) wino_row_masks(a, b0, nt, kb);
-            input_transform_flat<m, D, false>(a, x, b0, nt, vb, rb, kb);
+            input_transform_flat<m, D, false>(a, x, b0, nt, vb);
         } else {
             input_transform<m, D>(a, x, b0, nt, vb, rb);
         }
