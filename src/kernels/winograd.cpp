@@ -62,7 +62,7 @@ Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans) : isa_(isa) 
     a.kc = (g.C + chunks - 1) / chunks;
     // The padded rows: data at [pw, pw + W), vector reads up to tw * (TW - 1 + VL) + 2 (VL <= 16).
     a.RW = (std::max<int64_t>(tw * (a.TW + 16) + 2, g.pw + g.W) + 15) / 16 * 16;
-    a.flat = a.kind == 2 || (a.kind == 1 && g.pw == 1 && g.W == a.TW * a.m);
+    a.flat = a.kind == 2 || (a.kind == 1 && g.pw == 1 && g.W == g.OW && g.OW == a.TW * a.m);
     for (int64_t c = 0; c < g.C; ++c) offs_.push_back(c * a.nb);
     static const char* const isas[3] = {"avx512", "avx2", "portable"};
     const char* in = isas[isa == Isa::kAvx512 ? 0 : isa == Isa::kAvx2 ? 1 : 2];

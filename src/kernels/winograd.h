@@ -41,7 +41,7 @@ struct WinoArgs {
     int64_t kc = 0;                 // C chunk of the microkernel
     int64_t RW = 0;                 // row stride of the padded input rows buffer (alpha rows)
     // 1-D kinds: VL consecutive tiles per vector across tile rows (3x1 always; 1x3 where pw = 1 and
-    // W = TW m, so that the tiles of consecutive rows follow each other in the plane).
+    // W = OW = TW m, so that the tiles of consecutive rows follow each other in the plane).
     bool flat = false;
     const int64_t* offs = nullptr;  // offs[c] = c * nb: the GEMM's B rows
     bool trans = false;             // transposed orientation (tiles as rows, channels on lanes)

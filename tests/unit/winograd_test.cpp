@@ -129,11 +129,13 @@ TEST(Winograd, OneDimensionalMatchesDirectConvOnEveryIsa) {
         {20, 13, 3, 3, 0, 0, true, false, ConvAct::kClip},     // one output line
         {8, 7, 4, 23, 2, 2, false, true, ConvAct::kSigmoid},   // pad 2, wide row
         {9, 12, 6, 5, 1, 0, true, false, ConvAct::kNone},      // asymmetric pad
-        {40, 24, 74, 32, 1, 1, true, true, ConvAct::kRelu},    // embedding_model's first, several blocks
+        {9, 12, 6, 8, 1, 0, true, true, ConvAct::kNone},       // asymmetric pad, W a tile multiple
+        {24, 24, 38, 32, 1, 1, true, true, ConvAct::kRelu},    // embedding_model's 32 columns
         {300, 14, 6, 7, 1, 1, true, false, ConvAct::kNone},    // C in several chunks
         {72, 96, 14, 4, 1, 1, true, true, ConvAct::kRelu},     // small plane, M past an NR panel
         {96, 96, 10, 2, 0, 0, false, true, ConvAct::kClip},    // 2 columns
-        {48, 72, 33, 17, 1, 1, true, false, ConvAct::kNone},   // odd, several tile rows per vector
+        {40, 36, 33, 17, 1, 1, true, false, ConvAct::kNone},   // odd, several tile rows per vector
+        {300, 6, 40, 7, 1, 1, false, true, ConvAct::kRelu},    // several tile blocks
     };
     for (Isa isa : jiffy::testisa::isas())
         for (int kind : {1, 2, 3})  // 1x3 (pad along W), 3x1 (pad along H), 1x3 padded along both
@@ -234,6 +236,21 @@ TEST(Winograd, ChoiceFollowsTheCostModel) {
     Conv2DGeom s2 = geom(64, 64, 56, 56, 1, 1);
     s2.sh = s2.sw = 2;
     EXPECT_EQ(pick(s2), 0);
+    // 1-D (openWakeWord's embedding_model): F(4,3) from 48 channels, transposed on the small
+    // planes, the direct conv for few channels.
+    auto g1 = [](int64_t C, int64_t M, int64_t H, int64_t W, bool row) {
+        Conv2DGeom g;
+        g.C = C, g.M = M, g.H = H, g.W = W, g.kh = row ? 1 : 3, g.kw = row ? 3 : 1, g.pw = row ? 1 : 0;
+        g.OH = row ? H : H - 2, g.OW = W;
+        return g;
+    };
+    EXPECT_EQ(pick(g1(72, 72, 30, 8, true)), 40);
+    EXPECT_EQ(pick(g1(72, 72, 30, 8, false)), 40);
+    EXPECT_EQ(pick(g1(48, 48, 34, 16, true)), 40);
+    EXPECT_EQ(pick(g1(96, 96, 12, 4, true)), 41);
+    EXPECT_EQ(pick(g1(96, 96, 12, 4, false)), 41);
+    EXPECT_EQ(pick(g1(8, 8, 74, 32, true)), 0);
+    EXPECT_EQ(pick(g1(8, 8, 74, 32, false)), 0);
 }
 
 }  // namespace
