@@ -34,6 +34,7 @@ namespace {
 struct ConvShape {
     const char* name;
     int64_t C, M, H, W, k, s;  // pads k / 2
+    int64_t kw = 0;            // set: a k x kw kernel (1x3 / 3x1), pads kw / 2 along W only
 };
 
 const ConvShape kShapes[] = {
@@ -56,6 +57,11 @@ const ConvShape kShapes[] = {
     {"mnv2 1x1 32>16 112", 32, 16, 112, 112, 1, 1},
     {"mnv2 1x1 24>144 56", 24, 144, 56, 56, 1, 1},
     {"mnv2 1x1 144>24 56", 144, 24, 56, 56, 1, 1},
+    {"emb 1x3 24>24 74x32", 24, 24, 74, 32, 1, 1, 3},
+    {"emb 3x1 48>48 36x16", 48, 48, 36, 16, 3, 1, 1},
+    {"emb 1x3 72>72 30x8", 72, 72, 30, 8, 1, 1, 3},
+    {"emb 3x1 72>72 30x8", 72, 72, 30, 8, 3, 1, 1},
+    {"emb 3x1 96>96 14x4", 96, 96, 14, 4, 3, 1, 1},
 };
 
 struct Bench {
@@ -82,7 +88,7 @@ Bench make(const ConvShape& c, int threads) {
     g.inputs.push_back(x);
     n.inputs.push_back(x);
     uint32_t seed = 1;
-    for (const Shape& s : {Shape{c.M, c.C, c.k, c.k}, Shape{c.M}}) {
+    for (const Shape& s : {Shape{c.M, c.C, c.k, c.kw ? c.kw : c.k}, Shape{c.M}}) {
         const int id = g.add_value("c" + std::to_string(seed));
         Tensor t(DType::kF32, s);
         const auto v = rnd(t.numel(), seed++);
@@ -93,9 +99,9 @@ Bench make(const ConvShape& c, int threads) {
     }
     n.num_explicit_inputs = int(n.inputs.size());
     const int64_t p = c.k / 2;
-    n.attrs["kernel_shape"] = aints({c.k, c.k});
+    n.attrs["kernel_shape"] = aints({c.k, c.kw ? c.kw : c.k});
     n.attrs["strides"] = aints({c.s, c.s});
-    n.attrs["pads"] = aints({p, p, p, p});
+    n.attrs["pads"] = c.kw ? aints({0, c.kw / 2, 0, c.kw / 2}) : aints({p, p, p, p});
     const int y = g.add_value("y");
     g.values[size_t(y)].producer = 0;
     n.outputs.push_back(y);
@@ -144,13 +150,15 @@ void parts(const ConvShape& c, int rounds) {
     using namespace jiffy::kernels;
     const Isa isa = active_isa();
     Conv2DGeom g;
-    g.C = c.C, g.M = c.M, g.H = c.H, g.W = c.W, g.kh = g.kw = c.k, g.sh = g.sw = c.s;
-    g.ph = g.pw = c.k / 2;
-    g.OH = (c.H + 2 * g.ph - c.k) / c.s + 1, g.OW = (c.W + 2 * g.pw - c.k) / c.s + 1;
+    const int64_t kw = c.kw ? c.kw : c.k, ks = c.k * kw;
+    g.C = c.C, g.M = c.M, g.H = c.H, g.W = c.W, g.kh = c.k, g.kw = kw, g.sh = g.sw = c.s;
+    g.ph = c.kw ? 0 : c.k / 2;
+    g.pw = kw / 2;
+    g.OH = (c.H + 2 * g.ph - c.k) / c.s + 1, g.OW = (c.W + 2 * g.pw - kw) / c.s + 1;
     const int64_t P = g.OH * g.OW, nr = conv_nr(isa), mr = conv_mr(isa);
-    const auto x = rnd(c.C * c.H * c.W, 7), w = rnd(c.M * c.C * c.k * c.k, 1), b = rnd(c.M, 2);
+    const auto x = rnd(c.C * c.H * c.W, 7), w = rnd(c.M * c.C * ks, 1), b = rnd(c.M, 2);
     std::vector<float> y(size_t(c.M * P));
-    const double flops = 2.0 * double(c.M * c.C * c.k * c.k) * double(P);
+    const double flops = 2.0 * double(c.M * c.C * ks) * double(P);
     const int reps = std::clamp(int(2e8 / flops), 1, 50);
     const ConvEpi epi{};
     const WinoPick wp = winograd_choice(isa, g);
@@ -184,7 +192,7 @@ void parts(const ConvShape& c, int rounds) {
             gh.M = h ? c2 - c1 : c1;
             const Winograd wh(isa, gh, wp.m, wp.trans);
             std::vector<float> ph(wh.packed_w_floats()), sh(wh.scratch_floats());
-            wh.pack_w(w.data() + (h ? c1 : 0) * c.C * 9, ph.data());
+            wh.pack_w(w.data() + (h ? c1 : 0) * c.C * ks, ph.data());
             tc = std::max(tc, time_us([&] { wh.run(x.data(), ph.data(), b.data(), nullptr, y.data(), sh.data(), epi); },
                                       reps, rounds));
         }
@@ -211,7 +219,7 @@ void parts(const ConvShape& c, int rounds) {
             gh.M = h ? c2 - c1 : c1;
             const ConvGemm ghk(isa, gh, 1, gk.mode());
             std::vector<float> ph(ghk.packed_w_floats()), sh(ghk.scratch_floats());
-            ghk.pack_w(w.data() + (h ? c1 : 0) * c.C * c.k * c.k, ph.data());
+            ghk.pack_w(w.data() + (h ? c1 : 0) * c.C * ks, ph.data());
             tc = std::max(tc, time_us([&] { ghk.run(x.data(), ph.data(), b.data(), nullptr, y.data(), sh.data(), epi); },
                                       reps, rounds));
         }
@@ -251,7 +259,7 @@ int main(int argc, char** argv) {
     for (const ConvShape& c : kShapes) {
         if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
         Bench one = make(c, 1), many = make(c, threads);
-        const double flops = 2.0 * double(c.M * c.C * c.k * c.k) * double((c.H / c.s) * (c.W / c.s));
+        const double flops = 2.0 * double(c.M * c.C * c.k * (c.kw ? c.kw : c.k)) * double((c.H / c.s) * (c.W / c.s));
         const int reps = std::clamp(int(2e8 / flops), 1, 50);  // ~2-5 ms per timing
         run_us(one, 2);
         run_us(many, 2);

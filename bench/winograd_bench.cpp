@@ -31,6 +31,8 @@ double now_us() {
 struct Shape {
     const char* what;
     int64_t C, M, HW;
+    int64_t W = 0;          // 0: HW (square)
+    int64_t kh = 3, kw = 3;  // 1x3: pad 1 along W only (openWakeWord); 3x1: no pad
 };
 
 }  // namespace
@@ -51,7 +53,17 @@ int main(int argc, char** argv) {
         {"small 32ch 28", 32, 32, 28},     {"wide 256->64 56", 256, 64, 56},
         {"256ch 7", 256, 256, 7},          {"128ch 14", 128, 128, 14},
         {"64ch 28", 64, 64, 28},
+        // openWakeWord's embedding_model (H x W planes, 1x3 pads 0,1,0,1 / 3x1 unpadded)
+        {"emb 1x3 24 74x32", 24, 24, 74, 32, 1, 3}, {"emb 3x1 24 74x32", 24, 24, 74, 32, 3, 1},
+        {"emb 1x3 24>48 36x16", 24, 48, 36, 16, 1, 3}, {"emb 3x1 48 36x16", 48, 48, 36, 16, 3, 1},
+        {"emb 1x3 48 34x16", 48, 48, 34, 16, 1, 3}, {"emb 3x1 48 34x16", 48, 48, 34, 16, 3, 1},
+        {"emb 1x3 48>72 32x8", 48, 72, 32, 8, 1, 3}, {"emb 3x1 72 32x8", 72, 72, 32, 8, 3, 1},
+        {"emb 1x3 72 30x8", 72, 72, 30, 8, 1, 3}, {"emb 3x1 72 30x8", 72, 72, 30, 8, 3, 1},
+        {"emb 1x3 72>96 14x4", 72, 96, 14, 4, 1, 3}, {"emb 3x1 96 14x4", 96, 96, 14, 4, 3, 1},
+        {"emb 1x3 96 12x4", 96, 96, 12, 4, 1, 3}, {"emb 3x1 96 12x4", 96, 96, 12, 4, 3, 1},
+        {"emb 1x3 96 10x2", 96, 96, 10, 2, 1, 3}, {"emb 3x1 96 10x2", 96, 96, 10, 2, 3, 1},
     };
+    const char* only = std::getenv("WINO_BENCH_ONLY");  // a substring of the shapes to run
     std::printf("ISA %s, %d rounds, medians (us), GFLOP/s of the direct-conv FLOPs, err vs float64\n",
                 isa_name(isa), rounds);
     const WinoPick picks[] = {{2, false}, {4, false}, {2, true}, {4, true}};
@@ -60,11 +72,16 @@ int main(int argc, char** argv) {
     for (const char* n : pname) std::printf(" %7s %5s %7s |", n, "GF/s", "err");
     std::printf(" choice (model's estimates)\n");
     for (const Shape& s : shapes) {
+        if (only && !std::strstr(s.what, only)) continue;
         Conv2DGeom g;
-        g.C = s.C, g.M = s.M, g.H = g.W = s.HW, g.kh = g.kw = 3, g.ph = g.pw = 1, g.OH = g.OW = s.HW;
+        g.C = s.C, g.M = s.M, g.H = s.HW, g.W = s.W ? s.W : s.HW, g.kh = s.kh, g.kw = s.kw;
+        g.ph = s.kh == 3 && s.kw == 3 ? 1 : 0;
+        g.pw = s.kw == 3 ? 1 : 0;
+        g.OH = g.H + 2 * g.ph - g.kh + 1, g.OW = g.W + 2 * g.pw - g.kw + 1;
+        const int64_t ks = g.kh * g.kw;
         std::mt19937 rng(7);
         std::uniform_real_distribution<float> u(0.0f, 1.0f), wu(-0.1f, 0.1f);  // post-ReLU-like x
-        std::vector<float> x(size_t(g.C * g.H * g.W)), w(size_t(g.M * g.C * 9)), b(size_t(g.M));
+        std::vector<float> x(size_t(g.C * g.H * g.W)), w(size_t(g.M * g.C * ks)), b(size_t(g.M));
         for (float& v : x) v = u(rng);
         for (float& v : w) v = wu(rng);
         for (float& v : b) v = wu(rng);
@@ -112,11 +129,11 @@ int main(int argc, char** argv) {
                 for (int64_t ox = 0; ox < g.OW; ++ox) {
                     double acc = b[size_t(mo)];
                     for (int64_t c = 0; c < g.C; ++c)
-                        for (int ky = 0; ky < 3; ++ky)
-                            for (int kx = 0; kx < 3; ++kx) {
-                                const int64_t iy = oy + ky - 1, ix = ox + kx - 1;
+                        for (int ky = 0; ky < g.kh; ++ky)
+                            for (int kx = 0; kx < g.kw; ++kx) {
+                                const int64_t iy = oy + ky - g.ph, ix = ox + kx - g.pw;
                                 if (iy < 0 || iy >= g.H || ix < 0 || ix >= g.W) continue;
-                                acc += double(w[size_t((mo * g.C + c) * 9 + ky * 3 + kx)]) *
+                                acc += double(w[size_t((mo * g.C + c) * ks + ky * g.kw + kx)]) *
                                        x[size_t((c * g.H + iy) * g.W + ix)];
                             }
                     const size_t o = size_t(mo * P + oy * g.OW + ox);
@@ -124,7 +141,7 @@ int main(int argc, char** argv) {
                     ed = std::max(ed, std::abs(yd[o] - acc));
                     for (int v = 0; v < NV; ++v) ev[v] = std::max(ev[v], std::abs(yv[size_t(v)][o] - acc));
                 }
-        const double fl = 2.0 * double(g.M * g.C * 9 * P) / 1e3;
+        const double fl = 2.0 * double(g.M * g.C * ks * P) / 1e3;
         const double md = med(td);
         std::printf("%-16s %4lld %4lld %3lld | %6.0f %5.1f |", s.what, (long long)g.C, (long long)g.M,
                     (long long)s.HW, md, fl / md);

@@ -5,6 +5,7 @@
 #define JIFFY_CONV_SUFFIX portable
 #define JIFFY_CONV_NO_ENTRY_POINTS
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 #include "kernels/conv_impl.h"
@@ -33,11 +34,14 @@ Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans) : isa_(isa) 
     a.g = g;
     a.m = m == 4 ? 4 : 2;
     a.alpha = a.m + 2;
-    a.TH = (g.OH + a.m - 1) / a.m;
-    a.TW = (g.OW + a.m - 1) / a.m;
+    a.kind = kind_of(g);
+    a.npts = a.kind == 0 ? a.alpha * a.alpha : a.alpha;
+    const int64_t th = a.kind == 1 ? 1 : a.m, tw = a.kind == 2 ? 1 : a.m;  // tile rows, columns
+    a.TH = (g.OH + th - 1) / th;
+    a.TW = (g.OW + tw - 1) / tw;
     a.T = a.TH * a.TW;
     a.trans = trans;
-    const int64_t nr = conv_nr(isa), mr = conv_mr(isa), a2 = a.alpha * a.alpha;
+    const int64_t nr = conv_nr(isa), mr = conv_mr(isa), a2 = a.npts;
     a.Mpad = (g.M + nr - 1) / nr * nr;
     if (trans) {
         // The packed weights (alpha^2 C Mpad floats, often MiBs from DRAM) are streamed once per
@@ -56,14 +60,24 @@ Winograd::Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans) : isa_(isa) 
     const int64_t kc_max = isa == Isa::kAvx512 ? 128 : 256;
     const int64_t chunks = (g.C + kc_max - 1) / kc_max;
     a.kc = (g.C + chunks - 1) / chunks;
-    // The padded rows: data at [pw, pw + W), vector reads up to m * (TW - 1 + VL) + 2 (VL <= 16).
-    a.RW = (std::max<int64_t>(a.m * (a.TW + 16) + 2, g.pw + g.W) + 15) / 16 * 16;
+    // The padded rows: data at [pw, pw + W), vector reads up to tw * (TW - 1 + VL) + 2 (VL <= 16).
+    a.RW = (std::max<int64_t>(tw * (a.TW + 16) + 2, g.pw + g.W) + 15) / 16 * 16;
+    a.flat = a.kind == 2 || (a.kind == 1 && g.pw == 1 && g.W == g.OW && g.OW == a.TW * a.m);
     for (int64_t c = 0; c < g.C; ++c) offs_.push_back(c * a.nb);
+    static const char* const isas[3] = {"avx512", "avx2", "portable"};
+    const char* in = isas[isa == Isa::kAvx512 ? 0 : isa == Isa::kAvx2 ? 1 : 2];
+    const char* tr = trans ? "_trans" : "";
+    if (a.kind == 0)
+        std::snprintf(name_, sizeof(name_), "f32_winograd_f%dx3%s__%s", a.m, tr, in);
+    else if (a.kind == 1)
+        std::snprintf(name_, sizeof(name_), "f32_winograd_f1x%d_1x3%s__%s", a.m, tr, in);
+    else
+        std::snprintf(name_, sizeof(name_), "f32_winograd_f%dx1_3x1%s__%s", a.m, tr, in);
 }
 
 size_t Winograd::scratch_floats() const {
     const WinoArgs& a = a_;
-    const int64_t a2 = a.alpha * a.alpha;
+    const int64_t a2 = a.npts;
     if (a.trans)  // V, Mt (nb x Mpad per t), the P x Mpad output, the padded rows
         return size_t(a2 * a.g.C * a.nb + a2 * a.nb * a.Mpad + a.g.OH * a.g.OW * a.Mpad + 64 + a.alpha * a.RW);
     return size_t(a2 * a.g.C * a.nb + a2 * a.g.M * a.nb + 64 + a.alpha * a.RW);
@@ -80,25 +94,32 @@ void Winograd::pack_w(const float* W, float* dst) const {
                                     {1.0 / 24, 1.0 / 12, 1.0 / 6},
                                     {1.0 / 24, -1.0 / 12, 1.0 / 6},
                                     {0, 0, 1}};
-    const int A = a_.alpha;
+    const int A = a_.alpha, NP = a_.npts, ks = a_.kind == 0 ? 9 : 3;
     const int64_t M = a_.g.M, C = a_.g.C, mr_max = conv_mr(isa_);
     const int64_t nbk = (M + mr_max - 1) / mr_max, nr = conv_nr(isa_), Mp = a_.Mpad;
     if (a_.trans) std::fill(dst, dst + packed_w_floats(), 0.0f);
     auto G = [&](int i, int k) { return A == 6 ? G4[i][k] : G2[i][k]; };
-    std::vector<double> u(size_t(A * A));
+    std::vector<double> u(static_cast<size_t>(NP));
     for (int64_t b = 0; b < nbk; ++b)
         for (int64_t mo = b * M / nbk; mo < (b + 1) * M / nbk; ++mo) {
             const int64_t r0 = b * M / nbk, mr = (b + 1) * M / nbk - r0;
             for (int64_t c = 0; c < C; ++c) {
-                const float* k = W + (mo * C + c) * 9;
-                for (int i = 0; i < A; ++i)
-                    for (int j = 0; j < A; ++j) {
+                const float* k = W + (mo * C + c) * ks;
+                if (a_.kind != 0)  // 1-D: U = G g (the 3 taps along the kernel's long axis)
+                    for (int i = 0; i < A; ++i) {
                         double s = 0;
-                        for (int p = 0; p < 3; ++p)
-                            for (int q = 0; q < 3; ++q) s += G(i, p) * double(k[p * 3 + q]) * G(j, q);
-                        u[size_t(i * A + j)] = s;
+                        for (int p = 0; p < 3; ++p) s += G(i, p) * double(k[p]);
+                        u[size_t(i)] = s;
                     }
-                for (int t = 0; t < A * A; ++t)
+                else
+                    for (int i = 0; i < A; ++i)
+                        for (int j = 0; j < A; ++j) {
+                            double s = 0;
+                            for (int p = 0; p < 3; ++p)
+                                for (int q = 0; q < 3; ++q) s += G(i, p) * double(k[p * 3 + q]) * G(j, q);
+                            u[size_t(i * A + j)] = s;
+                        }
+                for (int t = 0; t < NP; ++t)
                     if (a_.trans)
                         dst[t * Mp * C + mo / nr * nr * C + c * nr + mo % nr] = float(u[size_t(t)]);
                     else
@@ -136,18 +157,6 @@ void Winograd::finish_tiles(const float* yt, const float* bias, const float* res
     wino_fn(isa_)(a, nullptr, nullptr, bias, res, y, nullptr, epi);
 }
 
-const char* Winograd::name() const {
-    static const char* const names[3][4] = {
-        {"f32_winograd_f2x3__avx512", "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx512",
-         "f32_winograd_f4x3_trans__avx512"},
-        {"f32_winograd_f2x3__avx2", "f32_winograd_f4x3__avx2", "f32_winograd_f2x3_trans__avx2",
-         "f32_winograd_f4x3_trans__avx2"},
-        {"f32_winograd_f2x3__portable", "f32_winograd_f4x3__portable", "f32_winograd_f2x3_trans__portable",
-         "f32_winograd_f4x3_trans__portable"}};
-    const int i = isa_ == Isa::kAvx512 ? 0 : isa_ == Isa::kAvx2 ? 1 : 2;
-    return names[i][(a_.m == 4 ? 1 : 0) + (a_.trans ? 2 : 0)];
-}
-
 // Estimated speedup of F(m,3) over the direct conv: the multiplies saved (9 m^2 / alpha^2), times
 // the microkernel lanes holding real data and the output pixels that are real (edge tiles), over
 // 1 + the transforms' cost relative to the GEMM's, k (C + M) / (C M) / u^0.25 with u the
@@ -158,28 +167,36 @@ const char* Winograd::name() const {
 // ~4 MiB it streams from DRAM once per block: + 0.3 x 16 / nb. The constants are a least-squares
 // fit of the log speedups measured by bench/winograd_bench.cpp (AVX-512, thread CPU time, medians
 // of 3 runs; rms error ~17% on ResNet-50's and PP-OCR's shapes, docs/winograd.md).
+// 1-D kinds: saved = 3 m / alpha; k per kind (1x3, 3x1): F(2,3), F(4,3) normal, then transposed,
+// fitted as the 3x3 ones on openWakeWord's embedding_model layers (rms error 15-36%).
+static const double kD1[2][4] = {{3.9, 7.4, 6.6, 9.2}, {7.6, 7.1, 7.8, 7.8}};
+
 double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
     if (!Winograd::suits(g) || (p.m != 2 && p.m != 4)) return 0;
     const int m = p.m;
     const Winograd w(isa, g, m, p.trans);
     const WinoArgs& a = w.args();
     const int64_t vl = conv_nr(isa) / 2, alpha = a.alpha;
-    const double pixels = double(g.OH * g.OW) / double(a.T * m * m);
-    const double tf_lanes = double(a.TW) / double((a.TW + vl - 1) / vl * vl);
+    const bool d1 = a.kind != 0;  // 1-D: m outputs per tile, 3 m / alpha of the multiplies saved
+    const double pixels = double(g.OH * g.OW) / double(a.T * (d1 ? m : m * m));
+    // Flat 1-D transforms fill the vectors across tile rows.
+    const double tf_lanes = a.flat ? 1.0 : double(a.TW) / double((a.TW + vl - 1) / vl * vl);
     const double tf = double(g.C + g.M) / double(g.C * g.M) / std::pow(tf_lanes, 0.25);
-    const double saved = 9.0 * m * m / double(alpha * alpha) * pixels;
+    const double saved = (d1 ? 3.0 * m / double(alpha) : 9.0 * m * m / double(alpha * alpha)) * pixels;
     if (!p.trans) {
         const int64_t blocks = (a.T + a.nb - 1) / a.nb;
         const double lanes = double(a.T) / double(blocks * a.nb);
-        return saved * lanes / (1.0 + (m == 4 ? 26.0 : 14.0) * tf);
+        const double k = d1 ? kD1[a.kind - 1][m == 4 ? 1 : 0] : m == 4 ? 26.0 : 14.0;
+        return saved * lanes / (1.0 + k * tf);
     }
     const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
     const double mr_avg = double(a.nb) / double(rows);
     const double lanes = double(g.M) / double(a.Mpad);
     const double rowf = 1.0 + 0.8 * std::max(0.0, 8.0 - mr_avg) / 8.0;
-    const bool u_big = double(alpha * alpha * g.C * a.Mpad) * sizeof(float) > 4.0 * (1 << 20);
+    const bool u_big = double(a.npts * g.C * a.Mpad) * sizeof(float) > 4.0 * (1 << 20);
     const double mem = u_big ? 0.3 * 16.0 / double(a.nb) : 0.0;
-    return saved * lanes / (1.0 + (m == 4 ? 20.0 : 14.0) * tf + mem) / rowf;
+    const double k = d1 ? kD1[a.kind - 1][m == 4 ? 3 : 2] : m == 4 ? 20.0 : 14.0;
+    return saved * lanes / (1.0 + k * tf + mem) / rowf;
 }
 
 WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
@@ -207,8 +224,9 @@ WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
     const auto [s2, p2] = best(2);
     const auto [s4, p4] = best(4);
     if (forced.set) return forced.p.m == 4 ? p4 : p2;
-    // F(4,3) rounds ~10x worse than F(2,3) (docs/winograd.md): only where clearly faster.
-    if (s4 >= 1.2 && s4 >= 1.1 * s2) return p4;
+    // F(4,3) rounds ~10x worse than F(2,3) (docs/winograd.md): only where clearly faster (1-D:
+    // 3x less worse, F(4,3) as accurate as the direct conv, measured).
+    if (s4 >= 1.2 && s4 >= (Winograd::kind_of(g) ? 1.0 : 1.1) * s2) return p4;
     if (s2 >= 1.2) return p2;
     return {};
 }

@@ -31,11 +31,18 @@ namespace jiffy::kernels {
 struct WinoArgs {
     Conv2DGeom g;
     int m = 2, alpha = 4;    // output tile m x m, transform points alpha x alpha
+    // 0: 3x3 (tiles m x m, alpha^2 points); 1-D (alpha points): 1 a 1x3 kernel (tiles 1 x m
+    // along a row), 2 a 3x1 kernel (tiles m x 1 down a column).
+    int kind = 0;
+    int npts = 16;           // transform points (alpha^2 or alpha): GEMMs per block
     int64_t TH = 0, TW = 0;  // tile grid (rows, columns), T = TH * TW tiles
     int64_t T = 0;
     int64_t nb = 0;                 // tiles per block (multiple of the microkernel's NR)
     int64_t kc = 0;                 // C chunk of the microkernel
     int64_t RW = 0;                 // row stride of the padded input rows buffer (alpha rows)
+    // 1-D kinds: VL consecutive tiles per vector across tile rows (3x1 always; 1x3 where pw = 1 and
+    // W = OW = TW m, so that the tiles of consecutive rows follow each other in the plane).
+    bool flat = false;
     const int64_t* offs = nullptr;  // offs[c] = c * nb: the GEMM's B rows
     bool trans = false;             // transposed orientation (tiles as rows, channels on lanes)
     int64_t Mpad = 0;               // trans: M rounded up to NR
@@ -57,19 +64,21 @@ struct WinoPick {
 class Winograd {
 public:
     Winograd() = default;
-    // g: 3x3, stride 1, dilation 1 (suits(g)); m: 2 or 4; trans: the transposed orientation.
+    // g: 3x3, 1x3 or 3x1, stride 1, dilation 1 (suits(g)); m: 2 or 4; trans: the transposed
+    // orientation.
     Winograd(Isa isa, const Conv2DGeom& g, int m, bool trans = false);
 
+    // The kind of g (WinoArgs::kind: 0 3x3, 1 1x3, 2 3x1).
+    static int kind_of(const Conv2DGeom& g) { return g.kh == 1 ? 1 : g.kw == 1 ? 2 : 0; }
     static bool suits(const Conv2DGeom& g) {
-        return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph <= 2 &&
-               g.pw <= 2 && g.OH >= 1 && g.OW >= 1 && g.C >= 1 && g.M >= 1;
+        const bool k = (g.kh == 3 && g.kw == 3) || (g.kh == 1 && g.kw == 3) || (g.kh == 3 && g.kw == 1);
+        return k && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.ph <= 2 && g.pw <= 2 && g.OH >= 1 &&
+               g.OW >= 1 && g.C >= 1 && g.M >= 1;
     }
 
-    // W is M x C x 3 x 3; packed as alpha^2 matrices U[t] (M x C) in the microkernel's row blocks
+    // W is M x C x kh x kw; packed as npts matrices U[t] (M x C) in the microkernel's row blocks
     // (transposed: U[t]^T as C x NR column panels, Mpad columns).
-    size_t packed_w_floats() const {
-        return size_t(a_.alpha * a_.alpha * (a_.trans ? a_.Mpad : a_.g.M) * a_.g.C);
-    }
+    size_t packed_w_floats() const { return size_t(a_.npts * (a_.trans ? a_.Mpad : a_.g.M) * a_.g.C); }
     void pack_w(const float* W, float* dst) const;
     size_t scratch_floats() const;
 
@@ -89,12 +98,14 @@ public:
 
     const WinoArgs& args() const { return a_; }
     Isa isa() const { return isa_; }
-    // "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx2" etc.
-    const char* name() const;
+    // "f32_winograd_f4x3__avx512", "f32_winograd_f2x3_trans__avx2" etc.; 1-D:
+    // "f32_winograd_f1x4_1x3__avx512" (1x3 kernel, 1 x 4 tiles), "f32_winograd_f4x1_3x1_trans__avx2".
+    const char* name() const { return name_; }
 
 private:
     Isa isa_ = Isa::kScalar;
     WinoArgs a_;
+    char name_[48] = "";
     std::vector<int64_t> offs_;
 };
 

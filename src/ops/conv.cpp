@@ -516,7 +516,7 @@ public:
             scratch_.resize(kernels::conv_dw_scratch_floats(geo));
             return;
         }
-        // 3x3 stride-1 convs with known weights: Winograd where its cost model says it wins.
+        // 3x3 / 1x3 / 3x1 stride-1 convs with known weights: Winograd where its cost model says it wins.
         if (d.G == 1 && w_const) wino_ = kernels::winograd_choice(isa, geo);
         wino_m_ = wino_.m;
         if (wino_m_) {
@@ -606,7 +606,7 @@ public:
                 const kernels::WinoArgs& a = wino_k_.args();
                 // Tiles unless the transformed weights are large (each part streams all of them:
                 // 3x3 512 -> 512 on 7x7, 16 MiB, measured faster split by channels).
-                const double u_bytes = 4.0 * double(a.alpha * a.alpha * geo_.C * (a.trans ? a.Mpad : M));
+                const double u_bytes = 4.0 * double(a.npts * geo_.C * (a.trans ? a.Mpad : M));
                 if (!force_channels && a.T >= 2 * chunks && (force_other || u_bytes <= 8.0 * (1 << 20))) {
                     split_ = Split::kTiles;
                     for (int t = 0; t < chunks; ++t) {
@@ -656,7 +656,7 @@ public:
                     p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
                     p.scratch.resize(p.wino.scratch_floats());
                     p.w.resize(p.wino.packed_w_floats());
-                    p.wino.pack_w(w_const + p.c0 * geo_.C * 9, p.w.data());
+                    p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
                     parts_.push_back(std::move(p));
                     continue;
                 }
@@ -985,14 +985,17 @@ Status prep_Conv(OpContext& ctx) {
         if (d.G == 1 && ctx.in_const(1)) {
             geo.C = d.C;
             geo.M = d.M;
-            if (kernels::ConvChanVec::preferred(kernels::active_isa(), geo)) {
+            // 1x3 / 3x1 convs where 1-D Winograd wins go to ConvFastKernel (winograd.h).
+            const bool wino1d = kernels::Winograd::suits(geo) && kernels::Winograd::kind_of(geo) != 0 &&
+                                kernels::winograd_choice(kernels::active_isa(), geo).m != 0;
+            if (!wino1d && kernels::ConvChanVec::preferred(kernels::active_isa(), geo)) {
                 const int64_t flops = 2 * d.N * d.M * d.C * geo.kh * geo.kw * geo.OH * geo.OW;
                 ctx.set_kernel(make_chanvec_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                         d.N, d.has_bias, has_res, epi, ctx.options().pool.get(),
                                                         parallel_chunks(ctx.options(), flops)));
                 return {};
             }
-            if (kernels::SmallConv::suits(geo)) {
+            if (!wino1d && kernels::SmallConv::suits(geo)) {
                 ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                       d.N, d.has_bias, has_res, epi));
                 return {};

@@ -224,6 +224,43 @@ TEST(Threaded, WinogradByTilesMatchesOneThreadBitwise) {
     }
 }
 
+// 1-D Winograd (1x3 / 3x1 kernels, openWakeWord's embedding_model shapes) split by tiles: the
+// flat transforms start mid tile row at a part's edge; the transposed one's second stage.
+TEST(Threaded, Winograd1DByTilesMatchesOneThreadBitwise) {
+    struct Case {
+        int64_t c, h, w, m, kh, kw;
+        bool res;
+        const char* split;
+    };
+    const Case cases[] = {
+        {72, 30, 8, 72, 1, 3, true, "winograd_f1x4_1x3__"},       // 1x3, pads 0,1,0,1
+        {72, 34, 9, 72, 3, 1, false, "winograd_f4x1_3x1__"},      // 3x1, parts mid-row (3 threads)
+        {48, 34, 12, 48, 1, 3, false, "winograd_f1x4_1x3__"},     // 1x3, parts mid-row (3 threads)
+        {96, 14, 4, 96, 3, 1, true, "winograd_f4x1_3x1_trans"},   // small plane: transposed
+    };
+    for (const Case& c : cases) {
+        OneNode o;
+        o.op = "Conv";
+        o.xs = {1, c.c, c.h, c.w};
+        o.consts = {{{c.m, c.c, c.kh, c.kw}, true}, {{c.m}, true}};
+        const int64_t pw = c.kw == 3 ? 1 : 0;
+        o.attrs = {{"kernel_shape", aints({c.kh, c.kw})},
+                   {"strides", aints({1, 1})},
+                   {"pads", aints({0, pw, 0, pw})},
+                   {"_fused_act", as("Relu")}};
+        if (c.res) {
+            o.residual = true;
+            o.rs = {1, c.m, c.h - c.kh + 1, c.w + 2 * pw - c.kw + 1};
+            o.attrs["_fused_residual"] = ai(1);
+        }
+        const std::string what = "conv " + std::to_string(c.c) + "->" + std::to_string(c.m) + " " +
+                                 std::to_string(c.kh) + "x" + std::to_string(c.kw) + " on " + std::to_string(c.h) +
+                                 "x" + std::to_string(c.w);
+        expect_same_threaded(o, what, "threads by tiles");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << what << ": " << o.kernel;
+    }
+}
+
 // The transposed GEMM mode (few pixels): split by output channels at NR-wide panel edges, each
 // part forced to the transposed mode even where its own M would choose another.
 TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
