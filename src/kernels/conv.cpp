@@ -345,13 +345,18 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     if (force == ConvDwMode::kFlat && !flat_ok) return ConvDwMode::kRows;
     if (force == ConvDwMode::kFlat) return ConvDwMode::kFlat;
     // Planes of few output rows (the rows mode computes 4 per block) and uneven strides (its
-    // generic row path): the plane-copy kernel, unless flat takes them.
-    const ConvDwMode other = g.OH < 8 || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
-    // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64. Stride 2
-    // pays for splitting the input into parity planes: measured worth it for 3x3 only where the
-    // output rows fill at most half a vector (14 -> 7: ~1.15x; 28 -> 14: ~0.85x), for 5x5 always.
+    // generic row path): the plane-copy kernel, unless flat takes them. 3x3 stride 2 keeps rows
+    // down to 4 output rows (576 x 14 -> 7: 32 against 67 us for the plane copy, Zen 4).
+    const int64_t few_rows = k == 3 && s == 2 ? 4 : 8;
+    const ConvDwMode other = g.OH < few_rows || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
+    // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64 (960 x 7x7:
+    // 27 against 39 us in rows). Rows that fill most of a vector run faster in rows (384 x 14x14:
+    // 25 against 32 us flat; 576: 39 against 48, Zen 4). Stride 2 pays for splitting the input
+    // into parity planes: for 3x3 not worth it on Zen 4 even on 7-wide outputs (576 x 14 -> 7:
+    // 32 against 52 us; the Zen 5 of MACHINE.md measured ~1.15x for flat there), for 5x5 kept.
     if (!flat_ok || P > kConvDwFlatAutoP) return other;
-    if (s == 2 && k == 3 && g.OW * 2 > 16) return other;
+    if (s == 2 && k == 3) return other;
+    if (s == 1 && k == 3 && g.OW * 2 > 16 && other == ConvDwMode::kRows) return other;
     // 5x5 on planes of few rows: the plane-copy kernel measured faster (PP-OCR cls 200 x 2x96:
     // 47 against 60 us for flat, whose 25 weights spill from registers).
     if (k == 5 && other == ConvDwMode::kPlane) return other;

@@ -464,9 +464,10 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
             EXPECT_EQ(a, b) << case_str(c) << " " << isa_name(isa);
         }
     }
-    // The automatic choice: flat on MobileNetV2's 7x7 / 14x14 planes (strides 1 and 2) with
-    // AVX-512 only (other ISAs: plane, < 8 output rows), rows on large planes, on unpadded
-    // stride 1 (OW != W) and on other kernels; plane for few output rows and uneven strides.
+    // The automatic choice: flat on MobileNetV2's 7x7 planes (stride 1) with AVX-512 only
+    // (other ISAs: plane, < 8 output rows), rows on 14x14 planes, on 3x3 stride 2 down to 4
+    // output rows, on large planes, on unpadded stride 1 (OW != W) and on other kernels; plane
+    // for few output rows and uneven strides.
     for (Isa isa : isas()) {
         const bool wide = isa == Isa::kAvx512;
         Conv2DGeom g;
@@ -476,10 +477,17 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         g.H = g.W = g.OH = g.OW = 7;
         EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
         EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat" : "plane");
-        g.H = g.W = 14;
-        g.sh = g.sw = 2;
-        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
-        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat-s2" : "plane");
+        g.H = g.W = g.OH = g.OW = 14;  // 14-wide rows fill most of a vector: rows
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
+        g.OH = g.OW = 7;
+        g.sh = g.sw = 2;  // 3x3 stride 2, 14 -> 7: rows (the split into parity planes costs more)
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
+        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g, ConvDwMode::kFlat), g), wide ? "flat-s2" : "rows");
+        g.H = g.W = 6;  // 6 -> 3: few output rows, the plane copy
+        g.OH = g.OW = 3;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << isa_name(isa);
         g.H = g.W = 28;  // 28 -> 14: 14-wide rows fill most of a vector, the split costs more
         g.OH = g.OW = 14;
         EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
