@@ -357,6 +357,34 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
         g.H = g.W = g.OH = g.OW = 32;  // 4 KiB planes
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        // Large planes with few input and output channels (MobileNetV2's 32 -> 16 on 112x112):
+        // direct; one more channel either way, packed.
+        g.C = 32;
+        g.M = 16;
+        g.H = g.W = g.OH = g.OW = 112;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
+        EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
+        g.M = 17;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        g.M = 16;
+        g.C = 33;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+    }
+    // That choice on odd large planes (P > 1024, odd K and M) against the float64 reference,
+    // every epilogue.
+    const Case big[] = {
+        {1, 13, 37, 41, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},
+        {1, 32, 33, 35, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},
+    };
+    for (const Case& c : big) {
+        const Conv2DGeom g = case_geom(c, false);
+        for (Isa isa : isas()) EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << case_str(c);
+        for (const char* act : kActs)
+            for (bool res : {false, true}) {
+                check_case(c, false, act, res, !res, seed, 2.0f, false);
+                ++seed;
+            }
+        check_case(c, false, "Relu", true, true, seed++, 2.0f, true);
     }
 }
 
