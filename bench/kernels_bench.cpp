@@ -287,7 +287,7 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
-// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat).
+// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane).
 void BM_conv_dw(benchmark::State& st, Isa isa) {
     if (int(isa) > int(cpu_isa())) {
         st.SkipWithError("ISA not available");
@@ -318,7 +318,7 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              {192, 28, 3, 1}, {144, 56, 3, 2}, {480, 7, 5, 1}, {240, 14, 5, 2},
              // MobileNetV2's large planes (rows mode) and 5x5 on large planes.
              {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {72, 56, 5, 1}, {96, 28, 5, 2}})
-        for (int64_t m : {1, 2}) b->Args({a[0], a[1], a[2], a[3], m});
+        for (int64_t m : {1, 2, 3}) b->Args({a[0], a[1], a[2], a[3], m});
 }
 
 // The reference conv: a direct loop nest (no im2col, no vectors by hand).

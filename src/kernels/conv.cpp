@@ -124,7 +124,11 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // from the image (implicit, no packing): cold caches, 14x14 / 28x28 MobileNetV2 and ResNet-50
     // layers 70-89 -> 74-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
     // keep the packed panels: their K rows a plane apart defeat the hardware prefetchers.
-    if (a.pointwise && !a.trans && a.P > 64 && a.P <= 1024 && !aliased(a.P)) a.implicit = true;
+    // Except where there are few output channels and few input ones (K <= 32, M <= 16: each
+    // packed panel is used by at most two row panels, and only 32 K rows to stream):
+    // MobileNetV2's 1x1 32 -> 16 on 112x112 in the model ~250 -> ~220 us (Zen 4).
+    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1024 || (a.K <= 32 && g.M <= 16)))
+        a.implicit = true;
     // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
     // and OW == W).
     if (force == ConvGemmMode::kIm2col) {
@@ -345,13 +349,18 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     if (force == ConvDwMode::kFlat && !flat_ok) return ConvDwMode::kRows;
     if (force == ConvDwMode::kFlat) return ConvDwMode::kFlat;
     // Planes of few output rows (the rows mode computes 4 per block) and uneven strides (its
-    // generic row path): the plane-copy kernel, unless flat takes them.
-    const ConvDwMode other = g.OH < 8 || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
-    // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64. Stride 2
-    // pays for splitting the input into parity planes: measured worth it for 3x3 only where the
-    // output rows fill at most half a vector (14 -> 7: ~1.15x; 28 -> 14: ~0.85x), for 5x5 always.
+    // generic row path): the plane-copy kernel, unless flat takes them. 3x3 stride 2 keeps rows
+    // down to 4 output rows (576 x 14 -> 7: 32 against 67 us for the plane copy, Zen 4).
+    const int64_t few_rows = k == 3 && s == 2 ? 4 : 8;
+    const ConvDwMode other = g.OH < few_rows || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
+    // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64 (960 x 7x7:
+    // 27 against 39 us in rows). Rows that fill most of a vector run faster in rows (384 x 14x14:
+    // 25 against 32 us flat; 576: 39 against 48, Zen 4). Stride 2 pays for splitting the input
+    // into parity planes: for 3x3 not worth it on Zen 4 even on 7-wide outputs (576 x 14 -> 7:
+    // 32 against 52 us; the Zen 5 of MACHINE.md measured ~1.15x for flat there), for 5x5 kept.
     if (!flat_ok || P > kConvDwFlatAutoP) return other;
-    if (s == 2 && k == 3 && g.OW * 2 > 16) return other;
+    if (s == 2 && k == 3) return other;
+    if (s == 1 && k == 3 && g.OW * 2 > 16 && other == ConvDwMode::kRows) return other;
     // 5x5 on planes of few rows: the plane-copy kernel measured faster (PP-OCR cls 200 x 2x96:
     // 47 against 60 us for flat, whose 25 weights spill from registers).
     if (k == 5 && other == ConvDwMode::kPlane) return other;

@@ -357,6 +357,34 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
         g.H = g.W = g.OH = g.OW = 32;  // 4 KiB planes
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        // Large planes with few input and output channels (MobileNetV2's 32 -> 16 on 112x112):
+        // direct; one more channel either way, packed.
+        g.C = 32;
+        g.M = 16;
+        g.H = g.W = g.OH = g.OW = 112;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
+        EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
+        g.M = 17;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        g.M = 16;
+        g.C = 33;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+    }
+    // That choice on odd large planes (P > 1024, odd K and M) against the float64 reference,
+    // every epilogue.
+    const Case big[] = {
+        {1, 13, 37, 41, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},
+        {1, 32, 33, 35, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},
+    };
+    for (const Case& c : big) {
+        const Conv2DGeom g = case_geom(c, false);
+        for (Isa isa : isas()) EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << case_str(c);
+        for (const char* act : kActs)
+            for (bool res : {false, true}) {
+                check_case(c, false, act, res, !res, seed, 2.0f, false);
+                ++seed;
+            }
+        check_case(c, false, "Relu", true, true, seed++, 2.0f, true);
     }
 }
 
@@ -464,9 +492,10 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
             EXPECT_EQ(a, b) << case_str(c) << " " << isa_name(isa);
         }
     }
-    // The automatic choice: flat on MobileNetV2's 7x7 / 14x14 planes (strides 1 and 2) with
-    // AVX-512 only (other ISAs: plane, < 8 output rows), rows on large planes, on unpadded
-    // stride 1 (OW != W) and on other kernels; plane for few output rows and uneven strides.
+    // The automatic choice: flat on MobileNetV2's 7x7 planes (stride 1) with AVX-512 only
+    // (other ISAs: plane, < 8 output rows), rows on 14x14 planes, on 3x3 stride 2 down to 4
+    // output rows, on large planes, on unpadded stride 1 (OW != W) and on other kernels; plane
+    // for few output rows and uneven strides.
     for (Isa isa : isas()) {
         const bool wide = isa == Isa::kAvx512;
         Conv2DGeom g;
@@ -476,10 +505,17 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         g.H = g.W = g.OH = g.OW = 7;
         EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
         EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat" : "plane");
-        g.H = g.W = 14;
-        g.sh = g.sw = 2;
-        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
-        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat-s2" : "plane");
+        g.H = g.W = g.OH = g.OW = 14;  // 14-wide rows fill most of a vector: rows
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
+        g.OH = g.OW = 7;
+        g.sh = g.sw = 2;  // 3x3 stride 2, 14 -> 7: rows (the split into parity planes costs more)
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
+        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g, ConvDwMode::kFlat), g), wide ? "flat-s2" : "rows");
+        g.H = g.W = 6;  // 6 -> 3: few output rows, the plane copy
+        g.OH = g.OW = 3;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << isa_name(isa);
         g.H = g.W = 28;  // 28 -> 14: 14-wide rows fill most of a vector, the split costs more
         g.OH = g.OW = 14;
         EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
