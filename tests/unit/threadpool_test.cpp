@@ -292,6 +292,37 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
     }
 }
 
+// MaxPool / AveragePool on the fast 2-D pool split by planes (each part its own planes and row
+// buffer), against one thread: the split must show in the kernel column and change no bit.
+TEST(Threaded, PoolByPlanesMatchesOneThreadBitwise) {
+    struct P {
+        const char* op;
+        int64_t c, h, w, k, s, p;
+    };
+    const P cases[] = {
+        {"MaxPool", 64, 112, 112, 3, 2, 1},     // ResNet-50's MaxPool
+        {"MaxPool", 37, 41, 29, 3, 2, 1},       // odd plane count and sizes
+        {"AveragePool", 33, 40, 40, 2, 2, 0},   // exact 2x2 tiling
+    };
+    for (const P& c : cases) {
+        OneNode o;
+        o.op = c.op;
+        o.xs = {1, c.c, c.h, c.w};
+        o.attrs = {{"kernel_shape", aints({c.k, c.k})},
+                   {"strides", aints({c.s, c.s})},
+                   {"pads", aints({c.p, c.p, c.p, c.p})}};
+        expect_same_threaded(o, std::string(c.op) + " " + std::to_string(c.c) + "x" + std::to_string(c.h) + "x" +
+                                    std::to_string(c.w), "threads by planes");
+    }
+    // Fewer planes than threads: the pool stays on the caller.
+    OneNode one;
+    one.op = "MaxPool";
+    one.xs = {1, 1, 12, 12};
+    one.attrs = {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}};
+    expect_same_threaded(one, "MaxPool 1x12x12");
+    EXPECT_EQ(one.kernel.find("threads"), std::string::npos) << one.kernel;
+}
+
 TEST(Threaded, ConvMatchesOneThreadBitwise) {
     struct C {
         int64_t n, c, h, w, m, k, s, p, group;
