@@ -154,6 +154,15 @@ void epi_row(float* y, const float* r, int64_t n, const ConvEpi& e) {
     }
 }
 
+// The Sigmoid / Tanh that kernels instantiated with A = kNone leave to one pass over their output
+// (n contiguous floats, already biased and residual-added); nothing for the other activations,
+// which ran in the kernel.
+template <ConvAct A>
+inline void deferred_act(float* y, int64_t n, const ConvEpi& e) {
+    if constexpr (A == ConvAct::kNone)
+        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(y, nullptr, n, e);
+}
+
 // ------------------------------------------------------------------------- GEMM microkernel
 
 // Columns [0, nv) of a row pair (c0: the first VL, c1: the next VL). Full blocks (PART false)
@@ -750,9 +759,7 @@ void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, c
             }
         }
     }
-    if constexpr (A == ConvAct::kNone)
-        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
-            for (int64_t m = m0; m < m1; ++m) epi_row(y + m * P, nullptr, P, e);
+    deferred_act<A>(y + m0 * P, (m1 - m0) * P, e);
 }
 
 using TransOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
@@ -1230,9 +1237,7 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
             };
             if constexpr (SWEEP) {
                 dw_channel_sweep<KH, KW, ST, NS, A>(xc, zero, g, st, wv, b, yc, rc, e);
-                if constexpr (A == ConvAct::kNone)
-                    if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
-                        for (int64_t i = 0; i < OH; ++i) epi_row(yc + i * OW, nullptr, OW, e);
+                deferred_act<A>(yc, P, e);
                 continue;
             }
             int64_t oy = 0;
@@ -1251,9 +1256,7 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
                 rows(oy, KH);
                 dw_rows<KH, KW, ST, 1, NS, A>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
             }
-            if constexpr (A == ConvAct::kNone)
-                if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
-                    for (int64_t i = 0; i < OH; ++i) epi_row(yc + i * OW, nullptr, OW, e);
+            deferred_act<A>(yc, P, e);
         }
     } else {
         (void)zero;
@@ -1265,9 +1268,7 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
             const float* wc = w + c * khw;
             for (int64_t oy = 0; oy < OH; ++oy)
                 dw_row_any<A>(g, xc, oy, wc, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, e);
-            if constexpr (A == ConvAct::kNone)
-                if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
-                    for (int64_t i = 0; i < OH; ++i) epi_row(yc + i * OW, nullptr, OW, e);
+            deferred_act<A>(yc, P, e);
         }
     }
 }
@@ -1463,9 +1464,7 @@ void dw_flat(const Conv2DGeom& g, const float* x, const float* w, const float* b
         }
         dw_flat_channels<K, ST, PAR, 1, A>(&src, roff, w + c * T, b_at(c), y + c * P, r_at(c), P, m, e);
     }
-    if constexpr (A == ConvAct::kNone)
-        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh)
-            for (int64_t i = 0; i < g.C; ++i) epi_row(y + i * P, nullptr, P, e);
+    deferred_act<A>(y, g.C * P, e);
 }
 #endif
 
