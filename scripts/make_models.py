@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the generated benchmark models (random weights, fixed seed) into .cache/models/:
-MLPs, MobileNetV2, ResNet-50, a transformer encoder layer and a 1-node model (per-run overhead).
+MLPs, MobileNetV2, MobileNetV3-Large, ResNet-50, a transformer encoder layer and a 1-node model (per-run overhead).
 Rows for them are in scripts/generated_models.tsv. Idempotent: skips files that exist."""
 import os
 import sys
@@ -45,6 +45,8 @@ class B:
             y = self.op("Relu", [y])
         elif act == "Relu6":
             y = self.op("Clip", [y, self.const(np.float32(0)), self.const(np.float32(6))])
+        elif act == "HardSwish":
+            y = self.op("HardSwish", [y])
         return y
 
     def save(self, name, inputs, outputs, opset=17):
@@ -101,6 +103,44 @@ def mobilenetv2():
     b.save("mobilenetv2", [f32("x", [1, 3, 224, 224])], [f32("y", [1, 1000])])
 
 
+def mobilenetv3():
+    """MobileNetV3-Large (Howard et al. 2019, table 1): HardSwish, 5x5 depthwise convs and
+    squeeze-and-excitation (GlobalAveragePool, 1x1 convs, HardSigmoid, Mul) as exporters write them."""
+    b = B(6)
+
+    def div8(v):
+        return max(8, int(v + 4) // 8 * 8)
+
+    x = b.conv("x", 3, 16, 3, 2, act="HardSwish")
+    cin = 16
+    cfg = [(3, 16, 16, False, "Relu", 1), (3, 64, 24, False, "Relu", 2), (3, 72, 24, False, "Relu", 1),
+           (5, 72, 40, True, "Relu", 2), (5, 120, 40, True, "Relu", 1), (5, 120, 40, True, "Relu", 1),
+           (3, 240, 80, False, "HardSwish", 2), (3, 200, 80, False, "HardSwish", 1),
+           (3, 184, 80, False, "HardSwish", 1), (3, 184, 80, False, "HardSwish", 1),
+           (3, 480, 112, True, "HardSwish", 1), (3, 672, 112, True, "HardSwish", 1),
+           (5, 672, 160, True, "HardSwish", 2), (5, 960, 160, True, "HardSwish", 1),
+           (5, 960, 160, True, "HardSwish", 1)]
+    for k, exp, c, se, act, s in cfg:
+        y = x if exp == cin else b.conv(x, cin, exp, 1, act=act)
+        y = b.conv(y, exp, exp, k, s, g=exp, act=act)
+        if se:
+            sq = div8(exp // 4)
+            z = b.op("GlobalAveragePool", [y])
+            z = b.conv(z, exp, sq, 1, act="Relu")
+            z = b.op("HardSigmoid", [b.conv(z, sq, exp, 1, act=None)], alpha=1 / 6, beta=0.5)
+            y = b.op("Mul", [y, z])
+        y = b.conv(y, exp, c, 1, act=None)
+        x = b.op("Add", [x, y]) if s == 1 and cin == c else y
+        cin = c
+    x = b.conv(x, cin, 960, 1, act="HardSwish")
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    w1 = b.weight((960, 1280), 960)
+    x = b.op("HardSwish", [b.op("Gemm", [x, w1, b.const(np.zeros(1280, np.float32))])])
+    w = b.weight((1280, 1000), 1280)
+    b.nodes.append(helper.make_node("Gemm", [x, w, b.const(np.zeros(1000, np.float32))], ["y"]))
+    b.save("mobilenetv3", [f32("x", [1, 3, 224, 224])], [f32("y", [1, 1000])])
+
+
 def resnet50():
     b = B(4)
     x = b.conv("x", 3, 64, 7, 2)
@@ -149,6 +189,7 @@ makers = {
     "mlp_256_1024_1024_256": lambda: mlp("mlp_256_1024_1024_256", [256, 1024, 1024, 256]),
     "one_node_relu": relu_1node,
     "mobilenetv2": mobilenetv2,
+    "mobilenetv3": mobilenetv3,
     "resnet50": resnet50,
     "transformer_encoder": transformer,
 }
