@@ -287,7 +287,7 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
-// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane).
+// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane, 4 blocked).
 void BM_conv_dw(benchmark::State& st, Isa isa) {
     if (int(isa) > int(cpu_isa())) {
         st.SkipWithError("ISA not available");
@@ -320,8 +320,8 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {72, 56, 5, 1}, {96, 28, 5, 2},
              // MobileNetV3-Large's 5x5 layers on small planes and its stride-2 layers.
              {960, 7, 5, 1}, {672, 14, 5, 2}, {120, 28, 5, 1}, {72, 56, 5, 2}, {64, 112, 3, 2},
-             {240, 28, 3, 2}, {672, 14, 3, 1}})
-        for (int64_t m : {1, 2, 3}) b->Args({a[0], a[1], a[2], a[3], m});
+             {240, 28, 3, 2}, {672, 14, 3, 1}, {672, 14, 5, 1}})
+        for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m});
 }
 
 // The reference conv: a direct loop nest (no im2col, no vectors by hand).

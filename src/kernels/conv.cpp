@@ -5,6 +5,7 @@
 #include "kernels/conv_impl.h"
 #include "kernels/conv_cv_impl.h"
 #include "kernels/dw_plane_impl.h"
+#include "kernels/dw_blocked_impl.h"
 
 namespace jiffy::kernels {
 
@@ -21,6 +22,10 @@ void conv_dw_plane_avx512(const Conv2DGeom&, const float*, const float*, const f
                           const ConvEpi&, float*);
 void conv_dw_plane_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                         const ConvEpi&, float*);
+void conv_dw_blocked_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                            const ConvEpi&, float*);
+void conv_dw_blocked_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                          const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 #endif
@@ -31,6 +36,8 @@ void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, c
                   float*, const ConvEpi&, float*, ConvDwMode);
 void conv_dw_plane_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                         const ConvEpi&, float*);
+void conv_dw_blocked_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                          const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
 #endif
 
@@ -345,12 +352,24 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (k == 3 || k == 5);
     const bool flat_ok = isa == Isa::kAvx512 && square && P <= kConvDwFlatMaxP &&
                          ((s == 1 && g.OW == g.W) || (s == 2 && (g.H + 1) / 2 <= g.OH && (g.W + 1) / 2 <= g.OW));
+    const bool blocked_ok = conv_dw_blocked_floats(g) > 0;
+    if (force == ConvDwMode::kBlocked) return blocked_ok ? force : ConvDwMode::kRows;
     if (force == ConvDwMode::kRows || force == ConvDwMode::kPlane) return force;
     if (force == ConvDwMode::kFlat && !flat_ok) return ConvDwMode::kRows;
     if (force == ConvDwMode::kFlat) return ConvDwMode::kFlat;
     // Planes of few output rows (the rows mode computes 4 per block) and uneven strides (its
     // generic row path): the plane-copy kernel, unless flat takes them. 3x3 stride 2 keeps rows
     // down to 4 output rows (576 x 14 -> 7: 32 against 67 us for the plane copy, Zen 4).
+    // 5x5 on narrow planes: the channel-blocked kernel (every lane busy, no masks). 960 x 7x7:
+    // ~50 against ~140 us flat and ~175 us rows; 672 x 14 -> 7: ~48 against ~130 us rows; 672 x
+    // 14x14: ~112 against ~139 us rows (Zen 4, AVX-512). Wider rows fill the rows mode's vectors:
+    // it keeps 28 -> 14 stride 2 and 28-wide rows on AVX-512; AVX2's 8-lane blocks win there too
+    // (96 x 28 -> 14: 36 against 56 us; 120 x 28x28: 108 against 147 us).
+    if (blocked_ok && square && k == 5) {
+        const bool wide = isa == Isa::kAvx512;
+        if (g.OW <= 8 || (g.OW <= 16 && (s == 1 || !wide)) || (!wide && g.OW <= 28 && s == 1))
+            return ConvDwMode::kBlocked;
+    }
     const int64_t few_rows = k == 3 && s == 2 ? 4 : 8;
     const ConvDwMode other = g.OH < few_rows || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
     // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64 (960 x 7x7:
@@ -369,6 +388,7 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
 
 const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g) {
     if (m == ConvDwMode::kPlane) return "plane";
+    if (m == ConvDwMode::kBlocked) return "blocked";
     if (m != ConvDwMode::kFlat) return "rows";
     return g.sh == 2 ? "flat-s2" : "flat";
 }
@@ -386,6 +406,16 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
         if (isa == Isa::kNeon) return conv_dw_plane_neon(g, x, w, bias, res, y, epi, scratch);
 #endif
         return conv_dw_plane_portable(g, x, w, bias, res, y, epi, scratch);
+    }
+    if (mode == ConvDwMode::kBlocked) {
+#if defined(__x86_64__)
+        if (isa == Isa::kAvx512) return conv_dw_blocked_avx512(g, x, w, bias, res, y, epi, scratch);
+        if (isa == Isa::kAvx2) return conv_dw_blocked_avx2(g, x, w, bias, res, y, epi, scratch);
+#endif
+#if defined(__aarch64__)
+        if (isa == Isa::kNeon) return conv_dw_blocked_neon(g, x, w, bias, res, y, epi, scratch);
+#endif
+        return conv_dw_blocked_portable(g, x, w, bias, res, y, epi, scratch);
     }
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch, mode);

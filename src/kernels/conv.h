@@ -196,14 +196,36 @@ enum class ConvDwMode : int {
     // vector load along the row: for planes of < 8 output rows (PP-OCR's 2x96 / 3x96 planes:
     // ~47 against ~84 us for a 200-channel 5x5 in rows mode) and uneven strides (2 x 1).
     kPlane,
+    // VL channels at a time transposed into a zero-padded pixel-major plane (one vector of VL
+    // channels per pixel), every tap one unmasked load and FMA, then transposed back
+    // (dw_blocked_impl.h): any kernel, stride and dilation, on planes of <= kConvDwBlockedMaxPad
+    // padded pixels. For small planes, where the other modes waste lanes (MobileNetV3's 5x5 on
+    // 7x7 and 14 -> 7).
+    kBlocked,
 };
+// The padded plane the blocked mode reads: the rows and columns the output pixels' taps reach.
+struct DwBlocked {
+    int64_t HP = 0, WP = 0;
+};
+inline DwBlocked dw_blocked_dims(const Conv2DGeom& g) {
+    return {(g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1, (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1};
+}
+inline constexpr int64_t kConvDwBlockedMaxPad = 4096;
+// Its scratch (16-channel vectors, the widest ISA): the padded plane and a dump slot, the output
+// pixels, the taps and a 32-bit offset per input pixel; 0 where the plane is too large for the mode.
+inline int64_t conv_dw_blocked_floats(const Conv2DGeom& g) {
+    const DwBlocked d = dw_blocked_dims(g);
+    if (d.HP * d.WP > kConvDwBlockedMaxPad) return 0;
+    const int64_t P = g.OH * g.OW, T = g.kh * g.kw;
+    return (d.HP * d.WP + 1 + (P + 15) / 16 * 16 + (T + 15) / 16 * 16) * 16 + g.H * g.W + 16;
+}
 // The largest output plane the flat mode takes (its lane-mask table and parity planes live in
 // the scratch); the automatic choice takes it up to kConvDwFlatAutoP pixels.
 inline constexpr int64_t kConvDwFlatMaxP = 1024;
 inline constexpr int64_t kConvDwFlatAutoP = 256;
 // The mode for (isa, g): `force` where the shape and ISA allow it, else the automatic choice.
 ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force = ConvDwMode::kAuto);
-// For profiles and `jiffy inspect`: "rows", "plane", "flat" (stride 1) or "flat-s2".
+// For profiles and `jiffy inspect`: "rows", "plane", "flat" (stride 1), "flat-s2" or "blocked".
 const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g);
 
 // Scratch of conv_depthwise: a zeroed row read in place of the rows above and below the image
@@ -217,7 +239,7 @@ inline constexpr int64_t conv_dw_flat_plane_floats() { return kConvDwFlatMaxP + 
 inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) {
     const int64_t rows = g.W + 2 * g.kw * g.dw + 64, P = g.OH * g.OW;
     const int64_t flat = P <= kConvDwFlatMaxP ? conv_dw_flat_mask_floats(P) + 8 * conv_dw_flat_plane_floats() + 16 : 0;
-    return size_t(std::max({rows, flat, dw_plane_dims(g, 16).floats}));
+    return size_t(std::max({rows, flat, dw_plane_dims(g, 16).floats, conv_dw_blocked_floats(g)}));
 }
 
 // Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds

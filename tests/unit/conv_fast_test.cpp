@@ -462,17 +462,21 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         {1, 2, 3, 19, 2, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 2},     // dilation 2 on 3 rows
         {1, 2, 16, 16, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // exactly 16 vectors
         {1, 2, 32, 31, 2, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2},    // past the automatic limit (forced)
+        {1, 37, 7, 7, 37, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 37},   // channel blocks and a channel tail
+        {1, 19, 14, 14, 19, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 19}, // 5x5 stride 2, 14 -> 7, 19 channels
+        {1, 17, 9, 8, 17, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 17},   // dilation 2, 17 channels
     };
     std::map<ConvDwMode, int> ran;
     uint32_t seed = 3000;
     for (const Case& c : cases)
-        for (ConvDwMode m : {ConvDwMode::kRows, ConvDwMode::kFlat, ConvDwMode::kPlane})
+        for (ConvDwMode m : {ConvDwMode::kRows, ConvDwMode::kFlat, ConvDwMode::kPlane, ConvDwMode::kBlocked})
             for (const char* act : kActs) {
                 check_case(c, true, act, true, seed % 2 == 0, seed, 2.0f, false, ConvGemmMode::kAuto, nullptr, m, &ran);
                 ++seed;
             }
     EXPECT_GT(ran[ConvDwMode::kRows], 0);
     EXPECT_GT(ran[ConvDwMode::kPlane], 0);
+    EXPECT_GT(ran[ConvDwMode::kBlocked], 0);
     if (cpu_isa() == Isa::kAvx512) {
         EXPECT_GT(ran[ConvDwMode::kFlat], 0);
     }

@@ -4,3 +4,4 @@
 #include "kernels/conv_impl.h"
 #include "kernels/conv_cv_impl.h"
 #include "kernels/dw_plane_impl.h"
+#include "kernels/dw_blocked_impl.h"
