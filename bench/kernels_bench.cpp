@@ -320,7 +320,9 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              {32, 112, 3, 1}, {96, 112, 3, 2}, {144, 56, 3, 1}, {72, 56, 5, 1}, {96, 28, 5, 2},
              // MobileNetV3-Large's 5x5 layers on small planes and its stride-2 layers.
              {960, 7, 5, 1}, {672, 14, 5, 2}, {120, 28, 5, 1}, {72, 56, 5, 2}, {64, 112, 3, 2},
-             {240, 28, 3, 2}, {672, 14, 3, 1}, {672, 14, 5, 1}})
+             {240, 28, 3, 2}, {672, 14, 3, 1}, {672, 14, 5, 1},
+             // A face detector's 32-channel stride-2 layer on 120x160 (here 140x140: as many pixels).
+             {32, 140, 3, 2}, {4, 140, 3, 2}})
         for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m});
 }
 

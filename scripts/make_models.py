@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """Writes the generated benchmark models (random weights, fixed seed) into .cache/models/:
-MLPs, MobileNetV2, MobileNetV3-Large, ResNet-50, a transformer encoder layer and a 1-node model (per-run overhead).
+MLPs, MobileNetV2, MobileNetV3-Large, ResNet-50, a light face detector, two transformer encoder
+layers (ReLU; BERT-style GELU) and a 1-node model (per-run overhead).
 Rows for them are in scripts/generated_models.tsv. Idempotent: skips files that exist."""
 import os
 import sys
@@ -141,6 +142,52 @@ def mobilenetv3():
     b.save("mobilenetv3", [f32("x", [1, 3, 224, 224])], [f32("y", [1, 1000])])
 
 
+def face_detector():
+    """A light face detector shaped like Ultra-Light-Fast-Generic-Face-Detector's slim 320x240
+    model: a depthwise-separable backbone, SSD heads at four scales (separable convs), their
+    outputs transposed, reshaped and concatenated, a Softmax over the two classes."""
+    b = B(7)
+
+    def dw_sep(x, cin, cout, s):
+        return b.conv(b.conv(x, cin, cin, 3, s, g=cin), cin, cout, 1)
+
+    def head(x, cin, cout, sep=True):
+        y = b.conv(b.conv(x, cin, cin, 3, 1, g=cin), cin, cout, 1, act=None) if sep else b.conv(x, cin, cout, 3, act=None)
+        y = b.op("Transpose", [y], perm=[0, 2, 3, 1])
+        return y
+
+    x = b.conv("x", 3, 16, 3, 2)
+    x = dw_sep(x, 16, 32, 1)
+    x = dw_sep(x, 32, 32, 2)
+    x = dw_sep(x, 32, 32, 1)
+    x = dw_sep(x, 32, 64, 2)
+    x = dw_sep(x, 64, 64, 1)
+    x = dw_sep(x, 64, 64, 1)
+    x = dw_sep(x, 64, 64, 1)
+    feats = [(x, 64, 3)]
+    x = dw_sep(x, 64, 128, 2)
+    x = dw_sep(x, 128, 128, 1)
+    x = dw_sep(x, 128, 128, 1)
+    feats.append((x, 128, 2))
+    x = dw_sep(x, 128, 256, 2)
+    x = dw_sep(x, 256, 256, 1)
+    feats.append((x, 256, 2))
+    x = b.conv(x, 256, 64, 1)
+    x = b.conv(b.conv(x, 64, 64, 3, 2, g=64), 64, 256, 1)
+    feats.append((x, 256, 3))
+    scores, boxes = [], []
+    for i, (f, c, a) in enumerate(feats):
+        last = i == len(feats) - 1
+        sc = head(f, c, a * 2, sep=not last)
+        bx = head(f, c, a * 4, sep=not last)
+        scores.append(b.op("Reshape", [sc, b.const(np.array([1, -1, 2], np.int64), "s")]))
+        boxes.append(b.op("Reshape", [bx, b.const(np.array([1, -1, 4], np.int64), "s")]))
+    sc = b.op("Concat", scores, axis=1)
+    b.nodes.append(helper.make_node("Softmax", [sc], ["scores"], axis=2))
+    b.nodes.append(helper.make_node("Concat", boxes, ["boxes"], axis=1))
+    b.save("face_detector", [f32("x", [1, 3, 240, 320])], [f32("scores", [1, 4420, 2]), f32("boxes", [1, 4420, 4])])
+
+
 def resnet50():
     b = B(4)
     x = b.conv("x", 3, 64, 7, 2)
@@ -184,14 +231,53 @@ def transformer(seq=32, d=128, heads=4, ff=512):
     b.save("transformer_encoder", [f32("x", [1, seq, d])], [f32("y", [1, seq, d])])
 
 
+def transformer_gelu(seq=64, d=256, heads=8, ff=1024):
+    """A BERT-style encoder layer as exporters write it: LayerNorm decomposed (ReduceMean, Sub,
+    Pow, Sqrt, Div, affine), GELU with Erf, attention scaled by a Div, biases on every MatMul."""
+    b = B(9)
+    hd = d // heads
+
+    def linear(x, i, o):
+        bias = (b.rng.standard_normal(o) * 0.02).astype(np.float32)
+        return b.op("Add", [b.op("MatMul", [x, b.weight((i, o), i)]), b.const(bias)])
+
+    def layer_norm(x):
+        c = b.op("Sub", [x, b.op("ReduceMean", [x], axes=[-1])])
+        var = b.op("ReduceMean", [b.op("Pow", [c, b.const(np.float32(2.0))])], axes=[-1])
+        n = b.op("Div", [c, b.op("Sqrt", [b.op("Add", [var, b.const(np.float32(1e-5))])])])
+        gamma = (1 + 0.1 * b.rng.standard_normal(d)).astype(np.float32)
+        beta = (0.1 * b.rng.standard_normal(d)).astype(np.float32)
+        return b.op("Add", [b.op("Mul", [n, b.const(gamma)]), b.const(beta)])
+
+    def gelu(x):
+        e = b.op("Erf", [b.op("Div", [x, b.const(np.float32(np.sqrt(2.0)))])])
+        return b.op("Mul", [b.op("Mul", [x, b.op("Add", [e, b.const(np.float32(1.0))])]), b.const(np.float32(0.5))])
+
+    def split_heads(t):
+        r = b.op("Reshape", [t, b.const(np.array([1, seq, heads, hd], np.int64), "s")])
+        return b.op("Transpose", [r], perm=[0, 2, 1, 3])
+
+    q, k, v = (split_heads(linear("x", d, d)) for _ in range(3))
+    kt = b.op("Transpose", [k], perm=[0, 1, 3, 2])
+    att = b.op("Softmax", [b.op("Div", [b.op("MatMul", [q, kt]), b.const(np.float32(np.sqrt(hd)))])], axis=-1)
+    ctx = b.op("Transpose", [b.op("MatMul", [att, v])], perm=[0, 2, 1, 3])
+    ctx = b.op("Reshape", [ctx, b.const(np.array([1, seq, d], np.int64), "s")])
+    x1 = layer_norm(b.op("Add", ["x", linear(ctx, d, d)]))
+    h = linear(gelu(linear(x1, d, ff)), ff, d)
+    b.nodes.append(helper.make_node("Identity", [layer_norm(b.op("Add", [x1, h]))], ["y"]))
+    b.save("transformer_gelu", [f32("x", [1, seq, d])], [f32("y", [1, seq, d])])
+
+
 makers = {
     "mlp_64_128_128_10": lambda: mlp("mlp_64_128_128_10", [64, 128, 128, 10]),
     "mlp_256_1024_1024_256": lambda: mlp("mlp_256_1024_1024_256", [256, 1024, 1024, 256]),
     "one_node_relu": relu_1node,
     "mobilenetv2": mobilenetv2,
     "mobilenetv3": mobilenetv3,
+    "face_detector": face_detector,
     "resnet50": resnet50,
     "transformer_encoder": transformer,
+    "transformer_gelu": transformer_gelu,
 }
 for name, make in makers.items():
     if not os.path.exists(os.path.join(out_dir, name + ".onnx")):

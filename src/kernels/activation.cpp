@@ -26,6 +26,9 @@ void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n) 
         case ActKind::kSigmoid: return apply_scalar_k<ActKind::kSigmoid>(a, x, y, n);
         case ActKind::kTanh: return apply_scalar_k<ActKind::kTanh>(a, x, y, n);
         case ActKind::kExp: return apply_scalar_k<ActKind::kExp>(a, x, y, n);
+        case ActKind::kErf: return apply_scalar_k<ActKind::kErf>(a, x, y, n);
+        case ActKind::kGelu: return apply_scalar_k<ActKind::kGelu>(a, x, y, n);
+        case ActKind::kGeluTanh: return apply_scalar_k<ActKind::kGeluTanh>(a, x, y, n);
     }
 }
 

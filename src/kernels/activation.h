@@ -16,6 +16,9 @@
 //                                             fast float exp / sigmoid / tanh, ~1e-7..1e-6
 //                                             relative error, correct for +-inf, NaN, overflow
 //                                             and underflow (denormal results included for exp).
+//   erf_v512 / gelu_v512 (and _v256)          erf to ~4e-7 absolute (Abramowitz-Stegun 7.1.26
+//                                             for |x| >= 0.5, its Taylor series below), GELU
+//                                             from the same parts without cancellation for x < 0.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -40,6 +43,11 @@ enum class ActKind : int {
     kSigmoid,
     kTanh,
     kExp,  // not a fused activation; the elementwise Exp op uses the same machinery
+    // Not fused activations either: the elementwise Erf and Gelu ops (approximate = "none":
+    // 0.5 x (1 + erf(x / sqrt 2)); kGeluTanh: approximate = "tanh").
+    kErf,
+    kGelu,
+    kGeluTanh,
 };
 
 struct Activation {
@@ -86,6 +94,10 @@ inline T act_scalar_t(const Activation& a, T x) {
                 return x >= T(0) ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x));
             case ActKind::kTanh: return std::tanh(x);
             case ActKind::kExp: return std::exp(x);
+            case ActKind::kErf: return std::erf(x);
+            case ActKind::kGelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+            case ActKind::kGeluTanh:
+                return T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
         }
         return x;
     }
@@ -118,6 +130,15 @@ void act_apply_neon(const Activation& a, const float* x, float* y, int64_t n);
     constexpr float kT0 = -5.70498872745E-3f, kT1 = 2.06390887954E-2f;  \
     constexpr float kT2 = -5.37397155531E-2f, kT3 = 1.33314422036E-1f;  \
     constexpr float kT4 = -3.33332819422E-1f;
+
+// erf: for |x| >= 0.5, 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-x^2), t = 1 / (1 + p |x|)
+// (Abramowitz and Stegun 7.1.26, 1.5e-7 absolute); below, x (c0 + c1 x^2 + ... + c5 x^10) (the
+// Taylor series, 2 / sqrt(pi) (-1)^n / (n! (2n + 1))). ~4e-7 absolute in float.
+#define JIFFY_ERF_CONSTS                                                        \
+    constexpr float kEp = 0.3275911f, kEa1 = 0.254829592f, kEa2 = -0.284496736f; \
+    constexpr float kEa3 = 1.421413741f, kEa4 = -1.453152027f, kEa5 = 1.061405429f; \
+    constexpr float kEc0 = 1.1283791671f, kEc1 = -0.3761263890f, kEc2 = 0.1128379167f; \
+    constexpr float kEc3 = -0.0268661706f, kEc4 = 0.0052239776f, kEc5 = -0.0008548327f;
 
 // GCC 12 warns (falsely) that the intrinsics' internal _mm512_undefined_ps() values may be used
 // uninitialized once these are inlined.
@@ -175,6 +196,52 @@ inline __m512 tanh_v512(__m512 x) {
     __mmask16 is_small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
     return _mm512_mask_blend_ps(is_small, big, small);
 }
+// erf parts: q = poly(t) exp(-x^2) (erf(|x|) = 1 - q for |x| >= 0.5) and s = the Taylor form
+// (erf(x) for |x| < 0.5, odd in x).
+inline void erf_parts_v512(__m512 x, __m512* q, __m512* s, __mmask16* small) {
+    JIFFY_ERF_CONSTS
+    const __m512 ax = _mm512_abs_ps(x);
+    const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(kEp), _mm512_set1_ps(1.0f)));
+    __m512 p = _mm512_set1_ps(kEa5);
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa4));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa3));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa2));
+    p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa1));
+    *q = _mm512_mul_ps(_mm512_mul_ps(p, t), exp_v512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax))));
+    const __m512 x2 = _mm512_mul_ps(x, x);
+    __m512 c = _mm512_set1_ps(kEc5);
+    c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc4));
+    c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc3));
+    c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc2));
+    c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc1));
+    c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc0));
+    *s = _mm512_mul_ps(c, x);
+    *small = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.5f), _CMP_LT_OQ);
+}
+inline __m512 erf_v512(__m512 x) {
+    __m512 q, s;
+    __mmask16 small;
+    erf_parts_v512(x, &q, &s, &small);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    const __m512 big = _mm512_or_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), q), _mm512_and_ps(sign, x));
+    return _mm512_mask_blend_ps(small, big, s);
+}
+// 0.5 x (1 + erf(x / sqrt 2)); 1 + erf(z) = q for z <= -0.5 (no cancellation), 2 - q for z >= 0.5.
+inline __m512 gelu_v512(__m512 x) {
+    const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f));
+    __m512 q, s;
+    __mmask16 small;
+    erf_parts_v512(z, &q, &s, &small);
+    const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
+    __m512 one_plus = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
+    one_plus = _mm512_mask_blend_ps(small, one_plus, _mm512_add_ps(_mm512_set1_ps(1.0f), s));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), one_plus);
+}
+inline __m512 gelu_tanh_v512(__m512 x) {
+    const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(x, x), x);
+    const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh_v512(u)));
+}
 inline __m512 act_v512(const Activation& a, __m512 x) {
     switch (a.kind) {
         case ActKind::kNone: return x;
@@ -201,6 +268,9 @@ inline __m512 act_v512(const Activation& a, __m512 x) {
         case ActKind::kSigmoid: return sigmoid_v512(x);
         case ActKind::kTanh: return tanh_v512(x);
         case ActKind::kExp: return exp_v512(x);
+        case ActKind::kErf: return erf_v512(x);
+        case ActKind::kGelu: return gelu_v512(x);
+        case ActKind::kGeluTanh: return gelu_tanh_v512(x);
     }
     return x;
 }
@@ -252,6 +322,47 @@ inline __m256 tanh_v256(__m256 x) {
     __m256 is_small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.625f), _CMP_LT_OQ);
     return _mm256_blendv_ps(big, small, is_small);
 }
+inline void erf_parts_v256(__m256 x, __m256* q, __m256* s, __m256* small) {
+    JIFFY_ERF_CONSTS
+    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(ax, _mm256_set1_ps(kEp), _mm256_set1_ps(1.0f)));
+    __m256 p = _mm256_set1_ps(kEa5);
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kEa4));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kEa3));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kEa2));
+    p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(kEa1));
+    *q = _mm256_mul_ps(_mm256_mul_ps(p, t), exp_v256(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(ax, ax))));
+    const __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 c = _mm256_set1_ps(kEc5);
+    c = _mm256_fmadd_ps(c, x2, _mm256_set1_ps(kEc4));
+    c = _mm256_fmadd_ps(c, x2, _mm256_set1_ps(kEc3));
+    c = _mm256_fmadd_ps(c, x2, _mm256_set1_ps(kEc2));
+    c = _mm256_fmadd_ps(c, x2, _mm256_set1_ps(kEc1));
+    c = _mm256_fmadd_ps(c, x2, _mm256_set1_ps(kEc0));
+    *s = _mm256_mul_ps(c, x);
+    *small = _mm256_cmp_ps(ax, _mm256_set1_ps(0.5f), _CMP_LT_OQ);
+}
+inline __m256 erf_v256(__m256 x) {
+    __m256 q, s, small;
+    erf_parts_v256(x, &q, &s, &small);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 big = _mm256_or_ps(_mm256_sub_ps(_mm256_set1_ps(1.0f), q), _mm256_and_ps(sign, x));
+    return _mm256_blendv_ps(big, s, small);
+}
+inline __m256 gelu_v256(__m256 x) {
+    const __m256 z = _mm256_mul_ps(x, _mm256_set1_ps(0.7071067811865476f));
+    __m256 q, s, small;
+    erf_parts_v256(z, &q, &s, &small);
+    const __m256 neg = _mm256_cmp_ps(z, _mm256_setzero_ps(), _CMP_LT_OQ);
+    __m256 one_plus = _mm256_blendv_ps(_mm256_sub_ps(_mm256_set1_ps(2.0f), q), q, neg);
+    one_plus = _mm256_blendv_ps(one_plus, _mm256_add_ps(_mm256_set1_ps(1.0f), s), small);
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), one_plus);
+}
+inline __m256 gelu_tanh_v256(__m256 x) {
+    const __m256 x3 = _mm256_mul_ps(_mm256_mul_ps(x, x), x);
+    const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh_v256(u)));
+}
 inline __m256 act_v256(const Activation& a, __m256 x) {
     switch (a.kind) {
         case ActKind::kNone: return x;
@@ -277,6 +388,9 @@ inline __m256 act_v256(const Activation& a, __m256 x) {
         case ActKind::kSigmoid: return sigmoid_v256(x);
         case ActKind::kTanh: return tanh_v256(x);
         case ActKind::kExp: return exp_v256(x);
+        case ActKind::kErf: return erf_v256(x);
+        case ActKind::kGelu: return gelu_v256(x);
+        case ActKind::kGeluTanh: return gelu_tanh_v256(x);
     }
     return x;
 }
@@ -288,5 +402,6 @@ inline __m256 act_v256(const Activation& a, __m256 x) {
 
 #undef JIFFY_EXP_CONSTS
 #undef JIFFY_TANH_CONSTS
+#undef JIFFY_ERF_CONSTS
 
 }  // namespace jiffy::kernels

@@ -83,7 +83,7 @@ FLOAT_UNARY(Sqrt, std::sqrt(x))
 FLOAT_UNARY(Reciprocal, T(1) / x)
 FLOAT_UNARY(SigmoidRef, x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
 FLOAT_UNARY(TanhRef, std::tanh(x))
-FLOAT_UNARY(Erf, std::erf(x))
+FLOAT_UNARY(ErfRef, std::erf(x))
 FLOAT_UNARY(Floor, std::floor(x))
 FLOAT_UNARY(Ceil, std::ceil(x))
 FLOAT_UNARY(Round, std::nearbyint(x))
@@ -112,6 +112,9 @@ Status prep_Sigmoid(OpContext& ctx) {
 }
 Status prep_Tanh(OpContext& ctx) {
     return try_act_kernel(ctx, kernels::ActKind::kTanh) ? Status{} : prep_TanhRef(ctx);
+}
+Status prep_Erf(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kErf) ? Status{} : prep_ErfRef(ctx);
 }
 Status prep_HardSwish(OpContext& ctx) {
     return try_act_kernel(ctx, kernels::ActKind::kHardSwish) ? Status{} : prep_HardSwishRef(ctx);
@@ -211,6 +214,7 @@ Status prep_HardSigmoid(OpContext& ctx) {
 }
 Status prep_Gelu(OpContext& ctx) {
     bool tanh_approx = ctx.attr_str("approximate", "none") == "tanh";
+    if (try_act_kernel(ctx, tanh_approx ? kernels::ActKind::kGeluTanh : kernels::ActKind::kGelu)) return {};
     return float_unary(ctx, [tanh_approx](auto z) {
         using T = decltype(z);
         return [tanh_approx](T x) -> T {

@@ -102,6 +102,39 @@ TEST(KernelsIsa, ActivationsMatchScalarOnEdgeValues) {
     }
 }
 
+TEST(KernelsIsa, ErfAndGeluMatchScalarEveryIsa) {
+    // The vector erf (Abramowitz-Stegun 7.1.26 for |x| >= 0.5, Taylor below) and GELU (both
+    // forms) against std::erf / std::tanh in double: <= 1e-6 absolute (times |x| for GELU), on a
+    // dense range across the 0.5 switch, the tails, edge values, tails of every length.
+    std::vector<float> x = edge_values(400, 0.05f);
+    for (int i = -4000; i <= 4000; ++i) x.push_back(float(i) * 0.0025f);
+    for (float v : {-30.0f, -9.0f, -5.6f, -4.0f, 4.0f, 5.6f, 9.0f, 30.0f, 1e-30f, -1e-30f, 0.4999f, 0.5f, 0.5001f})
+        x.push_back(v);
+    for (Isa isa : isas())
+        for (ActKind k : {ActKind::kErf, ActKind::kGelu, ActKind::kGeluTanh}) {
+            const Activation a{k, 0, 0};
+            for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(5), int64_t(13)}) {
+                std::vector<float> y(x.size() + 1, 12345.0f);
+                act_apply_for(isa)(a, x.data(), y.data(), n);
+                for (int64_t i = 0; i < n; ++i) {
+                    const double xi = x[size_t(i)], want = act_scalar_t<double>(a, xi), got = y[size_t(i)];
+                    if (std::isnan(want)) {
+                        EXPECT_TRUE(std::isnan(got)) << isa_name(isa) << " act " << int(k) << " x=" << xi;
+                        continue;
+                    }
+                    if (std::isinf(want)) {
+                        EXPECT_EQ(got, want) << isa_name(isa) << " act " << int(k) << " x=" << xi;
+                        continue;
+                    }
+                    const double tol = 1e-6 * (k == ActKind::kErf ? 1.0 : std::max(1.0, std::fabs(xi)));
+                    ASSERT_LE(std::fabs(got - want), tol) << isa_name(isa) << " act " << int(k) << " x=" << xi
+                                                          << " got " << got << " want " << want;
+                }
+                EXPECT_EQ(y[size_t(n)], 12345.0f) << isa_name(isa) << " wrote past n";
+            }
+        }
+}
+
 TEST(KernelsIsa, ExpDenormalAndOverflowEdges) {
     // exp down to the denormal range and past the overflow threshold, every ISA.
     const float xs[] = {-87.3f, -88.5f, -95.0f, -100.0f, -103.5f, -103.9f, 88.7f, 88.73f, 90.0f};

@@ -73,6 +73,52 @@ inline float32x4_t tanh_v128(float32x4_t x) {
     return vbslq_f32(vcltq_f32(ax, vdupq_n_f32(0.625f)), small, big);
 }
 
+// erf and GELU: the algorithm of erf_v512 / gelu_v512 (kernels/activation.h).
+inline void erf_parts_v128(float32x4_t x, float32x4_t* q, float32x4_t* s, uint32x4_t* small) {
+    constexpr float kEp = 0.3275911f, kEa1 = 0.254829592f, kEa2 = -0.284496736f;
+    constexpr float kEa3 = 1.421413741f, kEa4 = -1.453152027f, kEa5 = 1.061405429f;
+    constexpr float kEc0 = 1.1283791671f, kEc1 = -0.3761263890f, kEc2 = 0.1128379167f;
+    constexpr float kEc3 = -0.0268661706f, kEc4 = 0.0052239776f, kEc5 = -0.0008548327f;
+    const float32x4_t ax = vabsq_f32(x);
+    const float32x4_t t = vdivq_f32(vdupq_n_f32(1.0f), vfmaq_f32(vdupq_n_f32(1.0f), ax, vdupq_n_f32(kEp)));
+    float32x4_t p = vdupq_n_f32(kEa5);
+    p = vfmaq_f32(vdupq_n_f32(kEa4), p, t);
+    p = vfmaq_f32(vdupq_n_f32(kEa3), p, t);
+    p = vfmaq_f32(vdupq_n_f32(kEa2), p, t);
+    p = vfmaq_f32(vdupq_n_f32(kEa1), p, t);
+    *q = vmulq_f32(vmulq_f32(p, t), exp_v128(vnegq_f32(vmulq_f32(ax, ax))));
+    const float32x4_t x2 = vmulq_f32(x, x);
+    float32x4_t c = vdupq_n_f32(kEc5);
+    c = vfmaq_f32(vdupq_n_f32(kEc4), c, x2);
+    c = vfmaq_f32(vdupq_n_f32(kEc3), c, x2);
+    c = vfmaq_f32(vdupq_n_f32(kEc2), c, x2);
+    c = vfmaq_f32(vdupq_n_f32(kEc1), c, x2);
+    c = vfmaq_f32(vdupq_n_f32(kEc0), c, x2);
+    *s = vmulq_f32(c, x);
+    *small = vcltq_f32(ax, vdupq_n_f32(0.5f));
+}
+inline float32x4_t erf_v128(float32x4_t x) {
+    float32x4_t q, s;
+    uint32x4_t small;
+    erf_parts_v128(x, &q, &s, &small);
+    const float32x4_t big = vbslq_f32(vdupq_n_u32(0x80000000u), x, vsubq_f32(vdupq_n_f32(1.0f), q));
+    return vbslq_f32(small, s, big);
+}
+inline float32x4_t gelu_v128(float32x4_t x) {
+    const float32x4_t z = vmulq_f32(x, vdupq_n_f32(0.7071067811865476f));
+    float32x4_t q, s;
+    uint32x4_t small;
+    erf_parts_v128(z, &q, &s, &small);
+    float32x4_t one_plus = vbslq_f32(vcltq_f32(z, vdupq_n_f32(0.0f)), q, vsubq_f32(vdupq_n_f32(2.0f), q));
+    one_plus = vbslq_f32(small, vaddq_f32(vdupq_n_f32(1.0f), s), one_plus);
+    return vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), x), one_plus);
+}
+inline float32x4_t gelu_tanh_v128(float32x4_t x) {
+    const float32x4_t x3 = vmulq_f32(vmulq_f32(x, x), x);
+    const float32x4_t u = vmulq_f32(vdupq_n_f32(0.7978845608028654f), vfmaq_f32(x, x3, vdupq_n_f32(0.044715f)));
+    return vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), x), vaddq_f32(vdupq_n_f32(1.0f), tanh_v128(u)));
+}
+
 // The kind is usually a compile-time constant in callers (a template over ActKind), so the
 // switch folds away.
 inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
@@ -100,6 +146,9 @@ inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
         case ActKind::kSigmoid: return sigmoid_v128(x);
         case ActKind::kTanh: return tanh_v128(x);
         case ActKind::kExp: return exp_v128(x);
+        case ActKind::kErf: return erf_v128(x);
+        case ActKind::kGelu: return gelu_v128(x);
+        case ActKind::kGeluTanh: return gelu_tanh_v128(x);
     }
     return x;
 }
