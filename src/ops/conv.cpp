@@ -1488,6 +1488,23 @@ private:
     double p_;
 };
 
+// float32 GlobalAveragePool: the per-ISA kernel (kernels/pool.h), several planes at once.
+class GlobalAvgF32Kernel : public Kernel {
+public:
+    GlobalAvgF32Kernel(int64_t planes, int64_t size)
+        : planes_(planes), size_(size), isa_(kernels::active_isa()), fn_(kernels::global_avg_for(isa_)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), planes_, size_);
+        return {};
+    }
+    std::string describe() const override { return std::string("global_avg ") + kernels::isa_name(isa_); }
+
+private:
+    int64_t planes_, size_;
+    kernels::Isa isa_;
+    kernels::GlobalAvgFn fn_;
+};
+
 template <PoolKind K>
 Status prep_global_pool(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
@@ -1503,6 +1520,10 @@ Status prep_global_pool(OpContext& ctx) {
     Shape out = {x[0], x[1]};
     out.resize(x.size(), 1);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    if (K == PoolKind::kAvg && ctx.in_dtype(0) == DType::kF32 && size > 0) {
+        ctx.set_kernel(std::make_unique<GlobalAvgF32Kernel>(planes, size));
+        return {};
+    }
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<GlobalPoolKernel<T, K>>(planes, size, p));
