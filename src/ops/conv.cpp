@@ -927,7 +927,8 @@ Status check_conv_inputs(const OpContext& ctx, Shape* kernel) {
 // taps in the padding drop out). It runs as the Gemm's weight-streaming GEMV (gemm.h, M = 1;
 // packed-B GEMM for a batch) with the bias and activation applied on the registers. Before, the
 // transposed GEMM of small_conv.h ran these with M = 1 on the 8x32 microkernel: 2 accumulators
-// per k, latency bound (MobileNetV3's 960 -> 240: 61 -> see docs/benchmarks.md "MobileNetV3").
+// per k (MobileNetV3's 960 -> 240: 61 -> 54 us with the GEMV, -> ~30 with its weights on huge
+// pages, weight_alloc.h; docs/benchmarks.md "MobileNetV3").
 // nullptr when the conv does not qualify (several pixels, a residual, a clamp, or H*W > kh*kw).
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
                                             const kernels::ConvEpi& epi, bool has_res) {
