@@ -13,6 +13,7 @@
 #include "kernels/conv_cv.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
+#include "kernels/pool.h"
 #include "kernels/small_conv.h"
 #include "runtime/threadpool.h"
 
@@ -124,6 +125,25 @@ void BM_sgemv_cold(benchmark::State& st) {
         benchmark::DoNotOptimize(c.C.data());
     }
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
+}
+
+// GlobalAveragePool over planes x size floats (MobileNetV3's 672 x 14x14, 960 x 7x7, 120 x 28x28;
+// inputs in L2 as in the model, where the conv before it just wrote them); bytes/s counts the
+// input read once.
+void BM_global_avg(benchmark::State& st, Isa isa) {
+    const int64_t planes = st.range(0), size = st.range(1);
+    if (int(isa) > int(cpu_isa())) {
+        st.SkipWithError("ISA not available");
+        return;
+    }
+    std::vector<float> x(static_cast<size_t>(planes * size)), y(static_cast<size_t>(planes));
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 13) * 0.25f - 1.0f;
+    const GlobalAvgFn fn = global_avg_for(isa);
+    for (auto _ : st) {
+        fn(x.data(), y.data(), planes, size);
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.SetBytesProcessed(int64_t(st.iterations()) * planes * size * 4);
 }
 
 void BM_sgemm_reference(benchmark::State& st) {
@@ -487,11 +507,14 @@ BENCHMARK_CAPTURE(BM_sgemm, avx512, Isa::kAvx512)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, avx2, Isa::kAvx2)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemm, scalar, Isa::kScalar)->Apply(sizes);
 BENCHMARK_CAPTURE(BM_sgemv, avx512, Isa::kAvx512)
-    ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131})->Args({1000, 1280})->Args({1000, 2048});
+    ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131})->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240});
 BENCHMARK_CAPTURE(BM_sgemv, avx2, Isa::kAvx2)->Args({128, 128})->Args({1024, 1024});
 BENCHMARK_CAPTURE(BM_sgemv, scalar, Isa::kScalar)->Args({128, 128});
 BENCHMARK(BM_sgemv_split2)->ArgNames({"N", "K", "split"})->ArgsProduct({{128}, {1536, 2112, 3264}, {0, 1}})->UseRealTime();
-BENCHMARK(BM_sgemv_cold)->Args({1000, 1280})->Args({1000, 2048})->Iterations(30);
+BENCHMARK(BM_sgemv_cold)->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240})->Iterations(30);
+BENCHMARK_CAPTURE(BM_global_avg, avx512, Isa::kAvx512)->Args({672, 196})->Args({960, 49})->Args({120, 784});
+BENCHMARK_CAPTURE(BM_global_avg, avx2, Isa::kAvx2)->Args({672, 196})->Args({960, 49})->Args({120, 784});
+BENCHMARK_CAPTURE(BM_global_avg, scalar, Isa::kScalar)->Args({672, 196})->Args({960, 49})->Args({120, 784});
 BENCHMARK(BM_sgemm_reference)->Args({1, 128, 64})->Args({64, 64, 64})->Args({256, 256, 256});
 
 #if defined(__x86_64__)

@@ -53,7 +53,10 @@ void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const 
         case 4: gemv_block<4, kGemvTailU[3]>(K, a, b, ldb, bb, y + n0, nv, act); break;
         case 5: gemv_block<5, kGemvTailU[4]>(K, a, b, ldb, bb, y + n0, nv, act); break;
         case 6: gemv_block<6, kGemvTailU[5]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        default: gemv_block<7, kGemvTailU[6]>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        case 7: gemv_block<7, kGemvTailU[6]>(K, a, b, ldb, bb, y + n0, nv, act); break;
+        // 7 vectors plus a partial one (N % (8 vectors) > 7 vectors, e.g. 120 columns on
+        // AVX-512): the main block's shape, masked.
+        default: gemv_block<8, kGemvMainU>(K, a, b, ldb, bb, y + n0, nv, act); break;
     }
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #if defined(__linux__)
@@ -58,7 +59,28 @@ std::shared_ptr<unsigned char> alloc_zeroed(size_t bytes, size_t huge_from) {
 }
 
 std::shared_ptr<float> alloc_weights(size_t floats) {
-    std::shared_ptr<unsigned char> b = alloc_zeroed(floats * sizeof(float), kHugeBytes);
+    const size_t bytes = round_up(std::max<size_t>(floats * sizeof(float), 1), 64);
+#if defined(__linux__)
+    if (bytes >= kWeightSlabFrom && bytes < kHugeBytes) {
+        // Carved from the current huge-page slab (a new one when it is full or no buffer of the
+        // last one lives on): each buffer shares ownership of its slab, so the slab is unmapped
+        // with the last of its buffers. Compile-time only, so a mutex is fine here.
+        static std::mutex mu;
+        static std::weak_ptr<unsigned char> slab;
+        static size_t used = 0;
+        std::lock_guard<std::mutex> lock(mu);
+        std::shared_ptr<unsigned char> s = slab.lock();
+        if (!s || used + bytes > kHugeBytes) {
+            s = alloc_zeroed(kHugeBytes, kHugeBytes);
+            slab = s;
+            used = 0;
+        }
+        float* p = reinterpret_cast<float*>(s.get() + used);
+        used += bytes;
+        return std::shared_ptr<float>(std::move(s), p);
+    }
+#endif
+    std::shared_ptr<unsigned char> b = alloc_zeroed(bytes, kHugeBytes);
     return std::shared_ptr<float>(b, reinterpret_cast<float*>(b.get()));
 }
 

@@ -19,7 +19,12 @@ constexpr size_t kHugeBytes = size_t(2) << 20;
 // aligned_buffer, from 1 MiB: a conv writing ~100 output rows of 4 KiB pages misses the TLB).
 std::shared_ptr<unsigned char> alloc_zeroed(size_t bytes, size_t huge_from);
 
-// `floats` zero-filled floats for packed weights: alloc_zeroed from kHugeBytes.
+// `floats` zero-filled floats for packed weights, 64-byte aligned: alloc_zeroed from kHugeBytes;
+// from kWeightSlabFrom up to kHugeBytes carved one after another out of shared 2 MiB huge-page
+// slabs (Linux), so mid-sized matrices streamed cold get huge pages too without each rounding up
+// to 2 MiB. Measured (docs/benchmarks.md "MobileNetV3"): its squeeze-and-excitation 1x1 convs
+// (0.9 MB GEMV weights, cold from DRAM in the model) ~55 us on 4 KiB pages, ~30 on huge pages.
+constexpr size_t kWeightSlabFrom = size_t(64) << 10;
 std::shared_ptr<float> alloc_weights(size_t floats);
 
 }  // namespace jiffy::kernels

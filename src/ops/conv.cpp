@@ -29,6 +29,7 @@
 #include "kernels/pool.h"
 #include "kernels/winograd.h"
 #include "ops/conv_small.h"
+#include "ops/linalg.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
 
@@ -919,6 +920,57 @@ Status check_conv_inputs(const OpContext& ctx, Shape* kernel) {
     return {};
 }
 
+// A single-group conv with one output pixel whose taps cover the whole input plane (H * W <=
+// kh * kw: e.g. a 1x1 conv on a 1x1 plane, squeeze-and-excitation's squeeze and excite, or a
+// kernel as large as its input) is a matrix-vector product per image: y[M] = W'[M, C*H*W] . x,
+// W' holding for every input pixel the weight of the one tap that reads it (0 where none does:
+// taps in the padding drop out). It runs as the Gemm's weight-streaming GEMV (gemm.h, M = 1;
+// packed-B GEMM for a batch) with the bias and activation applied on the registers. Before, the
+// transposed GEMM of small_conv.h ran these with M = 1 on the 8x32 microkernel: 2 accumulators
+// per k (MobileNetV3's 960 -> 240: 61 -> 54 us with the GEMV, -> ~30 with its weights on huge
+// pages, weight_alloc.h; docs/benchmarks.md "MobileNetV3").
+// nullptr when the conv does not qualify (several pixels, a residual, a clamp, or H*W > kh*kw).
+std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
+                                            const kernels::ConvEpi& epi, bool has_res) {
+    if (g.OH * g.OW != 1 || has_res || epi.clamp || g.H * g.W > g.kh * g.kw || g.C * g.H * g.W == 0) return nullptr;
+    kernels::Activation act;
+    switch (epi.act) {
+        case kernels::ConvAct::kNone: act.kind = kernels::ActKind::kNone; break;
+        case kernels::ConvAct::kRelu: act.kind = kernels::ActKind::kRelu; break;
+        case kernels::ConvAct::kLeakyRelu: act.kind = kernels::ActKind::kLeakyRelu; break;
+        case kernels::ConvAct::kClip: act.kind = kernels::ActKind::kClip; break;
+        case kernels::ConvAct::kHardSigmoid: act.kind = kernels::ActKind::kHardSigmoid; break;
+        case kernels::ConvAct::kHardSwish: act.kind = kernels::ActKind::kHardSwish; break;
+        case kernels::ConvAct::kSigmoid: act.kind = kernels::ActKind::kSigmoid; break;
+        case kernels::ConvAct::kTanh: act.kind = kernels::ActKind::kTanh; break;
+    }
+    act.alpha = epi.alpha;
+    act.beta = epi.beta;
+    const float* w = ctx.in_const(1)->as<float>();
+    const int64_t taps = g.kh * g.kw, plane = g.H * g.W, K = g.C * plane;
+    std::vector<float> wflat;
+    if (!(g.kh == g.H && g.kw == g.W && g.ph == 0 && g.pw == 0)) {  // else W is already M x K
+        wflat.assign(size_t(g.M * K), 0.0f);
+        for (int64_t i = 0; i < g.kh; ++i) {
+            const int64_t ih = i * g.dh - g.ph;
+            if (ih < 0 || ih >= g.H) continue;
+            for (int64_t j = 0; j < g.kw; ++j) {
+                const int64_t iw = j * g.dw - g.pw;
+                if (iw < 0 || iw >= g.W) continue;
+                for (int64_t m = 0; m < g.M; ++m)
+                    for (int64_t c = 0; c < g.C; ++c)
+                        wflat[size_t(m * K + c * plane + ih * g.W + iw)] = w[(m * g.C + c) * taps + i * g.kw + j];
+            }
+        }
+        w = wflat.data();
+    }
+    const int64_t flops = 2 * d.N * g.M * K;
+    const int chunks = d.N == 1 ? parallel_chunks_gemv(ctx.options(), flops, 4 * g.M * K)
+                                : parallel_chunks(ctx.options(), flops);
+    return make_gemm_f32_nk_kernel(d.N, K, g.M, w, d.has_bias, act, ctx.options().pool.get(), chunks,
+                                   std::string("conv_1px ") + kernels::isa_name(kernels::active_isa()) + " ");
+}
+
 Status prep_Conv(OpContext& ctx) {
     Shape kernel;
     JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
@@ -985,6 +1037,10 @@ Status prep_Conv(OpContext& ctx) {
         if (d.G == 1 && ctx.in_const(1)) {
             geo.C = d.C;
             geo.M = d.M;
+            if (auto k = make_one_pixel_conv(ctx, geo, d, epi, has_res)) {
+                ctx.set_kernel(std::move(k));
+                return {};
+            }
             // 1x3 / 3x1 convs where 1-D Winograd wins go to ConvFastKernel (winograd.h).
             const bool wino1d = kernels::Winograd::suits(geo) && kernels::Winograd::kind_of(geo) != 0 &&
                                 kernels::winograd_choice(kernels::active_isa(), geo).m != 0;
@@ -1433,6 +1489,23 @@ private:
     double p_;
 };
 
+// float32 GlobalAveragePool: the per-ISA kernel (kernels/pool.h), several planes at once.
+class GlobalAvgF32Kernel : public Kernel {
+public:
+    GlobalAvgF32Kernel(int64_t planes, int64_t size)
+        : planes_(planes), size_(size), isa_(kernels::active_isa()), fn_(kernels::global_avg_for(isa_)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), planes_, size_);
+        return {};
+    }
+    std::string describe() const override { return std::string("global_avg ") + kernels::isa_name(isa_); }
+
+private:
+    int64_t planes_, size_;
+    kernels::Isa isa_;
+    kernels::GlobalAvgFn fn_;
+};
+
 template <PoolKind K>
 Status prep_global_pool(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
@@ -1448,6 +1521,10 @@ Status prep_global_pool(OpContext& ctx) {
     Shape out = {x[0], x[1]};
     out.resize(x.size(), 1);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+    if (K == PoolKind::kAvg && ctx.in_dtype(0) == DType::kF32 && size > 0) {
+        ctx.set_kernel(std::make_unique<GlobalAvgF32Kernel>(planes, size));
+        return {};
+    }
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<GlobalPoolKernel<T, K>>(planes, size, p));

@@ -10,6 +10,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemv_narrow.h"
 #include "kernels/norm.h"
+#include "ops/linalg.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
 
@@ -661,8 +662,10 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
+        k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
+    void set_label(std::string label) { label_ = std::move(label); }
 
     Status run(const void* const* in, void* const* out) const override {
         const float* a = static_cast<const float*>(in[0]);
@@ -730,6 +733,7 @@ private:
     bool post_act_ = false;
     kernels::ActApplyFn act_fn_ = nullptr;
     mutable std::vector<float> a_scratch_;  // transA: A transposed at run (not reentrant)
+    std::string label_;                     // prefix of describe() (e.g. "conv_" for a Conv)
 };
 
 Status prep_Gemm(OpContext& ctx) {
@@ -1796,6 +1800,17 @@ Status prep_Dropout(OpContext& ctx) {
 }
 
 }  // namespace
+
+std::unique_ptr<Kernel> make_gemm_f32_nk_kernel(int64_t M, int64_t K, int64_t N, const float* w_nk, bool has_bias,
+                                                const kernels::Activation& act, ThreadPool* pool, int chunks,
+                                                const std::string& label) {
+    auto k = std::make_unique<GemmF32Kernel>(M, K, N, false, true, 1.0f, 1.0f, w_nk,
+                                             has_bias ? GemmF32Kernel::kInputBias : GemmF32Kernel::kNoC,
+                                             std::vector<float>{}, 0, 1, act);
+    k->set_parallel(pool, chunks);
+    k->set_label(label);
+    return k;
+}
 
 void register_linalg_ops(OpRegistry& r) {
     r.add("Gemm", prep_Gemm);

@@ -205,7 +205,8 @@ TEST(KernelsIsa, GemvMatchesReference) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1, 1);
     const int64_t Ks[] = {1, 3, 17, 130};
-    const int64_t Ns[] = {1, 3, 7, 16, 17, 33, 45, 100, 129};
+    // 60, 120, 127: a tail of 7 vectors and a partial 8th (AVX2 / AVX-512), which once ran as 7.
+    const int64_t Ns[] = {1, 3, 7, 16, 17, 33, 45, 60, 100, 120, 127, 129};
     for (Isa isa : isas()) {
         SgemvFn fn = sgemv_for(isa);
         for (int64_t K : Ks)
@@ -341,6 +342,28 @@ TEST(KernelsIsa, WeightAllocAlignsLargeBuffersForHugePages) {
         }
 #endif
     }
+}
+
+// Mid-sized weights (kWeightSlabFrom up to kHugeBytes) come out of shared 2 MiB huge-page slabs:
+// zeroed, 64-byte aligned, not overlapping, each buffer alive (and writable) after every other
+// one from its slab is gone.
+TEST(KernelsIsa, WeightAllocCarvesMidSizedBuffersFromHugePageSlabs) {
+    const size_t sizes[] = {kWeightSlabFrom / 4, 230400, 100001, 400000, kWeightSlabFrom / 4 + 3, 16385};
+    std::vector<std::shared_ptr<float>> bufs;
+    for (size_t floats : sizes) {
+        std::shared_ptr<float> w = alloc_weights(floats);
+        ASSERT_NE(w.get(), nullptr);
+        EXPECT_EQ(reinterpret_cast<uintptr_t>(w.get()) % 64, 0u) << floats;
+        for (size_t i = 0; i < floats; ++i) ASSERT_EQ(w.get()[i], 0.0f) << floats << " at " << i;
+        for (size_t i = 0; i < floats; ++i) w.get()[i] = float(bufs.size() + 1);
+        bufs.push_back(std::move(w));
+    }
+    for (size_t b = 0; b < bufs.size(); ++b)  // no buffer overwrote another
+        for (size_t i = 0; i < sizes[b]; ++i) ASSERT_EQ(bufs[b].get()[i], float(b + 1)) << b << " at " << i;
+    std::shared_ptr<float> last = bufs.back();
+    bufs.clear();  // the slab lives on through `last`
+    for (size_t i = 0; i < sizes[5]; ++i) ASSERT_EQ(last.get()[i], 6.0f);
+    last.get()[0] = 1.0f;
 }
 
 // A GEMV whose packed weights take the huge-page path (> 2 MiB), odd K and N, transB both ways,

@@ -125,7 +125,7 @@ TEST(LinalgFast, GemvMatchesReferenceEveryIsa) {
     std::mt19937 rng(7);
     std::uniform_real_distribution<float> u(-1, 1);
     const int64_t Ks[] = {1, 3, 17, 64, 130, 1536};
-    const int64_t Ns[] = {1, 7, 10, 16, 17, 33, 64, 100, 128, 129, 200, 300};
+    const int64_t Ns[] = {1, 7, 10, 16, 17, 33, 60, 64, 100, 120, 127, 128, 129, 200, 250, 300};
     for (Isa isa : isas()) {
         SgemvFn fn = sgemv_for(isa);
         for (int64_t K : Ks)

@@ -208,4 +208,42 @@ TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {
     EXPECT_FALSE(pool2d_setup(true, false, in, out, k, s, d, pb, pe, &p));
 }
 
+// GlobalAveragePool (global_avg_for) on every ISA against double sums: plane counts around the
+// vector kernels' groups of 8 / 16 (partial last group), plane sizes below, at and past one and
+// two vectors and MobileNetV3's 7x7 / 14x14 / 28x28; writes nothing past the last plane; an inf
+// or NaN in a plane gives inf / NaN for that plane only.
+TEST(GlobalAvgPool, MatchesDoubleSumsEveryIsa) {
+    uint32_t seed = 5;
+    auto next = [&] {
+        seed = seed * 1664525u + 1013904223u;
+        return float(seed >> 8) / float(1 << 24) * 4.0f - 2.0f;
+    };
+    for (Isa isa : pool_isas()) {
+        const GlobalAvgFn fn = global_avg_for(isa);
+        for (int64_t planes : {1, 3, 7, 8, 9, 15, 16, 17, 33, 120})
+            for (int64_t size : {1, 2, 7, 8, 15, 16, 17, 31, 32, 33, 49, 196, 784}) {
+                std::vector<float> x(size_t(planes * size));
+                for (float& v : x) v = next();
+                std::vector<float> y(size_t(planes) + 1, 7.0f);
+                fn(x.data(), y.data(), planes, size);
+                for (int64_t q = 0; q < planes; ++q) {
+                    double s = 0;
+                    for (int64_t i = 0; i < size; ++i) s += x[size_t(q * size + i)];
+                    ASSERT_NEAR(y[size_t(q)], s / double(size), 1e-6 * (1 + std::sqrt(double(size)) / 4))
+                        << isa_name(isa) << " planes " << planes << " size " << size << " plane " << q;
+                }
+                ASSERT_EQ(y[size_t(planes)], 7.0f) << isa_name(isa) << " wrote past the last plane";
+            }
+        std::vector<float> x(size_t(20 * 33), 1.0f), y(20);
+        x[size_t(3 * 33 + 32)] = std::numeric_limits<float>::infinity();
+        x[size_t(17 * 33 + 5)] = std::numeric_limits<float>::quiet_NaN();
+        fn(x.data(), y.data(), 20, 33);
+        for (int64_t q = 0; q < 20; ++q) {
+            if (q == 3) EXPECT_TRUE(std::isinf(y[3])) << isa_name(isa);
+            else if (q == 17) EXPECT_TRUE(std::isnan(y[17])) << isa_name(isa);
+            else EXPECT_FLOAT_EQ(y[size_t(q)], 1.0f) << isa_name(isa) << " plane " << q;
+        }
+    }
+}
+
 }  // namespace
