@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Writes the generated benchmark models (random weights, fixed seed) into .cache/models/:
-MLPs, MobileNetV2, MobileNetV3-Large, ResNet-50, a light face detector, two transformer encoder
+MLPs, MobileNetV2, MobileNetV3-Large, ResNet-50, light face and line detectors, two transformer encoder
 layers (ReLU; BERT-style GELU) and a 1-node model (per-run overhead).
 Rows for them are in scripts/generated_models.tsv. Idempotent: skips files that exist."""
 import os
@@ -231,6 +231,51 @@ def transformer(seq=32, d=128, heads=4, ff=512):
     b.save("transformer_encoder", [f32("x", [1, seq, d])], [f32("y", [1, seq, d])])
 
 
+def line_detector():
+    """A line-segment detector shaped like M-LSD-tiny (Gu et al. 2021) at 320x320: a MobileNetV2
+    backbone to 1/16, a decoder that upsamples (Resize, bilinear) and concatenates skips, 3x3 and
+    dilated 3x3 convs, and a 16-channel map at 1/2 resolution (Sigmoid on the first 8 channels)."""
+    b = B(8)
+    x = b.conv("x", 4, 32, 3, 2, act="Relu6")
+    cin, skips = 32, {}
+    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1)]
+    for t, c, n, s in cfg:
+        for i in range(n):
+            stride = s if i == 0 else 1
+            hid = cin * t
+            y = x if t == 1 else b.conv(x, cin, hid, 1, act="Relu6")
+            y = b.conv(y, hid, hid, 3, stride, g=hid, act="Relu6")
+            y = b.conv(y, hid, c, 1, act=None)
+            x = b.op("Add", [x, y]) if stride == 1 and cin == c else y
+            cin = c
+        skips[c] = x
+
+    def up(t):
+        return b.op("Resize", [t, "", b.const(np.array([1, 1, 2, 2], np.float32), "sc")], mode="linear",
+                    coordinate_transformation_mode="half_pixel")
+
+    def block_a(hi, chi, lo, clo, c):  # 1x1 on both, upsample the low-resolution one, concat
+        return b.op("Concat", [b.conv(hi, chi, c, 1), up(b.conv(lo, clo, c, 1))], axis=1)
+
+    def block_b(t, c_in, c):
+        y = b.conv(b.conv(t, c_in, c, 3), c, c, 3)
+        return y
+
+    x = block_b(block_a(skips[32], 32, x, 96, 64), 128, 64)  # 1/8
+    x = block_b(block_a(skips[24], 24, x, 64, 64), 128, 64)  # 1/4
+    x = block_b(block_a(skips[16], 16, x, 64, 32), 64, 32)   # 1/2
+    w = b.weight((32, 32, 3, 3), 32 * 9)
+    x = b.op("Relu", [b.op("Conv", [x, w, b.const(np.zeros(32, np.float32), "b")], kernel_shape=[3, 3],
+                           pads=[5, 5, 5, 5], dilations=[5, 5])])
+    x = b.conv(b.conv(x, 32, 32, 3), 32, 16, 1, act=None)
+    heat = b.op("Slice", [x, b.const(np.array([0], np.int64), "s"), b.const(np.array([8], np.int64), "s"),
+                          b.const(np.array([1], np.int64), "s")])
+    rest = b.op("Slice", [x, b.const(np.array([8], np.int64), "s"), b.const(np.array([16], np.int64), "s"),
+                          b.const(np.array([1], np.int64), "s")])
+    b.nodes.append(helper.make_node("Concat", [b.op("Sigmoid", [heat]), rest], ["y"], axis=1))
+    b.save("line_detector", [f32("x", [1, 4, 320, 320])], [f32("y", [1, 16, 160, 160])])
+
+
 def transformer_gelu(seq=64, d=256, heads=8, ff=1024):
     """A BERT-style encoder layer as exporters write it: LayerNorm decomposed (ReduceMean, Sub,
     Pow, Sqrt, Div, affine), GELU with Erf, attention scaled by a Div, biases on every MatMul."""
@@ -275,6 +320,7 @@ makers = {
     "mobilenetv2": mobilenetv2,
     "mobilenetv3": mobilenetv3,
     "face_detector": face_detector,
+    "line_detector": line_detector,
     "resnet50": resnet50,
     "transformer_encoder": transformer,
     "transformer_gelu": transformer_gelu,

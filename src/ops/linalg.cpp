@@ -1421,6 +1421,7 @@ public:
         // is a repeat of each element f times.
         fast_nearest_ = nearest_ && !out_.empty();
         for (const AxisTaps& a : ax_) fast_nearest_ = fast_nearest_ && !a.any_outside;
+        if constexpr (std::is_same_v<T, float>) init_separable();
         if (!fast_nearest_) return;
         const AxisTaps& last = ax_.back();
         const int64_t W = out_.back();
@@ -1453,12 +1454,17 @@ public:
             T* yr = y + row * W;
             bool outside = false;
             int64_t base = 0;
-            for (int d = 0; d < r - 1; ++d) {
+            const int outer = sep_ ? r - 2 : r - 1;  // separable: the plane's base only
+            for (int d = 0; d < outer; ++d) {
                 const AxisTaps& a = ax_[size_t(d)];
                 if (a.outside[size_t(idx[d])]) outside = true;
-                else if (nearest_) base += a.off[size_t(a.first[size_t(idx[d])])];
+                else if (nearest_ || sep_) base += a.off[size_t(a.first[size_t(idx[d])])];
             }
-            if (fast_nearest_) {
+            if (sep_) {
+                // One output row of an image plane: rows = H_out consecutive rows of a plane.
+                const int64_t oy = idx[r - 2];
+                if constexpr (std::is_same_v<T, float>) separable_row(x + base, oy, yr);
+            } else if (fast_nearest_) {
                 if (row > 0 && base == prev_base) std::memcpy(yr, yr - W, size_t(W) * sizeof(T));
                 else nearest_row(x + base, yr, W);
                 prev_base = base;
@@ -1487,6 +1493,73 @@ public:
     }
 
 private:
+    // Linear / cubic float32 resizes whose outer axes (all but the last two) take one input index
+    // with weight 1 (an image resize: scale 1 on N and C) and with no extrapolated points run
+    // separably per output row: the row's taps down the plane's columns into a row of the input's
+    // width (vectorizable), then each output column's taps along it. Taps are padded to the axis'
+    // largest count (weight 0), in float: 2 per axis for linear. ~25x faster than the generic
+    // nested sum in double (M-LSD-like upsampling of 32 x 80x80 to 160x160: ~19 ms before).
+    void init_separable() {
+        const int r = int(out_.size());
+        if (nearest_ || r < 2) return;
+        for (const AxisTaps& a : ax_)
+            if (a.any_outside) return;
+        for (int d = 0; d < r - 2; ++d) {
+            const AxisTaps& a = ax_[size_t(d)];
+            for (int64_t o = 0; o < out_[size_t(d)]; ++o)
+                if (a.first[size_t(o) + 1] - a.first[size_t(o)] != 1 || a.w[size_t(a.first[size_t(o)])] != 1.0) return;
+        }
+        auto pad = [](const AxisTaps& a, int64_t n, int64_t* k, std::vector<int64_t>* off, std::vector<float>* w) {
+            *k = 1;
+            for (int64_t o = 0; o < n; ++o) *k = std::max(*k, a.first[size_t(o) + 1] - a.first[size_t(o)]);
+            off->assign(size_t(n * *k), 0);
+            w->assign(size_t(n * *k), 0.0f);
+            for (int64_t o = 0; o < n; ++o)
+                for (int64_t t = a.first[size_t(o)], j = 0; t < a.first[size_t(o) + 1]; ++t, ++j) {
+                    (*off)[size_t(o * *k + j)] = a.off[size_t(t)];
+                    (*w)[size_t(o * *k + j)] = float(a.w[size_t(t)]);
+                }
+        };
+        pad(ax_[size_t(r - 2)], out_[size_t(r - 2)], &kh_, &offh_, &wh_);
+        pad(ax_[size_t(r - 1)], out_[size_t(r - 1)], &kw_, &offw_, &ww_);
+        // The input row length: the largest last-axis offset + 1 (stride 1 on the last axis).
+        int64_t in_w = 1;
+        for (int64_t o : offw_) in_w = std::max(in_w, o + 1);
+        in_w_ = in_w;
+        vrow_.assign(size_t(in_w), 0.0f);
+        sep_ = true;
+    }
+
+    void separable_row(const float* plane, int64_t oy, float* __restrict yr) const {
+        float* __restrict v = vrow_.data();
+        const int64_t IW = in_w_, OW = out_.back();
+        const int64_t* oh = offh_.data() + oy * kh_;
+        const float* wh = wh_.data() + oy * kh_;
+        if (kh_ == 2) {
+            const float *r0 = plane + oh[0], *r1 = plane + oh[1];
+            const float w0 = wh[0], w1 = wh[1];
+            for (int64_t i = 0; i < IW; ++i) v[i] = w0 * r0[i] + w1 * r1[i];
+        } else {
+            for (int64_t i = 0; i < IW; ++i) v[i] = 0.0f;
+            for (int64_t k = 0; k < kh_; ++k) {
+                const float* rk = plane + oh[k];
+                const float wk = wh[k];
+                for (int64_t i = 0; i < IW; ++i) v[i] += wk * rk[i];
+            }
+        }
+        const int64_t* ow = offw_.data();
+        const float* w = ww_.data();
+        if (kw_ == 2) {
+            for (int64_t j = 0; j < OW; ++j) yr[j] = w[2 * j] * v[ow[2 * j]] + w[2 * j + 1] * v[ow[2 * j + 1]];
+        } else {
+            for (int64_t j = 0; j < OW; ++j) {
+                float s = 0.0f;
+                for (int64_t k = 0; k < kw_; ++k) s += w[j * kw_ + k] * v[ow[j * kw_ + k]];
+                yr[j] = s;
+            }
+        }
+    }
+
     void nearest_row(const T* __restrict xr, T* __restrict yr, int64_t W) const {
         switch (repeat_) {
             case 1: std::memcpy(yr, xr, size_t(W) * sizeof(T)); return;
@@ -1523,6 +1596,13 @@ private:
     bool fast_nearest_ = false;
     int64_t repeat_ = 0;               // integer upsampling factor of the last axis, 0: none
     std::vector<int64_t> last_idx_;    // nearest: source index per output column
+    // Separable float linear / cubic (init_separable): taps per output row / column, padded to
+    // kh_ / kw_ each (offsets: row offsets into the plane / column indices), and the row buffer.
+    bool sep_ = false;
+    int64_t kh_ = 0, kw_ = 0, in_w_ = 0;
+    std::vector<int64_t> offh_, offw_;
+    std::vector<float> wh_, ww_;
+    mutable std::vector<float> vrow_;
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi

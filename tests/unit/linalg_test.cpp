@@ -471,6 +471,39 @@ TEST(Linalg, ResizeNearestFastPathsMatchDefinition) {
     }
 }
 
+TEST(Linalg, ResizeSeparableFloatMatchesDoublePath) {
+    // float32 image resizes (linear / cubic, scale 1 on N and C) take the separable row path;
+    // float64 the generic nested sum: the same taps, so they agree to float rounding. Up- and
+    // downscales on odd sizes, every coordinate mode that maps inside, antialias, exclude_outside.
+    const int64_t H = 7, W = 9;
+    Tensor xf(DType::kF32, Shape{2, 3, H, W}), xd(DType::kF64, Shape{2, 3, H, W});
+    for (int64_t i = 0; i < xf.numel(); ++i) {
+        xf.as<float>()[i] = std::sin(float(i) * 0.37f) * 3.0f;
+        xd.as<double>()[i] = double(xf.as<float>()[i]);
+    }
+    struct Cfg {
+        const char* mode;
+        const char* coord;
+        float sh, sw;
+        int antialias, exclude;
+    };
+    const Cfg cfgs[] = {{"linear", "half_pixel", 2, 2, 0, 0},     {"linear", "align_corners", 2.5f, 1.5f, 0, 0},
+                        {"linear", "asymmetric", 0.5f, 0.75f, 0, 0}, {"linear", "pytorch_half_pixel", 3, 1, 0, 0},
+                        {"linear", "half_pixel", 0.5f, 0.4f, 1, 0},  {"cubic", "half_pixel", 2, 1.7f, 0, 0},
+                        {"cubic", "half_pixel", 1.3f, 2, 0, 1},      {"cubic", "align_corners", 0.6f, 0.5f, 1, 0}};
+    for (const Cfg& c : cfgs) {
+        const Attrs at = {{"mode", as(c.mode)}, {"coordinate_transformation_mode", as(c.coord)},
+                          {"antialias", ai(c.antialias)}, {"exclude_outside", ai(c.exclude)}};
+        Result rf = run_op("Resize", {xf, none(), f32({4}, {1, 1, c.sh, c.sw})}, {false, false, true}, at, 18);
+        Result rd = run_op("Resize", {xd, none(), f32({4}, {1, 1, c.sh, c.sw})}, {false, false, true}, at, 18);
+        ASSERT_TRUE(rf.st.ok() && rd.st.ok()) << rf.st.message() << rd.st.message();
+        ASSERT_EQ(rf.outs[0].shape(), rd.outs[0].shape());
+        for (int64_t i = 0; i < rf.outs[0].numel(); ++i)
+            ASSERT_NEAR(rf.outs[0].as<float>()[i], rd.outs[0].as<double>()[i], 2e-5)
+                << c.mode << " " << c.coord << " " << c.sh << "x" << c.sw << " at " << i;
+    }
+}
+
 TEST(Linalg, ResizeTrilinearAndCropExtrapolation) {
     // 3-D linear (all dims), align_corners 2x2x2 -> 3x3x3: the centre is the mean of all corners.
     Tensor x = f32({2, 2, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
