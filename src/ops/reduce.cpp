@@ -7,6 +7,7 @@
 // reduced dim is a simple strided loop (stride 1 when it is the input's innermost axis).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "ops/util.h"
@@ -256,6 +257,114 @@ private:
     RedGeom g_;
 };
 
+// float32 Sum / Mean / Max / Min whose reduced axes are one run of adjacent dims (after the size-1
+// dims are dropped): y[o][i] = reduce over k of x[o][k][i], i < inner (inner = 1: each output
+// reduces one contiguous block, as ReduceMean over H, W does). Vector loops; sums still
+// accumulate in double (16 partial sums for a block, a row of double sums over i otherwise), so
+// the results keep the reference's accuracy. 1x64x80x80 over (2, 3): ~345 -> ~96 us
+// (ORT, float sums: ~64 us).
+class FastReduceF32 : public Kernel {
+public:
+    static bool applies(const RedGeom& g) {
+        if (g.nr != 0 || g.red_n <= 0 || g.last_str <= 0) return false;
+        if (g.last_str == 1) return true;
+        return g.nk >= 1 && g.kstr[g.nk - 1] == 1 && g.kdim[g.nk - 1] == g.last_str;
+    }
+    FastReduceF32(const RedGeom& g, RedOp op)
+        : op_(op), n_(g.last_n), inner_(g.last_str), outer_(g.out_n / g.last_str) {
+        if (inner_ > 1 && (op == RedOp::kSum || op == RedOp::kMean)) acc_.resize(size_t(inner_));
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* x = static_cast<const float*>(in[0]);
+        float* y = static_cast<float*>(out[0]);
+        const bool sum = op_ == RedOp::kSum || op_ == RedOp::kMean;
+        const double div = op_ == RedOp::kMean ? double(n_) : 1.0;
+        for (int64_t o = 0; o < outer_; ++o) {
+            const float* xo = x + o * n_ * inner_;
+            float* yo = y + o * inner_;
+            if (inner_ == 1) {
+                yo[0] = sum ? float(block_sum(xo) / div) : block_minmax(xo);
+                continue;
+            }
+            if (sum) {
+                double* __restrict a = acc_.data();
+                for (int64_t i = 0; i < inner_; ++i) a[i] = double(xo[i]);
+                for (int64_t k = 1; k < n_; ++k) {
+                    const float* __restrict r = xo + k * inner_;
+                    for (int64_t i = 0; i < inner_; ++i) a[i] += double(r[i]);
+                }
+                for (int64_t i = 0; i < inner_; ++i) yo[i] = float(a[i] / div);
+                continue;
+            }
+            for (int64_t i = 0; i < inner_; ++i) yo[i] = xo[i];
+            for (int64_t k = 1; k < n_; ++k) {
+                const float* __restrict r = xo + k * inner_;
+                if (op_ == RedOp::kMax)
+                    for (int64_t i = 0; i < inner_; ++i) yo[i] = (r[i] > yo[i] || r[i] != r[i]) ? r[i] : yo[i];
+                else
+                    for (int64_t i = 0; i < inner_; ++i) yo[i] = (r[i] < yo[i] || r[i] != r[i]) ? r[i] : yo[i];
+            }
+        }
+        return {};
+    }
+    std::string describe() const override { return "reduce_f32 vector"; }
+
+private:
+    typedef float V4 __attribute__((vector_size(16)));
+    typedef double D2 __attribute__((vector_size(16)));
+    static V4 ld4(const float* p) {
+        V4 v;
+        std::memcpy(&v, p, sizeof v);
+        return v;
+    }
+    // The sum of one contiguous block of n_ floats in double: 4 x 2 partial sums, then the rest.
+    double block_sum(const float* p) const {
+        const int64_t n = n_;
+        int64_t t = 0;
+        double r = 0;
+        if (n >= 16) {  // 8 independent chains: the adds' latency hides behind each other
+            D2 a[8] = {};
+            for (; t + 16 <= n; t += 16)
+                for (int q = 0; q < 4; ++q) {
+                    const V4 u = ld4(p + t + 4 * q);
+                    a[2 * q] += __builtin_convertvector(__builtin_shufflevector(u, u, 0, 1), D2);
+                    a[2 * q + 1] += __builtin_convertvector(__builtin_shufflevector(u, u, 2, 3), D2);
+                }
+            const D2 s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+            r = s[0] + s[1];
+        }
+        for (; t < n; ++t) r += double(p[t]);
+        return r;
+    }
+    // Max / min of one contiguous block (NaN wins): 4 vectors of partial results, then the lanes.
+    float block_minmax(const float* p) const {
+        const int64_t n = n_;
+        const bool mx = op_ == RedOp::kMax;
+        auto pick = [mx](float acc, float v) { return (mx ? v > acc : v < acc) || v != v ? v : acc; };
+        int64_t t = 1;
+        float r = p[0];
+        if (n >= 16) {
+            V4 a[4] = {ld4(p), ld4(p + 4), ld4(p + 8), ld4(p + 12)};
+            for (t = 16; t + 16 <= n; t += 16)
+                for (int q = 0; q < 4; ++q) {
+                    const V4 v = ld4(p + t + 4 * q);
+                    a[q] = ((mx ? v > a[q] : v < a[q]) | (v != v)) ? v : a[q];
+                }
+            float lanes[16];
+            std::memcpy(lanes, a, sizeof lanes);
+            r = lanes[0];
+            for (int l = 1; l < 16; ++l) r = pick(r, lanes[l]);
+        }
+        for (; t < n; ++t) r = pick(r, p[t]);
+        return r;
+    }
+
+    RedOp op_;
+    int64_t n_, inner_, outer_;
+    mutable std::vector<double> acc_;  // inner > 1 sums: one double per output of a row
+};
+
 // Reads axes (attribute or constant input, depending on opset) and noop_with_empty_axes.
 // axes_input_opset: the opset from which axes is an input (13 for ReduceSum, 18 for the rest).
 Status read_reduce_axes(OpContext& ctx, int64_t axes_input_opset, std::vector<int64_t>* axes,
@@ -322,6 +431,11 @@ Status prep_reduce(OpContext& ctx) {
     const RedGeom g = make_geom(in, red);
     if (t == DType::kBool) {
         if constexpr (kMinMax) ctx.set_kernel(std::make_unique<ReduceKernel<bool, OP>>(g));
+        return {};
+    }
+    constexpr bool kFastOp = OP == RedOp::kSum || OP == RedOp::kMean || OP == RedOp::kMax || OP == RedOp::kMin;
+    if (kFastOp && t == DType::kF32 && FastReduceF32::applies(g)) {
+        ctx.set_kernel(std::make_unique<FastReduceF32>(g, OP));
         return {};
     }
     return visit_numeric(t, [&](auto tag) -> Status {
