@@ -322,6 +322,38 @@ TEST(ReduceOps, IntegerDtypes) {
     expect_out(reduce("ReduceMin", b, &ax, 0, 20), 0, {2}, {0, 0});
 }
 
+TEST(ReduceOps, FloatVectorPathMatchesDoubleReference) {
+    // float32 Sum / Mean / Max / Min over one run of adjacent axes take the vector path; float64
+    // the reference loops. Blocks shorter and longer than the vector loops, a kept inner run
+    // (reducing channels), NaN and -inf entries, keepdims both ways.
+    struct Case {
+        Shape shape;
+        std::vector<int64_t> axes;
+    };
+    const Case cases[] = {{{2, 5, 7, 9}, {2, 3}}, {{3, 37}, {1}}, {{2, 3, 5}, {1}}, {{4, 6, 33}, {0, 1}},
+                          {{1, 64, 5, 5}, {1}}, {{2, 3, 1, 17}, {1, 3}}, {{5}, {0}}, {{3, 300}, {1}}};
+    for (const Case& c : cases)
+        for (const char* op : {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin"})
+            for (int64_t keep : {0, 1})
+                for (int special : {0, 1}) {
+                    SCOPED_TRACE(std::string(op) + " " + shape_str(c.shape) + " keep " + std::to_string(keep) +
+                                 " special " + std::to_string(special));
+                    Tensor xf(DType::kF32, c.shape), xd(DType::kF64, c.shape);
+                    for (int64_t i = 0; i < xf.numel(); ++i) {
+                        float v = std::sin(float(i) * 0.61f) * 5.0f;
+                        if (special && i == xf.numel() / 3) v = kNaN;
+                        if (special && i == xf.numel() / 2) v = -kInf;
+                        xf.as<float>()[i] = v;
+                        xd.as<double>()[i] = double(v);
+                    }
+                    const Outcome rf = reduce(op, xf, &c.axes, keep), rd = reduce(op, xd, &c.axes, keep);
+                    ASSERT_TRUE(rd.st.ok()) << rd.st.message();
+                    std::vector<double> want;
+                    for (int64_t i = 0; i < rd.outs[0].numel(); ++i) want.push_back(double(float(rd.outs[0].get_f64(i))));
+                    expect_out(rf, 0, rd.outs[0].shape(), want, 1e-6);
+                }
+}
+
 TEST(ReduceOps, FloatSumAccumulatesInDouble) {
     // 2^24 then ones: a float accumulator would stall at 2^24; the exact sum 2^24 + n - 1
     // rounds to the nearest float (2^24 + n).
