@@ -661,8 +661,9 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
         // Tiled split planes: the input rows of the next tile (per channel one contiguous run of
         // lines, at most kSplitPrefetchLines in all), prefetched into L2, spread over this tile's
         // panels. The image usually comes from DRAM (a model's input): the MobileNetV3 stem
-        // (3 -> 16 3x3 s2 on 224) in the model 249-327 -> 218-254 us (3 interleaved profile
-        // runs, Zen 4); the hardware prefetchers do not run ahead of split_image's bursts.
+        // (3 -> 16 3x3 s2 on 224) in the model 240-289 -> 196-221 us, MobileNetV2's (3 -> 32)
+        // 390-428 -> 354-383 us (4 interleaved profile runs each, Zen 4): the hardware
+        // prefetchers do not run ahead of split_image's bursts.
         const float* nx = nullptr;
         int64_t nx_lines = 0, nx_per_c = 0;
         if (a.srows) {
