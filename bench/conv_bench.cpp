@@ -5,9 +5,9 @@
 // rounds and the best as % of the best FMA peak.
 //   build/jiffy_conv_bench [--filter SUBSTR] [--rounds N] [--ms MS] [--isa avx512|avx2|scalar]
 //                          [--modes]   (also every forced mode, not only the automatic choice)
-//                          [--cold]    (before each run: caches flushed, then the input read once,
-//                                       as in a model where weights come from DRAM and the input
-//                                       was just written by the previous layer)
+//                          [--cold]    (before each run: caches flushed, then the input and the
+//                                       residual read once, as in a model where weights come from
+//                                       DRAM and the input was just written by the previous layer)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +32,8 @@ namespace {
 struct Shape {
     const char* name;
     int64_t C, M, H, W, k, s;
+    ConvAct act = ConvAct::kClip;  // the epilogue (Clip: ReLU6, MobileNetV2's; 0..6)
+    bool res = false;              // a residual added before the activation
 };
 
 // Pads k / 2 (the models' convs).
@@ -56,6 +58,10 @@ const Shape kShapes[] = {
     {"mnv2 1x1 960>320 7", 960, 320, 7, 7, 1, 1},
     {"mnv2 1x1 320>1280 7", 320, 1280, 7, 7, 1, 1},
     {"mnv2 3x3s2 3>32 224", 3, 32, 224, 224, 3, 2},
+    // MobileNetV3-Large's first layers: 16 channels on 112x112.
+    {"mnv3 3x3s2 3>16 224 hswish", 3, 16, 224, 224, 3, 2, ConvAct::kHardSwish},
+    {"mnv3 1x1 16>16 112 +res", 16, 16, 112, 112, 1, 1, ConvAct::kNone, true},
+    {"mnv3 1x1 16>64 112 relu", 16, 64, 112, 112, 1, 1, ConvAct::kRelu},
     {"rn50 1x1 64>64 56", 64, 64, 56, 56, 1, 1},
     {"rn50 1x1 64>256 56", 64, 256, 56, 56, 1, 1},
     {"rn50 1x1 256>64 56", 256, 64, 56, 56, 1, 1},
@@ -126,7 +132,8 @@ struct Run {
     Conv2DGeom g;
     ConvGemm cg;
     const ConvChanVec* cv = nullptr;  // the channel-vector kernel instead of cg
-    Buf x, wp, b, y, scratch;
+    ConvEpi epi;
+    Buf x, wp, b, r, y, scratch;  // r: the residual (empty: none)
     std::vector<double> gflops;  // best of each round
 };
 
@@ -176,6 +183,11 @@ int main(int argc, char** argv) {
             r.x.resize(size_t(g.C * g.H * g.W));
             r.b.resize(size_t(g.M));
             r.y.resize(size_t(g.M * g.OH * g.OW));
+            r.r.resize(s.res ? r.y.size() : 0);
+            r.epi.act = s.act;
+            r.epi.alpha = 0;
+            r.epi.beta = 6;
+            for (float& v : r.r) v = u(rng);
             for (float& v : r.x) v = u(rng);
             for (float& v : w) v = u(rng);
             for (float& v : r.b) v = u(rng);
@@ -206,16 +218,13 @@ int main(int argc, char** argv) {
             runs.push_back(std::move(r));
         }
     }
-    ConvEpi epi;
-    epi.act = ConvAct::kClip;  // ReLU6, MobileNetV2's
-    epi.alpha = 0;
-    epi.beta = 6;
     std::vector<float> flush(cold ? size_t(8) << 20 : 0);  // 32 MiB
     float sink = 0;
     auto prepare = [&](const Run& r) {
         if (!cold) return;
         for (size_t i = 0; i < flush.size(); i += 16) flush[i] += 1.0f;
         for (size_t i = 0; i < r.x.size(); i += 16) sink += r.x[i];
+        for (size_t i = 0; i < r.r.size(); i += 16) sink += r.r[i];
     };
     std::vector<double> peaks;
     for (int round = 0; round < rounds; ++round) {
@@ -227,10 +236,11 @@ int main(int argc, char** argv) {
             do {
                 prepare(r);
                 const double t0 = now_s();
+                const float* res = r.r.empty() ? nullptr : r.r.data();
                 if (r.cv)
-                    r.cv->run(r.x.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
+                    r.cv->run(r.x.data(), r.b.data(), res, r.y.data(), r.scratch.data(), r.epi);
                 else
-                    r.cg.run(r.x.data(), r.wp.data(), r.b.data(), nullptr, r.y.data(), r.scratch.data(), epi);
+                    r.cg.run(r.x.data(), r.wp.data(), r.b.data(), res, r.y.data(), r.scratch.data(), r.epi);
                 best = std::max(best, flop / (now_s() - t0) / 1e9);
             } while (now_s() < t_end);
             r.gflops.push_back(best);

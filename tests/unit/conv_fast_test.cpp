@@ -326,6 +326,12 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         {1, 4, 19, 11, 9, 5, 3, 2, 1, 1, 2, 1, 2, 0, 2, 1},    // stride 2 x 1, dilated columns
         {1, 3, 9, 8, 5, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 1},      // even kernel, dilation = stride
         {1, 2, 3, 40, 6, 1, 3, 1, 4, 1, 1, 0, 5, 0, 5, 1},     // pads wider than the stride
+        // MobileNetV3's 16-channel layers on large planes (odd sizes, P > 1024: tiled planes,
+        // prefetches past the tile), and the 16 = 8 + 8 row blocks:
+        {1, 3, 75, 69, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stem 3 -> 16 3x3 s2 on 75x69
+        {1, 16, 37, 43, 16, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // 1x1 16 -> 16, P = 1591
+        {1, 16, 35, 33, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // 1x1 16 -> 64, P = 1155
+        {1, 15, 41, 29, 17, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1},  // 1x1 15 -> 17 (9 + 8 rows)
     };
     const char* acts[] = {"Relu", "Clip", "HardSwish", "Sigmoid"};
     std::map<ConvGemmMode, int> ran;
