@@ -85,6 +85,20 @@ const Shape kShapes[] = {
     {"rn50 3x3s2 128>128 56", 128, 128, 56, 56, 3, 2},
     {"rn50 3x3s2 256>256 28", 256, 256, 28, 28, 3, 2},
     {"rn50 3x3s2 512>512 14", 512, 512, 14, 14, 3, 2},
+    // The generated face detector (UltraFace-slim shape, 240x320 input): Relu epilogues.
+    {"face 3x3s2 3>16 240x320", 3, 16, 240, 320, 3, 2, ConvAct::kRelu},
+    {"face 1x1 16>32 120x160", 16, 32, 120, 160, 1, 1, ConvAct::kRelu},
+    {"face 1x1 32>32 60x80", 32, 32, 60, 80, 1, 1, ConvAct::kRelu},
+    {"face 1x1 64>64 30x40", 64, 64, 30, 40, 1, 1, ConvAct::kRelu},
+    {"face 1x1 128>256 8x10", 128, 256, 8, 10, 1, 1, ConvAct::kRelu},
+    {"face 1x1 256>256 8x10", 256, 256, 8, 10, 1, 1, ConvAct::kRelu},
+    {"face 1x1 256>64 8x10", 256, 64, 8, 10, 1, 1, ConvAct::kRelu},
+    {"face 1x1 64>12 30x40", 64, 12, 30, 40, 1, 1, ConvAct::kNone},
+    // Planes between 32x32 and 48x48 (the 1x1-direct cut-off), large and small K.
+    {"mid 1x1 64>64 40x40", 64, 64, 40, 40, 1, 1, ConvAct::kRelu},
+    {"mid 1x1 384>64 40x40", 384, 64, 40, 40, 1, 1, ConvAct::kRelu},
+    {"mid 1x1 64>384 40x40", 64, 384, 40, 40, 1, 1, ConvAct::kRelu},
+    {"mid 1x1 256>256 44x44", 256, 256, 44, 44, 1, 1, ConvAct::kRelu},
 };
 
 Conv2DGeom geom(const Shape& s) {

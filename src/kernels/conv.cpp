@@ -117,7 +117,16 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32) &&
                           !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
-        const double eff_n = double(a.P) / double((a.P + nr - 1) / nr * nr);
+        // Lanes the normal mode fills. AVX-512 1x1: a last panel of <= VL pixels runs as one
+        // vector (the HALF microkernel), so P rounds up to VL there (8x10 planes: 80 of 80, not
+        // 80 of 96; the face detector's 1x1 128 -> 256 / 256 -> 256 / 256 -> 64 on 8x10, cold:
+        // 52 / 100 / 30 us packed against 70 / 126 / 44 transposed). Not measured on AVX2 (where
+        // 7x7 would then leave the transposed mode): NR rounding there.
+        const int64_t vl = nr / 2, tail = a.P % nr;
+        const bool half_tail = isa == Isa::kAvx512 && a.pointwise && tail > 0 && tail <= vl;
+        const int64_t p_up = half_tail ? (a.P + vl - 1) / vl * vl
+                                                                    : (a.P + nr - 1) / nr * nr;
+        const double eff_n = double(a.P) / double(p_up);
         const double eff_t = double(g.M) / double((g.M + nr - 1) / nr * nr);
         // Strided kernels larger than 1x1 pay for a copy in every mode (im2col, split): there the
         // transposed mode wins from a smaller gap (ResNet-50's 3x3 s2 256 -> 256 on 28 -> 14,
@@ -131,10 +140,14 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // from the image (implicit, no packing): cold caches, 14x14 / 28x28 MobileNetV2 and ResNet-50
     // layers 70-89 -> 74-97 GFLOP/s (bench/conv_bench.cpp --cold --huge --modes). Larger planes
     // keep the packed panels: their K rows a plane apart defeat the hardware prefetchers.
-    // Except where there are few output channels and few input ones (K <= 32, M <= 16: each
-    // packed panel is used by at most two row panels, and only 32 K rows to stream):
-    // MobileNetV2's 1x1 32 -> 16 on 112x112 in the model ~250 -> ~220 us (Zen 4).
-    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1024 || (a.K <= 32 && g.M <= 16)))
+    // Except where there are few output channels and few input ones (K <= 32, M <= 16, or M <= 32
+    // up to 8192 pixels: each packed panel is used by at most three row panels, and only 32 K
+    // rows to stream): MobileNetV2's 1x1 32 -> 16 on 112x112 in the model ~250 -> ~220 us; the
+    // face detector's 32 -> 32 on 60x80 cold 113 -> 99 us, but its 16 -> 32 on 120x160 246
+    // against 257-275 us direct (Zen 4). The cut-off at 40x40 planes: 30x40 and 40x40
+    // measured faster direct (cold: 64 -> 64 on 30x40 107 -> 93 us, 384 -> 64 on 40x40 770 -> 703),
+    // 44x44 and 56x56 slower (256 -> 256 on 44x44 2.39 against 2.66 ms; ResNet-50's 56x56 layers).
+    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1600 || (a.K <= 32 && (g.M <= 16 || (g.M <= 32 && a.P <= 8192)))))
         a.implicit = true;
     // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
     // and OW == W).

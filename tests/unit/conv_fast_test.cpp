@@ -302,6 +302,19 @@ TEST(ConvFast, GemmMatchesReferenceOnOddShapes) {
         EXPECT_TRUE(ConvGemm(isa, g, 1).args().trans);
         g.H = g.W = g.OH = g.OW = 56;
         EXPECT_FALSE(ConvGemm(isa, g, 1).args().trans);
+        // 1x1 on 8x10: 80 pixels fill every lane (AVX-512: 2 panels and a one-vector tail):
+        // the normal mode. 30x40 and 40x40 planes read B straight from the image (1x1-direct).
+        g.C = 256;
+        g.M = 256;
+        g.H = g.OH = 8;
+        g.W = g.OW = 10;
+        EXPECT_FALSE(ConvGemm(isa, g, 1).args().trans) << isa_name(isa);
+        g.C = g.M = 64;
+        g.H = g.OH = 30;
+        g.W = g.OW = 40;
+        EXPECT_TRUE(ConvGemm(isa, g, 1).args().implicit) << isa_name(isa);
+        g.H = g.W = g.OH = g.OW = 56;
+        EXPECT_FALSE(ConvGemm(isa, g, 1).args().implicit) << isa_name(isa);
     }
 }
 
