@@ -82,11 +82,9 @@ def relu_1node():
     b.save("one_node_relu", [f32("x", [1, 16])], [f32("y", [1, 16])])
 
 
-def mobilenetv2():
-    b = B(3)
-    x = b.conv("x", 3, 32, 3, 2, act="Relu6")
-    cin = 32
-    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+def inverted_residuals(b, x, cin, cfg, skips=None):
+    """MobileNetV2's blocks: (expansion t, channels c, repeats n, first stride s) per stage; the
+    last output of each stage goes to skips[c] when given. Returns (x, channels)."""
     for t, c, n, s in cfg:
         for i in range(n):
             stride = s if i == 0 else 1
@@ -96,6 +94,16 @@ def mobilenetv2():
             y = b.conv(y, hid, c, 1, act=None)
             x = b.op("Add", [x, y]) if stride == 1 and cin == c else y
             cin = c
+        if skips is not None:
+            skips[c] = x
+    return x, cin
+
+
+def mobilenetv2():
+    b = B(3)
+    x = b.conv("x", 3, 32, 3, 2, act="Relu6")
+    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]
+    x, cin = inverted_residuals(b, x, 32, cfg)
     x = b.conv(x, cin, 1280, 1, act="Relu6")
     x = b.op("GlobalAveragePool", [x])
     x = b.op("Flatten", [x])
@@ -237,18 +245,8 @@ def line_detector():
     dilated 3x3 convs, and a 16-channel map at 1/2 resolution (Sigmoid on the first 8 channels)."""
     b = B(8)
     x = b.conv("x", 4, 32, 3, 2, act="Relu6")
-    cin, skips = 32, {}
-    cfg = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1)]
-    for t, c, n, s in cfg:
-        for i in range(n):
-            stride = s if i == 0 else 1
-            hid = cin * t
-            y = x if t == 1 else b.conv(x, cin, hid, 1, act="Relu6")
-            y = b.conv(y, hid, hid, 3, stride, g=hid, act="Relu6")
-            y = b.conv(y, hid, c, 1, act=None)
-            x = b.op("Add", [x, y]) if stride == 1 and cin == c else y
-            cin = c
-        skips[c] = x
+    skips = {}
+    x, cin = inverted_residuals(b, x, 32, [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1)], skips)
 
     def up(t):
         return b.op("Resize", [t, "", b.const(np.array([1, 1, 2, 2], np.float32), "sc")], mode="linear",

@@ -746,12 +746,9 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     }
 }
 
-// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T (+ bias, may be null) (+ res), then the
-// activation A, from the P x Mp Yt (also the channel-vector conv's output stage, conv_cv_impl.h): VL x VL blocks transposed in registers (log2(VL) rounds of interleaving row i
-// with row i + VL/2). Sigmoid / Tanh (A = kNone) run per row afterwards.
-template <ConvAct A>
-void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
-               const float* res, float* y, const ConvEpi& e) {
+// r[i] <- column i of the VL x VL block whose rows are r: log2(VL) rounds interleaving row i with
+// row i + VL / 2 (the perfect shuffle; after log2(VL) rounds each row holds one column).
+inline __attribute__((always_inline)) void transpose_block(V (&r)[VL]) {
     VI lo_m, hi_m;
     for (int i = 0; i < VL / 2; ++i) {
         lo_m[2 * i] = i;
@@ -759,19 +756,32 @@ void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, c
         hi_m[2 * i] = i + VL / 2;
         hi_m[2 * i + 1] = i + VL / 2 + VL;
     }
+#pragma GCC unroll 4
+    for (int round = 1; round < VL; round *= 2) {
+        V o[VL];
+#pragma GCC unroll 16
+        for (int i = 0; i < VL / 2; ++i) {
+            o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
+            o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
+        }
+#pragma GCC unroll 16
+        for (int i = 0; i < VL; ++i) r[i] = o[i];
+    }
+}
+
+// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T (+ bias, may be null) (+ res), then the
+// activation A, from the P x Mp Yt (also the channel-vector conv's output stage, conv_cv_impl.h):
+// VL x VL blocks transposed in registers (transpose_block). Sigmoid / Tanh (A = kNone) run per
+// row afterwards.
+template <ConvAct A>
+void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
+               const float* res, float* y, const ConvEpi& e) {
     for (int64_t p0 = 0; p0 < P; p0 += VL) {
         const int64_t np = std::min<int64_t>(VL, P - p0);
         for (int64_t c0 = m0; c0 < m1; c0 += VL) {  // c0 + VL <= Mp: the loads stay in Yt
             V r[VL];
             for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + c0) : V{};
-            for (int round = 1; round < VL; round *= 2) {
-                V o[VL];
-                for (int i = 0; i < VL / 2; ++i) {
-                    o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
-                    o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
-                }
-                for (int i = 0; i < VL; ++i) r[i] = o[i];
-            }
+            transpose_block(r);
             const int64_t nm = std::min<int64_t>(VL, m1 - c0);
             for (int64_t j = 0; j < nm; ++j) {
                 V v = bias ? r[j] + bc(bias[c0 + j]) : r[j];

@@ -1,6 +1,7 @@
 // The channel-blocked depthwise kernel (conv.h: ConvDwMode::kBlocked), compiled per ISA: included
 // right after kernels/conv_impl.h in the same translation unit, whose vector helpers (V, VI, VL,
-// ld, st, ld_n, st_n, act_v, deferred_act) it uses. Exports conv_dw_blocked_<JIFFY_CONV_SUFFIX>.
+// ld, st, ld_n, st_n, act_v, deferred_act, transpose_block) it uses. Exports
+// conv_dw_blocked_<JIFFY_CONV_SUFFIX>.
 //
 // Small planes (MobileNetV3's 5x5 layers on 7x7 and 14 -> 7) waste the row and flat modes'
 // lanes and pay per tap for lane masks. Here VL channels at a time are transposed (in registers,
@@ -12,29 +13,6 @@
 // FMAs per value, so it wins where the other modes waste most lanes.
 namespace jiffy::kernels {
 namespace {
-
-// r[i] <- column i of the VL x VL block whose rows are r: log2(VL) rounds interleaving row i with
-// row i + VL / 2 (the perfect shuffle; after log2(VL) rounds each row holds one column).
-inline __attribute__((always_inline)) void dwb_transpose(V (&r)[VL]) {
-    VI lo_m, hi_m;
-    for (int i = 0; i < VL / 2; ++i) {
-        lo_m[2 * i] = i;
-        lo_m[2 * i + 1] = i + VL;
-        hi_m[2 * i] = i + VL / 2;
-        hi_m[2 * i + 1] = i + VL / 2 + VL;
-    }
-#pragma GCC unroll 4
-    for (int round = 1; round < VL; round *= 2) {
-        V o[VL];
-#pragma GCC unroll 16
-        for (int i = 0; i < VL / 2; ++i) {
-            o[2 * i] = __builtin_shuffle(r[i], r[i + VL / 2], lo_m);
-            o[2 * i + 1] = __builtin_shuffle(r[i], r[i + VL / 2], hi_m);
-        }
-#pragma GCC unroll 16
-        for (int i = 0; i < VL; ++i) r[i] = o[i];
-    }
-}
 
 typedef int32_t DwbOff __attribute__((may_alias));  // input offsets, kept in the float scratch
 
@@ -122,7 +100,7 @@ void dwb_channels(const Conv2DGeom& g, const float* x, const float* w, const flo
         for (int64_t t0 = 0; t0 < khw; t0 += VL) {  // tap vectors: the block's weights transposed
             const int64_t nt = std::min<int64_t>(VL, khw - t0);
             dwb_load_rows(r, w + c0 * khw + t0, khw, nc, nt);
-            dwb_transpose(r);
+            transpose_block(r);
 #pragma GCC unroll 16
             for (int j = 0; j < VL; ++j)
                 if (j < nt) st(wt + (t0 + j) * VL, r[j]);
@@ -133,7 +111,7 @@ void dwb_channels(const Conv2DGeom& g, const float* x, const float* w, const flo
         for (int64_t p0 = 0; p0 < HW; p0 += VL) {
             const int64_t np = std::min<int64_t>(VL, HW - p0);
             dwb_load_rows(r, x + c0 * HW + p0, HW, nc, np);
-            dwb_transpose(r);
+            transpose_block(r);
             const DwbOff* o = off + p0;
 #pragma GCC unroll 16
             for (int j = 0; j < VL; ++j)
@@ -151,7 +129,7 @@ void dwb_channels(const Conv2DGeom& g, const float* x, const float* w, const flo
         for (int64_t p0 = 0; p0 < P; p0 += VL) {
             const int64_t np = std::min<int64_t>(VL, P - p0);
             dwb_load_rows(r, out + p0 * VL, VL, np, VL);
-            dwb_transpose(r);
+            transpose_block(r);
 #pragma GCC unroll 16
             for (int i = 0; i < VL; ++i) {
                 if (i >= nc) break;
