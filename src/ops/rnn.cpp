@@ -136,10 +136,18 @@ struct RnnConfig {
 // Float LSTM with constant weights, default activations, no clip / peepholes / input_forget: the
 // gate pre-activations of a step are one GEMV [x, h] . [W; R]^T + (Wb + Rb) over weights packed
 // at prepare (kernels/gemm.h), and the gates go through the vector sigmoid / tanh.
+// Sequences of more than one step (seq x batch > 1) split the product: the input projections of
+// every step are one GEMM up front, X . W^T + bias (the weights reused across the steps), and each
+// step's GEMV reads only R, with that step's projection as its bias. A bidirectional LSTM of 40
+// steps, 256 inputs, 256 hidden: ~1.85 -> ~1.2 ms (it streamed 2 MB of [W; R] per step; ORT ~1.65).
 struct LstmFast {
-    kernels::PackedGemv wr[2];          // per direction: (I + H) x 4H
+    kernels::PackedGemv wr[2];          // per direction: (I + H) x 4H (one step)
+    kernels::PackedB wx[2];             // per direction: I x 4H (sequences)
+    kernels::PackedGemv rh[2];          // per direction: H x 4H (sequences)
+    bool seq = false;                   // the split form
     std::vector<float> bias;            // per direction: 4H, Wb + Rb
     kernels::SgemvFn gemv = nullptr;
+    kernels::SgemmFn gemm = nullptr;
     kernels::ActApplyFn act = nullptr;
 };
 
@@ -168,13 +176,15 @@ public:
     RnnKernel(RnnConfig c, std::vector<T> bias, std::unique_ptr<LstmFast> fast = nullptr)
         : c_(std::move(c)), bias_(std::move(bias)), fast_(std::move(fast)) {
         const int64_t bh = c_.batch * c_.hidden, gh = c_.gates * c_.hidden;
-        scratch_.assign(size_t(2 * bh + 2 * gh + c_.hidden + c_.input + c_.hidden), T(0));
+        const int64_t proj = fast_ && fast_->seq ? c_.seq * c_.batch * gh : 0;  // LstmFast::seq
+        scratch_.assign(size_t(2 * bh + 2 * gh + c_.hidden + c_.input + c_.hidden + proj), T(0));
         h_ = scratch_.data();
         cs_ = h_ + bh;
         gx_ = cs_ + bh;
         gh_ = gx_ + gh;
         tmp_ = gh_ + gh;
         xh_ = tmp_ + c_.hidden;
+        proj_ = xh_ + c_.input + c_.hidden;
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -215,6 +225,10 @@ public:
                     h_[b * H + j] = h0 ? h0[state_off(d, b) + j] : T(0);
                     cs_[b * H + j] = c0 ? c0[state_off(d, b) + j] : T(0);
                 }
+            if constexpr (std::is_same_v<T, float>)
+                if (fast_ && fast_->seq)  // every step's input projection: rows in X's row order
+                    fast_->gemm(S * B, X, I, fast_->wx[d], fast_->bias.data() + d * 4 * H, proj_, 4 * H,
+                                kernels::Act::kNone);
             for (int64_t s = 0; s < S; ++s) {
                 for (int64_t b = 0; b < B; ++b) {
                     const int64_t len = lens ? lens[b] : S;
@@ -228,7 +242,7 @@ public:
                         case Cell::kLSTM:
                             if constexpr (std::is_same_v<T, float>) {
                                 if (fast_) {
-                                    step_lstm_fast(x, h, cs_ + b * H, d);
+                                    step_lstm_fast(x, h, cs_ + b * H, d, proj_ + x_off(t, b) / I * 4 * H);
                                     break;
                                 }
                             }
@@ -315,13 +329,19 @@ private:
         }
     }
 
-    // The LstmFast path (T = float only): gates = [x, h] . [W; R]^T + bias in one GEMV.
-    void step_lstm_fast(const T* x, T* h, T* cell, int64_t d) const {
+    // The LstmFast path (T = float only): gates = [x, h] . [W; R]^T + bias in one GEMV, or (the
+    // split form) h . R^T + this step's precomputed projection `proj`.
+    void step_lstm_fast(const T* x, T* h, T* cell, int64_t d, const T* proj) const {
         const int64_t I = c_.input, H = c_.hidden;
         const LstmFast& f = *fast_;
-        std::copy(x, x + I, xh_);
-        std::copy(h, h + H, xh_ + I);
-        f.gemv(xh_, f.wr[d], f.bias.data() + d * 4 * H, gx_, kernels::Activation{});
+        if (f.seq) {
+            std::copy(h, h + H, xh_);  // h is overwritten below while gx_ is read
+            f.gemv(xh_, f.rh[d], proj, gx_, kernels::Activation{});
+        } else {
+            std::copy(x, x + I, xh_);
+            std::copy(h, h + H, xh_ + I);
+            f.gemv(xh_, f.wr[d], f.bias.data() + d * 4 * H, gx_, kernels::Activation{});
+        }
         f.act(kernels::Activation{kernels::ActKind::kSigmoid}, gx_, gx_, 3 * H);  // i, o, f
         f.act(kernels::Activation{kernels::ActKind::kTanh}, gx_ + 3 * H, gx_ + 3 * H, H);
         const T* gi = gx_;
@@ -348,6 +368,7 @@ private:
     T* gh_ = nullptr;   // [gates * hidden]
     T* tmp_ = nullptr;  // [hidden]
     T* xh_ = nullptr;   // [input + hidden]: x then h (LstmFast)
+    T* proj_ = nullptr; // [seq * batch, 4 * hidden]: input projections (LstmFast::seq)
 };
 
 // ---------------------------------------------------------------- prepare
@@ -366,16 +387,24 @@ std::unique_ptr<LstmFast> lstm_fast(const OpContext& ctx, const RnnConfig& c, co
     auto f = std::make_unique<LstmFast>();
     const kernels::Isa isa = kernels::active_isa();
     f->gemv = kernels::sgemv_for(isa);
+    f->gemm = kernels::sgemm_for(isa);
     f->act = kernels::act_apply_for(isa);
+    f->seq = c.seq * c.batch > 1;
     f->bias.resize(size_t(c.dirs * G4));
-    std::vector<float> wr(size_t(G4 * K));  // 4H rows of [W row, R row]
+    std::vector<float> wr(f->seq ? 0 : size_t(G4 * K));  // 4H rows of [W row, R row]
     for (int64_t d = 0; d < c.dirs; ++d) {
         const float* Wd = W->as<float>() + d * G4 * I;
         const float* Rd = R->as<float>() + d * G4 * H;
+        for (int64_t j = 0; j < G4; ++j)
+            f->bias[size_t(d * G4 + j)] = bias[size_t(d * 2 * G4 + j)] + bias[size_t(d * 2 * G4 + G4 + j)];
+        if (f->seq) {
+            f->wx[d] = kernels::pack_b(Wd, I, G4, I, /*trans_b=*/true, isa);
+            f->rh[d] = kernels::pack_b_gemv(Rd, H, G4, H, /*trans_b=*/true);
+            continue;
+        }
         for (int64_t j = 0; j < G4; ++j) {
             std::copy(Wd + j * I, Wd + (j + 1) * I, wr.data() + j * K);
             std::copy(Rd + j * H, Rd + (j + 1) * H, wr.data() + j * K + I);
-            f->bias[size_t(d * G4 + j)] = bias[size_t(d * 2 * G4 + j)] + bias[size_t(d * 2 * G4 + G4 + j)];
         }
         f->wr[d] = kernels::pack_b_gemv(wr.data(), K, G4, K, /*trans_b=*/true);
     }

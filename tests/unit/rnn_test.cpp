@@ -445,16 +445,19 @@ TEST(RnnOps, BidirectionalIsForwardPlusReverse) {
 // node with W, R, B as graph inputs runs the reference loops. Odd sizes (not multiples of 16),
 // both directions, sequence_lens, batch 2, with and without B, run twice (state must not leak).
 TEST(RnnOps, LstmPackedGemvPathMatchesReference) {
+    // Several steps: the input projections as one GEMM, then a GEMV over R per step; one step
+    // (Silero's shape): one GEMV over [W; R].
+    for (auto [steps, batch] : {std::pair<int64_t, int64_t>{4, 2}, {1, 1}})
     for (bool with_bias : {true, false})
         for (const char* dir : {"forward", "bidirectional"}) {
             RecCase rc;
-            rc.S = 4;
-            rc.B = 2;
+            rc.S = steps;
+            rc.B = batch;
             rc.I = 37;
             rc.H = 19;
             rc.dir = dir;
             rc.with_lens = true;
-            auto in = rc.inputs(77, {4, 3});
+            auto in = rc.inputs(77, batch == 2 ? std::vector<double>{4, 3} : std::vector<double>{1});
             in[0] = rnd(in[0].size(), 5);
             for (double& v : in[0]) v *= 3;  // saturate some gates
             if (!with_bias) std::fill(in[3].begin(), in[3].end(), 0.0);
@@ -477,7 +480,8 @@ TEST(RnnOps, LstmPackedGemvPathMatchesReference) {
             ASSERT_TRUE(fast.st.ok()) << fast.st.message();
             ASSERT_EQ(fast.outs.size(), 3u);
             for (size_t o = 0; o < 3; ++o) {
-                SCOPED_TRACE(std::string(dir) + (with_bias ? " bias" : " no bias") + " output " + std::to_string(o));
+                SCOPED_TRACE(std::string(dir) + (with_bias ? " bias" : " no bias") + " output " + std::to_string(o) +
+                             " steps " + std::to_string(steps));
                 expect_near(fast.outs[o], ref.outs[o], 2e-5);
             }
         }
