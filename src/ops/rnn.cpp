@@ -151,6 +151,20 @@ struct LstmFast {
     kernels::ActApplyFn act = nullptr;
 };
 
+// Float GRU with constant weights, default activations (Sigmoid, Tanh), no clip: the input
+// projections of every step are one GEMM up front (X . W^T + Wb, gates z, r, h), and each step one
+// GEMV over R (linear_before_reset) or two (R_zr, then R_h over r * h). A 40-step bidirectional
+// GRU, 256 inputs, 256 hidden: ~8.7 -> ~1.0 ms (it ran scalar dot products; ORT ~1.8 ms).
+struct GruFast {
+    kernels::PackedB wx[2];     // per direction: I x 3H
+    kernels::PackedGemv r[2];   // linear_before_reset: H x 3H; else H x 2H (z, r)
+    kernels::PackedGemv rh[2];  // not linear_before_reset: H x H (h)
+    std::vector<float> wb, rb;  // per direction: 3H each
+    kernels::SgemvFn gemv = nullptr;
+    kernels::SgemmFn gemm = nullptr;
+    kernels::ActApplyFn act = nullptr;
+};
+
 // Eight independent partial sums: the FMA chains overlap (and the compiler can vectorize them)
 // instead of one sum waiting ~4 cycles per element. Measured with `jiffy bench` on Silero v5
 // (whose LSTM step is 512 gate rows x 256 inputs): min 203 -> 151 us per run, p50 ~245 -> 160 us.
@@ -173,10 +187,12 @@ T dot(const T* a, const T* b, int64_t n) {
 template <typename T>
 class RnnKernel : public Kernel {
 public:
-    RnnKernel(RnnConfig c, std::vector<T> bias, std::unique_ptr<LstmFast> fast = nullptr)
-        : c_(std::move(c)), bias_(std::move(bias)), fast_(std::move(fast)) {
+    RnnKernel(RnnConfig c, std::vector<T> bias, std::unique_ptr<LstmFast> fast = nullptr,
+              std::unique_ptr<GruFast> gfast = nullptr)
+        : c_(std::move(c)), bias_(std::move(bias)), fast_(std::move(fast)), gfast_(std::move(gfast)) {
         const int64_t bh = c_.batch * c_.hidden, gh = c_.gates * c_.hidden;
-        const int64_t proj = fast_ && fast_->seq ? c_.seq * c_.batch * gh : 0;  // LstmFast::seq
+        // LstmFast::seq and GruFast: the input projections of every step
+        const int64_t proj = (fast_ && fast_->seq) || gfast_ ? c_.seq * c_.batch * gh : 0;
         scratch_.assign(size_t(2 * bh + 2 * gh + c_.hidden + c_.input + c_.hidden + proj), T(0));
         h_ = scratch_.data();
         cs_ = h_ + bh;
@@ -225,10 +241,14 @@ public:
                     h_[b * H + j] = h0 ? h0[state_off(d, b) + j] : T(0);
                     cs_[b * H + j] = c0 ? c0[state_off(d, b) + j] : T(0);
                 }
-            if constexpr (std::is_same_v<T, float>)
+            if constexpr (std::is_same_v<T, float>) {
                 if (fast_ && fast_->seq)  // every step's input projection: rows in X's row order
                     fast_->gemm(S * B, X, I, fast_->wx[d], fast_->bias.data() + d * 4 * H, proj_, 4 * H,
                                 kernels::Act::kNone);
+                if (gfast_)
+                    gfast_->gemm(S * B, X, I, gfast_->wx[d], gfast_->wb.data() + d * 3 * H, proj_, 3 * H,
+                                 kernels::Act::kNone);
+            }
             for (int64_t s = 0; s < S; ++s) {
                 for (int64_t b = 0; b < B; ++b) {
                     const int64_t len = lens ? lens[b] : S;
@@ -238,7 +258,15 @@ public:
                     T* h = h_ + b * H;
                     switch (c.cell) {
                         case Cell::kRNN: step_rnn(x, h, Wd, Rd, Wb, Rb, act); break;
-                        case Cell::kGRU: step_gru(x, h, Wd, Rd, Wb, Rb, act); break;
+                        case Cell::kGRU:
+                            if constexpr (std::is_same_v<T, float>) {
+                                if (gfast_) {
+                                    step_gru_fast(h, d, proj_ + x_off(t, b) / I * 3 * H);
+                                    break;
+                                }
+                            }
+                            step_gru(x, h, Wd, Rd, Wb, Rb, act);
+                            break;
                         case Cell::kLSTM:
                             if constexpr (std::is_same_v<T, float>) {
                                 if (fast_) {
@@ -329,6 +357,29 @@ private:
         }
     }
 
+    // The GruFast path (T = float only): px = this step's input projection (z, r, h, with Wb).
+    void step_gru_fast(T* h, int64_t d, const T* px) const {
+        const int64_t H = c_.hidden;
+        const GruFast& f = *gfast_;
+        const T* rb = f.rb.data() + d * 3 * H;
+        T* z = gx_;
+        T* r = gx_ + H;
+        T* hh = gx_ + 2 * H;
+        const kernels::Activation sig{kernels::ActKind::kSigmoid}, th{kernels::ActKind::kTanh};
+        f.gemv(h, f.r[d], rb, gx_, kernels::Activation{});  // z, r (and h . Rh^T + Rbh)
+        for (int64_t j = 0; j < 2 * H; ++j) gx_[j] += px[j];
+        f.act(sig, gx_, gx_, 2 * H);
+        if (c_.linear_before_reset) {
+            for (int64_t j = 0; j < H; ++j) hh[j] = px[2 * H + j] + r[j] * hh[j];
+        } else {
+            for (int64_t j = 0; j < H; ++j) tmp_[j] = r[j] * h[j];
+            f.gemv(tmp_, f.rh[d], rb + 2 * H, hh, kernels::Activation{});
+            for (int64_t j = 0; j < H; ++j) hh[j] += px[2 * H + j];
+        }
+        f.act(th, hh, hh, H);
+        for (int64_t j = 0; j < H; ++j) h[j] = (T(1) - z[j]) * hh[j] + z[j] * h[j];
+    }
+
     // The LstmFast path (T = float only): gates = [x, h] . [W; R]^T + bias in one GEMV, or (the
     // split form) h . R^T + this step's precomputed projection `proj`.
     void step_lstm_fast(const T* x, T* h, T* cell, int64_t d, const T* proj) const {
@@ -360,6 +411,7 @@ private:
     RnnConfig c_;
     std::vector<T> bias_;
     std::unique_ptr<LstmFast> fast_;
+    std::unique_ptr<GruFast> gfast_;
     // Non-reentrant scratch (see the class comment).
     mutable std::vector<T> scratch_;
     T* h_ = nullptr;    // [batch, hidden] hidden state
@@ -407,6 +459,42 @@ std::unique_ptr<LstmFast> lstm_fast(const OpContext& ctx, const RnnConfig& c, co
             std::copy(Rd + j * H, Rd + (j + 1) * H, wr.data() + j * K + I);
         }
         f->wr[d] = kernels::pack_b_gemv(wr.data(), K, G4, K, /*trans_b=*/true);
+    }
+    return f;
+}
+
+// The GruFast form when it applies (see GruFast), else null.
+std::unique_ptr<GruFast> gru_fast(const OpContext& ctx, const RnnConfig& c, const std::vector<float>& bias) {
+    if (c.cell != Cell::kGRU || c.has_clip) return nullptr;
+    const Tensor* W = ctx.in_const(1);
+    const Tensor* R = ctx.in_const(2);
+    if (!W || !R || bias.empty()) return nullptr;
+    for (int64_t d = 0; d < c.dirs; ++d) {
+        const ActFn* a = c.acts.data() + d * c.acts_per_dir;
+        if (a[0].kind != Act::kSigmoid || a[1].kind != Act::kTanh) return nullptr;
+    }
+    const int64_t I = c.input, H = c.hidden, G3 = 3 * H;
+    auto f = std::make_unique<GruFast>();
+    const kernels::Isa isa = kernels::active_isa();
+    f->gemv = kernels::sgemv_for(isa);
+    f->gemm = kernels::sgemm_for(isa);
+    f->act = kernels::act_apply_for(isa);
+    f->wb.resize(size_t(c.dirs * G3));
+    f->rb.resize(size_t(c.dirs * G3));
+    for (int64_t d = 0; d < c.dirs; ++d) {
+        const float* Wd = W->as<float>() + d * G3 * I;
+        const float* Rd = R->as<float>() + d * G3 * H;
+        for (int64_t j = 0; j < G3; ++j) {
+            f->wb[size_t(d * G3 + j)] = bias[size_t(d * 2 * G3 + j)];
+            f->rb[size_t(d * G3 + j)] = bias[size_t(d * 2 * G3 + G3 + j)];
+        }
+        f->wx[d] = kernels::pack_b(Wd, I, G3, I, /*trans_b=*/true, isa);
+        if (c.linear_before_reset) {
+            f->r[d] = kernels::pack_b_gemv(Rd, H, G3, H, /*trans_b=*/true);
+        } else {
+            f->r[d] = kernels::pack_b_gemv(Rd, H, 2 * H, H, /*trans_b=*/true);
+            f->rh[d] = kernels::pack_b_gemv(Rd + 2 * H * H, H, H, H, /*trans_b=*/true);
+        }
     }
     return f;
 }
@@ -523,8 +611,12 @@ Status prep_recurrent(OpContext& ctx, Cell cell) {
             bias.assign(b->as<E>(), b->as<E>() + b->numel());
         }
         std::unique_ptr<LstmFast> fast;
-        if constexpr (std::is_same_v<E, float>) fast = lstm_fast(ctx, c, bias);
-        ctx.set_kernel(std::make_unique<RnnKernel<E>>(std::move(c), std::move(bias), std::move(fast)));
+        std::unique_ptr<GruFast> gfast;
+        if constexpr (std::is_same_v<E, float>) {
+            fast = lstm_fast(ctx, c, bias);
+            gfast = gru_fast(ctx, c, bias);
+        }
+        ctx.set_kernel(std::make_unique<RnnKernel<E>>(std::move(c), std::move(bias), std::move(fast), std::move(gfast)));
         return {};
     });
 }
