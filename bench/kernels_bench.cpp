@@ -342,7 +342,9 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              {960, 7, 5, 1}, {672, 14, 5, 2}, {120, 28, 5, 1}, {72, 56, 5, 2}, {64, 112, 3, 2},
              {240, 28, 3, 2}, {672, 14, 3, 1}, {672, 14, 5, 1},
              // A face detector's 32-channel stride-2 layer on 120x160 (here 140x140: as many pixels).
-             {32, 140, 3, 2}, {4, 140, 3, 2}})
+             {32, 140, 3, 2}, {4, 140, 3, 2},
+             // 7x7 depthwise (ConvNeXt-like): no specialized rows path.
+             {64, 80, 7, 1}, {480, 7, 7, 1}})
         for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m});
 }
 

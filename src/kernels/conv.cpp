@@ -378,6 +378,9 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
     // 14x14: ~112 against ~139 us rows (Zen 4, AVX-512). Wider rows fill the rows mode's vectors:
     // it keeps 28 -> 14 stride 2 and 28-wide rows on AVX-512; AVX2's 8-lane blocks win there too
     // (96 x 28 -> 14: 36 against 56 us; 120 x 28x28: 108 against 147 us).
+    // Kernels without a specialized rows path (7x7, dilated, stride 3, ...): blocked where the plane
+    // fits (64 x 80x80 7x7: ~3.4 ms generic rows; see docs/benchmarks.md).
+    if (blocked_ok && conv_dw_generic_kernel(g) && g.sh == g.sw) return ConvDwMode::kBlocked;
     if (blocked_ok && square && k == 5) {
         const bool wide = isa == Isa::kAvx512;
         if (g.OW <= 8 || (g.OW <= 16 && (s == 1 || !wide)) || (!wide && g.OW <= 28 && s == 1))

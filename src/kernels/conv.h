@@ -211,11 +211,20 @@ inline DwBlocked dw_blocked_dims(const Conv2DGeom& g) {
     return {(g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1, (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1};
 }
 inline constexpr int64_t kConvDwBlockedMaxPad = 4096;
+// Kernels the rows mode has no specialized path for (other than 3x3 / 5x5, stride 1 or 2 both
+// ways, dilation 1) run a generic per-tap loop there (64 x 80x80 7x7: ~3.4 ms): the blocked mode
+// takes them on planes up to 4x larger (a 1 MiB plane buffer).
+inline bool conv_dw_generic_kernel(const Conv2DGeom& g) {
+    const bool special = g.kh == g.kw && (g.kh == 3 || g.kh == 5) && g.sh == g.sw && (g.sh == 1 || g.sh == 2) &&
+                         g.dh == 1 && g.dw == 1;
+    return !special;
+}
+inline constexpr int64_t kConvDwBlockedMaxPadGeneric = 16384;
 // Its scratch (16-channel vectors, the widest ISA): the padded plane and a dump slot, the output
 // pixels, the taps and a 32-bit offset per input pixel; 0 where the plane is too large for the mode.
 inline int64_t conv_dw_blocked_floats(const Conv2DGeom& g) {
     const DwBlocked d = dw_blocked_dims(g);
-    if (d.HP * d.WP > kConvDwBlockedMaxPad) return 0;
+    if (d.HP * d.WP > (conv_dw_generic_kernel(g) ? kConvDwBlockedMaxPadGeneric : kConvDwBlockedMaxPad)) return 0;
     const int64_t P = g.OH * g.OW, T = g.kh * g.kw;
     return (d.HP * d.WP + 1 + (P + 15) / 16 * 16 + (T + 15) / 16 * 16) * 16 + g.H * g.W + 16;
 }

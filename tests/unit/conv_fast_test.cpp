@@ -484,6 +484,8 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         {1, 37, 7, 7, 37, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 37},   // channel blocks and a channel tail
         {1, 19, 14, 14, 19, 5, 5, 2, 2, 1, 1, 2, 2, 2, 2, 19}, // 5x5 stride 2, 14 -> 7, 19 channels
         {1, 17, 9, 8, 17, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 17},   // dilation 2, 17 channels
+        {1, 18, 23, 21, 18, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3, 18}, // 7x7 (generic kernel)
+        {1, 5, 15, 17, 5, 7, 7, 2, 2, 1, 1, 3, 3, 3, 3, 5},    // 7x7 stride 2
     };
     std::map<ConvDwMode, int> ran;
     uint32_t seed = 3000;
@@ -556,7 +558,14 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         g.H = g.W = g.OH = g.OW = 7;
         g.ph = g.pw = 3;
         EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), ConvDwMode::kRows) << "7x7 kernel";
-        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << "7 output rows";
+        // Kernels without a specialized rows path (7x7 here) go blocked where the plane fits
+        // (7x7 planes; 80x80: 86x86 padded), rows beyond (200x200).
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kBlocked) << "7x7 kernel, 7x7 plane";
+        g.H = g.W = g.OH = g.OW = 80;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kBlocked) << "7x7 kernel, 80x80 plane";
+        g.H = g.W = g.OH = g.OW = 200;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << "7x7 kernel, 200x200 plane";
+        EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kBlocked), ConvDwMode::kRows) << "too large to force";
         // PP-OCR cls: 5x5, stride (2, 1), 6x96 -> 3x96, and 2 x 96 planes: plane; 16 x 96: rows.
         g.kh = g.kw = 5;
         g.ph = g.pw = 2;
