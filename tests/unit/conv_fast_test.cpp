@@ -747,6 +747,15 @@ TEST(ConvFast, EnginePathsMatchReference) {
     check_graph({2, 6, 9, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 6}, hs, true, false);     // depthwise
     check_graph({1, 16, 5, 6, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {}, false, false);   // grouped
     check_graph({1, 6, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3}, hs, true, false);      // ref path
+    // Dilated "same" convs as undilated phase convs: dilation 2 (Winograd phases), 3 with a
+    // batch, 5x5 dilation 2; then ones that keep the direct path (H not a multiple of the
+    // dilation, padding not "same", a residual).
+    check_graph({1, 8, 12, 10, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, hs, false, false);
+    check_graph({2, 5, 9, 12, 7, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 1}, clip, false, false);
+    check_graph({1, 4, 8, 8, 6, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 1}, {}, false, false);
+    check_graph({1, 4, 9, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, {}, false, false);
+    check_graph({1, 4, 8, 8, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1, 1, 1}, {}, false, false);
+    check_graph({1, 4, 8, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, hs, true, false);
     // 1-D conv.
     const Shape xs{1, 4, 23}, ws{5, 4, 3};
     check_graph({1, 4, 1, 23, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 1}, hs, false, false, &xs, &ws);
