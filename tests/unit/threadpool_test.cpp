@@ -283,7 +283,7 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
         {3, 45, 47, 32, 3, 2, 1, true, "implicit-split"},   // MobileNetV2-like stem (split mode)
         {3, 61, 59, 16, 7, 2, 3, false, "implicit-split"},  // ResNet-like 7x7 stem (split mode)
         {32, 45, 47, 24, 3, 2, 1, true, "im2col"},          // K = 288: im2col, padded copy
-        {16, 40, 40, 24, 1, 1, 0, true, "1x1-packed"},      // pointwise plane copy
+        {16, 48, 50, 40, 1, 1, 0, true, "1x1-packed"},      // pointwise plane copy (past 1x1-direct)
     };
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
