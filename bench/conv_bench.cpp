@@ -99,6 +99,8 @@ const Shape kShapes[] = {
     {"mid 1x1 384>64 40x40", 384, 64, 40, 40, 1, 1, ConvAct::kRelu},
     {"mid 1x1 64>384 40x40", 64, 384, 40, 40, 1, 1, ConvAct::kRelu},
     {"mid 1x1 256>256 44x44", 256, 256, 44, 44, 1, 1, ConvAct::kRelu},
+    {"k5 5x5 64>32 80", 64, 32, 80, 80, 5, 1, ConvAct::kRelu},
+    {"k5 5x5 64>64 40", 64, 64, 40, 40, 5, 1, ConvAct::kRelu},
 };
 
 Conv2DGeom geom(const Shape& s) {
