@@ -237,3 +237,32 @@ TEST(ElementwiseFast, Float64InputsTakeTheReferenceLoops) {
 }
 
 }  // namespace
+
+namespace {
+
+// InstanceNormalization's float32 path through the engine (it lives in ops/conv.cpp): the
+// kernel named in the plan, rank 3 and 4, against float64.
+TEST(ElementwiseFast, InstanceNormalizationFloat32) {
+    for (const Shape& xs : {Shape{2, 3, 37}, Shape{1, 4, 9, 11}}) {
+        const Tensor x = pattern(xs, 3, 4.0f), scale = pattern({xs[1]}, 4, 2.0f), bias = pattern({xs[1]}, 5, 1.0f);
+        const Outcome r = run_node("InstanceNormalization", {x, scale, bias}, {false, true, true},
+                                   {{"epsilon", float_attr(1e-3f)}});
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        EXPECT_NE(r.kernel.find("instnorm_f32"), std::string::npos) << r.kernel;
+        const int64_t planes = xs[0] * xs[1], n = x.numel() / planes;
+        for (int64_t p = 0; p < planes; ++p) {
+            const float* xp = x.as<float>() + p * n;
+            double m = 0, q = 0;
+            for (int64_t i = 0; i < n; ++i) m += xp[i];
+            m /= double(n);
+            for (int64_t i = 0; i < n; ++i) q += (xp[i] - m) * (xp[i] - m);
+            const int64_t c = p % xs[1];
+            const double a = scale.as<float>()[c] / std::sqrt(q / double(n) + double(1e-3f));
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_NEAR(r.outs[0].as<float>()[p * n + i], (xp[i] - m) * a + bias.as<float>()[c], 1e-5)
+                    << shape_str(xs) << " plane " << p << " at " << i;
+        }
+    }
+}
+
+}  // namespace
