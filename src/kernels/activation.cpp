@@ -37,6 +37,9 @@ void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n) 
         case ActKind::kMish: return apply_scalar_k<ActKind::kMish>(a, x, y, n);
         case ActKind::kAbs: return apply_scalar_k<ActKind::kAbs>(a, x, y, n);
         case ActKind::kNeg: return apply_scalar_k<ActKind::kNeg>(a, x, y, n);
+        case ActKind::kFloor: return apply_scalar_k<ActKind::kFloor>(a, x, y, n);
+        case ActKind::kCeil: return apply_scalar_k<ActKind::kCeil>(a, x, y, n);
+        case ActKind::kRound: return apply_scalar_k<ActKind::kRound>(a, x, y, n);
     }
 }
 

@@ -62,14 +62,17 @@ enum class ActKind : int {
     kMish,
     kAbs,
     kNeg,
+    kFloor,
+    kCeil,
+    kRound,  // ONNX Round: halves to even (nearbyint in the default rounding mode)
 };
 
 // Lower-case name for kernel descriptions ("log", "softplus", ...).
 inline const char* act_name(ActKind k) {
     static constexpr const char* kNames[] = {"none", "relu", "leaky_relu", "clip", "hard_sigmoid", "hard_swish",
                                              "sigmoid", "tanh", "exp", "erf", "gelu", "gelu_tanh", "log", "sqrt",
-                                             "elu", "selu", "softplus", "mish", "abs", "neg"};
-    static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(ActKind::kNeg) + 1);
+                                             "elu", "selu", "softplus", "mish", "abs", "neg", "floor", "ceil", "round"};
+    static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(ActKind::kRound) + 1);
     return kNames[int(k)];
 }
 
@@ -135,6 +138,9 @@ inline T act_scalar_t(const Activation& a, T x) {
             case ActKind::kMish: return x * std::tanh(softplus_t(x));
             case ActKind::kAbs: return std::fabs(x);
             case ActKind::kNeg: return -x;
+            case ActKind::kFloor: return std::floor(x);
+            case ActKind::kCeil: return std::ceil(x);
+            case ActKind::kRound: return std::nearbyint(x);
         }
         return x;
     }
@@ -403,6 +409,9 @@ inline __m512 act_v512(const Activation& a, __m512 x) {
         case ActKind::kMish: return mish_v512(x);
         case ActKind::kAbs: return _mm512_abs_ps(x);
         case ActKind::kNeg: return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f));
+        case ActKind::kFloor: return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kCeil: return _mm512_roundscale_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kRound: return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
     return x;
 }
@@ -602,6 +611,9 @@ inline __m256 act_v256(const Activation& a, __m256 x) {
         case ActKind::kMish: return mish_v256(x);
         case ActKind::kAbs: return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
         case ActKind::kNeg: return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
+        case ActKind::kFloor: return _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kCeil: return _mm256_round_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kRound: return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
     return x;
 }

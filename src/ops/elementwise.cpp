@@ -88,9 +88,9 @@ FLOAT_UNARY(Reciprocal, T(1) / x)
 FLOAT_UNARY(SigmoidRef, x >= 0 ? T(1) / (T(1) + std::exp(-x)) : std::exp(x) / (T(1) + std::exp(x)))
 FLOAT_UNARY(TanhRef, std::tanh(x))
 FLOAT_UNARY(ErfRef, std::erf(x))
-FLOAT_UNARY(Floor, std::floor(x))
-FLOAT_UNARY(Ceil, std::ceil(x))
-FLOAT_UNARY(Round, std::nearbyint(x))
+FLOAT_UNARY(FloorRef, std::floor(x))
+FLOAT_UNARY(CeilRef, std::ceil(x))
+FLOAT_UNARY(RoundRef, std::nearbyint(x))
 FLOAT_UNARY(SoftplusRef, kernels::softplus_t(x))
 FLOAT_UNARY(Softsign, x / (T(1) + std::abs(x)))
 FLOAT_UNARY(Sin, std::sin(x))
@@ -131,6 +131,15 @@ Status prep_Softplus(OpContext& ctx) {
 }
 Status prep_Mish(OpContext& ctx) {
     return try_act_kernel(ctx, kernels::ActKind::kMish) ? Status{} : prep_MishRef(ctx);
+}
+Status prep_Floor(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kFloor) ? Status{} : prep_FloorRef(ctx);
+}
+Status prep_Ceil(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kCeil) ? Status{} : prep_CeilRef(ctx);
+}
+Status prep_Round(OpContext& ctx) {
+    return try_act_kernel(ctx, kernels::ActKind::kRound) ? Status{} : prep_RoundRef(ctx);
 }
 Status prep_HardSwish(OpContext& ctx) {
     return try_act_kernel(ctx, kernels::ActKind::kHardSwish) ? Status{} : prep_HardSwishRef(ctx);

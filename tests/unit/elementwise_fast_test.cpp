@@ -1,7 +1,7 @@
 // The float32 fast paths of the elementwise ops through the engine (one-node graphs): PRelu's
 // vector rows over every slope broadcast (per channel, scalar, full, trailing, the pre-opset-7
 // per-channel [C]) against a direct loop, and Log / Sqrt / Elu / Selu / Softplus / Mish / Abs /
-// Neg against float64 formulas written here (not the kernels' own reference), with the kernel
+// Neg / Floor / Ceil / Round against float64 formulas written here (not the kernels' own reference), with the kernel
 // each step chose.
 #include <gtest/gtest.h>
 
@@ -185,13 +185,17 @@ TEST(ElementwiseFast, UnaryMathMatchesFloat64Formulas) {
         {"Mish", {}, [](double x) { return x * std::tanh(softplus_d(x)); }, "act_mish"},
         {"Abs", {}, [](double x) { return std::fabs(x); }, "act_abs"},
         {"Neg", {}, [](double x) { return -x; }, "act_neg"},
+        {"Floor", {}, [](double x) { return std::floor(x); }, "act_floor"},
+        {"Ceil", {}, [](double x) { return std::ceil(x); }, "act_ceil"},
+        {"Round", {}, [](double x) { return std::nearbyint(x); }, "act_round"},
     };
     // Odd length (vector tails), magnitudes from 1e-6 to 1e3 of both signs, the large-x regime
     // where a naive softplus overflows, and denormals / zeros / infinities / NaN.
     std::vector<float> xs;
     for (int i = -3000; i <= 3000; ++i) xs.push_back(float(i) * 0.01f + 0.0013f);
     for (float v = 1e-6f; v < 1e3f; v *= 1.9f) xs.push_back(v), xs.push_back(-v);
-    for (float v : {100.0f, 95.0f, 500.0f, -95.0f, -500.0f, 1e-40f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN})
+    for (float v : {100.0f, 95.0f, 500.0f, -95.0f, -500.0f, 1e-40f, 0.0f, -0.0f, INFINITY, -INFINITY, NAN, 0.5f,
+                    1.5f, 2.5f, -2.5f})
         xs.push_back(v);
     Tensor x(DType::kF32, {1, int64_t(xs.size())});
     std::memcpy(x.data(), xs.data(), xs.size() * sizeof(float));

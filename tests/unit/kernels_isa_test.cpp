@@ -136,7 +136,8 @@ TEST(KernelsIsa, ErfAndGeluMatchScalarEveryIsa) {
 }
 
 TEST(KernelsIsa, LogExpm1SoftplusMishMatchDoubleEveryIsa) {
-    // Log, Sqrt, Elu, Selu, Softplus, Mish, Abs, Neg against the scalar reference in double:
+    // Log, Sqrt, Elu, Selu, Softplus, Mish, Abs, Neg, Floor, Ceil, Round (exact: 2.5 -> 2, -0.5 ->
+    // -0, 8388609 kept, in the dense range's halves) against the scalar reference in double:
     // <= 1e-6 relative (plus ~1e-44 absolute for denormal results) on the edge values, a dense
     // range across the expm1 switch at |x| = 0.5, log over every binade (denormals included),
     // and tails of every length. NaN must stay NaN, infinities and signed zeros must match.
@@ -146,12 +147,14 @@ TEST(KernelsIsa, LogExpm1SoftplusMishMatchDoubleEveryIsa) {
         for (float f : {1.0f, 1.3f, 1.7f}) x.push_back(std::ldexp(f, e));
     for (float v : {0.4999f, 0.5f, 0.5001f, -0.4999f, -0.5f, -0.5001f, 0.70710677f, 0.7071068f, 1.0000001f,
                     0.99999994f, 1.17549435e-38f, 1.1754942e-38f, -15.0f, -17.0f, 15.0f, 17.0f, 19.99f, 20.01f,
-                    30.0f, -30.0f, -50.0f, 50.0f})
+                    30.0f, -30.0f, -50.0f, 50.0f, 1.5f, 2.5f, -2.5f, -1.5f, 8388609.0f, -8388609.0f, 0.49999997f})
         x.push_back(v);
     const Activation acts[] = {{ActKind::kLog, 0, 0},      {ActKind::kSqrt, 0, 0},
                                {ActKind::kElu, 0.7f, 0},   {ActKind::kSelu, 1.6732632f, 1.050701f},
                                {ActKind::kSoftplus, 0, 0}, {ActKind::kMish, 0, 0},
-                               {ActKind::kAbs, 0, 0},      {ActKind::kNeg, 0, 0}};
+                               {ActKind::kAbs, 0, 0},      {ActKind::kNeg, 0, 0},
+                               {ActKind::kFloor, 0, 0},    {ActKind::kCeil, 0, 0},
+                               {ActKind::kRound, 0, 0}};
     for (Isa isa : isas())
         for (const Activation& a : acts) {
             for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(5), int64_t(13), int64_t(17)}) {

@@ -218,6 +218,9 @@ inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
         case ActKind::kMish: return mish_v128(x);
         case ActKind::kAbs: return vabsq_f32(x);
         case ActKind::kNeg: return vnegq_f32(x);
+        case ActKind::kFloor: return vrndmq_f32(x);
+        case ActKind::kCeil: return vrndpq_f32(x);
+        case ActKind::kRound: return vrndnq_f32(x);  // ties to even
     }
     return x;
 }
