@@ -29,6 +29,17 @@ void act_apply_scalar(const Activation& a, const float* x, float* y, int64_t n) 
         case ActKind::kErf: return apply_scalar_k<ActKind::kErf>(a, x, y, n);
         case ActKind::kGelu: return apply_scalar_k<ActKind::kGelu>(a, x, y, n);
         case ActKind::kGeluTanh: return apply_scalar_k<ActKind::kGeluTanh>(a, x, y, n);
+        case ActKind::kLog: return apply_scalar_k<ActKind::kLog>(a, x, y, n);
+        case ActKind::kSqrt: return apply_scalar_k<ActKind::kSqrt>(a, x, y, n);
+        case ActKind::kElu: return apply_scalar_k<ActKind::kElu>(a, x, y, n);
+        case ActKind::kSelu: return apply_scalar_k<ActKind::kSelu>(a, x, y, n);
+        case ActKind::kSoftplus: return apply_scalar_k<ActKind::kSoftplus>(a, x, y, n);
+        case ActKind::kMish: return apply_scalar_k<ActKind::kMish>(a, x, y, n);
+        case ActKind::kAbs: return apply_scalar_k<ActKind::kAbs>(a, x, y, n);
+        case ActKind::kNeg: return apply_scalar_k<ActKind::kNeg>(a, x, y, n);
+        case ActKind::kFloor: return apply_scalar_k<ActKind::kFloor>(a, x, y, n);
+        case ActKind::kCeil: return apply_scalar_k<ActKind::kCeil>(a, x, y, n);
+        case ActKind::kRound: return apply_scalar_k<ActKind::kRound>(a, x, y, n);
     }
 }
 

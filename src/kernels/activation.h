@@ -19,8 +19,13 @@
 //   erf_v512 / gelu_v512 (and _v256)          erf to ~4e-7 absolute (Abramowitz-Stegun 7.1.26
 //                                             for |x| >= 0.5, its Taylor series below), GELU
 //                                             from the same parts without cancellation for x < 0.
+//   log_v512 / expm1_v512 / softplus_v512 / mish_v512 (and _v256)
+//                                             Cephes logf (~1 ulp; denormals, 0, < 0, inf, NaN as
+//                                             std::log), expm1 (Taylor below |x| = 0.5), softplus
+//                                             and mish without overflow (see each function).
 #pragma once
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <type_traits>
@@ -48,7 +53,28 @@ enum class ActKind : int {
     kErf,
     kGelu,
     kGeluTanh,
+    // The elementwise Log, Sqrt, Elu (alpha), Selu (alpha, beta = gamma), Softplus and Mish ops.
+    kLog,
+    kSqrt,
+    kElu,
+    kSelu,
+    kSoftplus,
+    kMish,
+    kAbs,
+    kNeg,
+    kFloor,
+    kCeil,
+    kRound,  // ONNX Round: halves to even (nearbyint in the default rounding mode)
 };
+
+// Lower-case name for kernel descriptions ("log", "softplus", ...).
+inline const char* act_name(ActKind k) {
+    static constexpr const char* kNames[] = {"none", "relu", "leaky_relu", "clip", "hard_sigmoid", "hard_swish",
+                                             "sigmoid", "tanh", "exp", "erf", "gelu", "gelu_tanh", "log", "sqrt",
+                                             "elu", "selu", "softplus", "mish", "abs", "neg", "floor", "ceil", "round"};
+    static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(ActKind::kRound) + 1);
+    return kNames[int(k)];
+}
 
 struct Activation {
     ActKind kind = ActKind::kNone;
@@ -75,6 +101,12 @@ inline bool parse_activation(std::string_view name, float alpha, float beta, Act
     return true;
 }
 
+// log(1 + exp(x)) without overflow: max(x, 0) + log1p(exp(-|x|)) (NaN stays NaN).
+template <typename T>
+inline T softplus_t(T x) {
+    return (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::fabs(x)));
+}
+
 // Scalar reference, the same formulas as the elementwise ops, in T (float, double; integer types
 // go through double).
 template <typename T>
@@ -98,6 +130,17 @@ inline T act_scalar_t(const Activation& a, T x) {
             case ActKind::kGelu: return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
             case ActKind::kGeluTanh:
                 return T(0.5) * x * (T(1) + std::tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+            case ActKind::kLog: return std::log(x);
+            case ActKind::kSqrt: return std::sqrt(x);
+            case ActKind::kElu: return x >= T(0) ? x : al * std::expm1(x);
+            case ActKind::kSelu: return x > T(0) ? be * x : be * (al * std::expm1(x));
+            case ActKind::kSoftplus: return softplus_t(x);
+            case ActKind::kMish: return x * std::tanh(softplus_t(x));
+            case ActKind::kAbs: return std::fabs(x);
+            case ActKind::kNeg: return -x;
+            case ActKind::kFloor: return std::floor(x);
+            case ActKind::kCeil: return std::ceil(x);
+            case ActKind::kRound: return std::nearbyint(x);
         }
         return x;
     }
@@ -139,6 +182,22 @@ void act_apply_neon(const Activation& a, const float* x, float* y, int64_t n);
     constexpr float kEa3 = 1.421413741f, kEa4 = -1.453152027f, kEa5 = 1.061405429f; \
     constexpr float kEc0 = 1.1283791671f, kEc1 = -0.3761263890f, kEc2 = 0.1128379167f; \
     constexpr float kEc3 = -0.0268661706f, kEc4 = 0.0052239776f, kEc5 = -0.0008548327f;
+
+// log (Cephes logf): x = m 2^e with m in [sqrt(1/2), sqrt(2)), log x = e ln2 + (m - 1) + (m - 1)^3
+// P(m - 1) - (m - 1)^2 / 2, ln2 in two parts; ~1 ulp.
+#define JIFFY_LOG_CONSTS                                                        \
+    constexpr float kSqrtHalf = 0.707106781186547524f;                          \
+    constexpr float kLnHi = 0.693359375f, kLnLo = -2.12194440e-4f;              \
+    constexpr float kL0 = 7.0376836292E-2f, kL1 = -1.1514610310E-1f;            \
+    constexpr float kL2 = 1.1676998740E-1f, kL3 = -1.2420140846E-1f;            \
+    constexpr float kL4 = 1.4249322787E-1f, kL5 = -1.6668057665E-1f;            \
+    constexpr float kL6 = 2.0000714765E-1f, kL7 = -2.4999993993E-1f;            \
+    constexpr float kL8 = 3.3333331174E-1f;
+// expm1 for |x| < 0.5: x + x^2 (1/2 + x/3! + ... + x^6/8!) (Taylor, < 2e-8 relative); else
+// exp(x) - 1 (no cancellation worse than 2.5x there).
+#define JIFFY_EXPM1_CONSTS                                                      \
+    constexpr float kM2 = 0.5f, kM3 = 1.0f / 6, kM4 = 1.0f / 24, kM5 = 1.0f / 120; \
+    constexpr float kM6 = 1.0f / 720, kM7 = 1.0f / 5040, kM8 = 1.0f / 40320;
 
 // GCC 12 warns (falsely) that the intrinsics' internal _mm512_undefined_ps() values may be used
 // uninitialized once these are inlined.
@@ -242,6 +301,70 @@ inline __m512 gelu_tanh_v512(__m512 x) {
     const __m512 u = _mm512_mul_ps(_mm512_set1_ps(0.7978845608028654f), _mm512_fmadd_ps(x3, _mm512_set1_ps(0.044715f), x));
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), tanh_v512(u)));
 }
+// log of x > 0 finite (denormals included): no special-value handling (log_v512 adds it).
+inline __m512 log_core_v512(__m512 x) {
+    JIFFY_LOG_CONSTS
+    const __m512 one = _mm512_set1_ps(1.0f);
+    // x = m 2^e, m in [0.5, 1); getmant / getexp are exact on denormals too.
+    __m512 m = _mm512_getmant_ps(x, _MM_MANT_NORM_p5_1, _MM_MANT_SIGN_zero);
+    __m512 e = _mm512_add_ps(_mm512_getexp_ps(x), one);
+    const __mmask16 lo = _mm512_cmp_ps_mask(m, _mm512_set1_ps(kSqrtHalf), _CMP_LT_OQ);
+    e = _mm512_mask_sub_ps(e, lo, e, one);
+    m = _mm512_sub_ps(_mm512_mask_add_ps(m, lo, m, m), one);
+    const __m512 z = _mm512_mul_ps(m, m);
+    __m512 p = _mm512_set1_ps(kL0);
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL1));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL2));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL3));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL4));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL5));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL6));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL7));
+    p = _mm512_fmadd_ps(p, m, _mm512_set1_ps(kL8));
+    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, m), z);
+    y = _mm512_fmadd_ps(e, _mm512_set1_ps(kLnLo), y);
+    y = _mm512_fnmadd_ps(_mm512_set1_ps(0.5f), z, y);
+    return _mm512_fmadd_ps(e, _mm512_set1_ps(kLnHi), _mm512_add_ps(m, y));
+}
+// log x with std::log's special values: log(+-0) = -inf, log(x < 0) = NaN, log(inf) = inf.
+inline __m512 log_v512(__m512 x) {
+    __m512 r = log_core_v512(x);
+    const __m512 zero = _mm512_setzero_ps();
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(INFINITY), _CMP_EQ_OQ), x);
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, zero, _CMP_EQ_OQ), _mm512_set1_ps(-INFINITY));
+    r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, zero, _CMP_LT_OQ), _mm512_set1_ps(NAN));
+    return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+inline __m512 expm1_v512(__m512 x) {
+    JIFFY_EXPM1_CONSTS
+    __m512 p = _mm512_set1_ps(kM8);
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM7));
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM6));
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM5));
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM4));
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM3));
+    p = _mm512_fmadd_ps(p, x, _mm512_set1_ps(kM2));
+    // x + x^2 p is +0 for x = -0: x's sign bit restores expm1(-0) = -0 (the sign always agrees).
+    const __m512 small = _mm512_or_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, x), x, x), _mm512_and_ps(x, _mm512_set1_ps(-0.0f)));
+    const __m512 big = _mm512_sub_ps(exp_v512(x), _mm512_set1_ps(1.0f));
+    return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(_mm512_abs_ps(x), _mm512_set1_ps(0.5f), _CMP_LT_OQ), big, small);
+}
+// max(x, 0) + log1p(u), u = exp(-|x|) in [0, 1]: log1p(u) = log(w) + (u - (w - 1)) / w with
+// w = 1 + u (the correction restores what rounding w lost, so tiny u give u).
+inline __m512 softplus_v512(__m512 x) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 u = exp_v512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+    const __m512 w = _mm512_add_ps(one, u);
+    const __m512 l = _mm512_add_ps(log_core_v512(w), _mm512_div_ps(_mm512_sub_ps(u, _mm512_sub_ps(w, one)), w));
+    return _mm512_add_ps(_mm512_max_ps(_mm512_setzero_ps(), x), l);  // max returns x when x is NaN
+}
+// x tanh(log(1 + e)) = x n / (n + 2) with e = exp(x), n = e (e + 2); x > 20 gives n / (n + 2) = 1
+// in float, so the exponent is clamped there (no overflow).
+inline __m512 mish_v512(__m512 x) {
+    const __m512 e = exp_v512(_mm512_min_ps(_mm512_set1_ps(20.0f), x));  // min returns x when NaN
+    const __m512 n = _mm512_mul_ps(e, _mm512_add_ps(e, _mm512_set1_ps(2.0f)));
+    return _mm512_mul_ps(x, _mm512_div_ps(n, _mm512_add_ps(n, _mm512_set1_ps(2.0f))));
+}
 inline __m512 act_v512(const Activation& a, __m512 x) {
     switch (a.kind) {
         case ActKind::kNone: return x;
@@ -271,6 +394,24 @@ inline __m512 act_v512(const Activation& a, __m512 x) {
         case ActKind::kErf: return erf_v512(x);
         case ActKind::kGelu: return gelu_v512(x);
         case ActKind::kGeluTanh: return gelu_tanh_v512(x);
+        case ActKind::kLog: return log_v512(x);
+        case ActKind::kSqrt: return _mm512_sqrt_ps(x);
+        case ActKind::kElu: {
+            const __mmask16 neg = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+            return _mm512_mask_mul_ps(x, neg, expm1_v512(x), _mm512_set1_ps(a.alpha));
+        }
+        case ActKind::kSelu: {
+            const __m512 g = _mm512_set1_ps(a.beta);
+            const __m512 neg = _mm512_mul_ps(g, _mm512_mul_ps(_mm512_set1_ps(a.alpha), expm1_v512(x)));
+            return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GT_OQ), neg, _mm512_mul_ps(g, x));
+        }
+        case ActKind::kSoftplus: return softplus_v512(x);
+        case ActKind::kMish: return mish_v512(x);
+        case ActKind::kAbs: return _mm512_abs_ps(x);
+        case ActKind::kNeg: return _mm512_xor_ps(x, _mm512_set1_ps(-0.0f));
+        case ActKind::kFloor: return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kCeil: return _mm512_roundscale_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kRound: return _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
     return x;
 }
@@ -363,6 +504,70 @@ inline __m256 gelu_tanh_v256(__m256 x) {
     const __m256 u = _mm256_mul_ps(_mm256_set1_ps(0.7978845608028654f), _mm256_fmadd_ps(x3, _mm256_set1_ps(0.044715f), x));
     return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), x), _mm256_add_ps(_mm256_set1_ps(1.0f), tanh_v256(u)));
 }
+inline __m256 log_core_v256(__m256 x) {
+    JIFFY_LOG_CONSTS
+    const __m256 one = _mm256_set1_ps(1.0f);
+    // Denormals: scaled by 2^23 first (exponent corrected below).
+    const __m256 tiny = _mm256_cmp_ps(x, _mm256_set1_ps(1.17549435e-38f), _CMP_LT_OQ);
+    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(8388608.0f)), tiny);
+    const __m256i bits = _mm256_castps_si256(xs);
+    __m256 e = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(bits, 23), _mm256_set1_epi32(126)));
+    e = _mm256_sub_ps(e, _mm256_and_ps(tiny, _mm256_set1_ps(23.0f)));
+    __m256 m = _mm256_castsi256_ps(_mm256_or_si256(_mm256_and_si256(bits, _mm256_set1_epi32(0x007fffff)),
+                                                   _mm256_set1_epi32(0x3f000000)));  // [0.5, 1)
+    const __m256 lo = _mm256_cmp_ps(m, _mm256_set1_ps(kSqrtHalf), _CMP_LT_OQ);
+    e = _mm256_sub_ps(e, _mm256_and_ps(lo, one));
+    m = _mm256_sub_ps(_mm256_add_ps(m, _mm256_and_ps(lo, m)), one);
+    const __m256 z = _mm256_mul_ps(m, m);
+    __m256 p = _mm256_set1_ps(kL0);
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL1));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL2));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL3));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL4));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL5));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL6));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL7));
+    p = _mm256_fmadd_ps(p, m, _mm256_set1_ps(kL8));
+    __m256 y = _mm256_mul_ps(_mm256_mul_ps(p, m), z);
+    y = _mm256_fmadd_ps(e, _mm256_set1_ps(kLnLo), y);
+    y = _mm256_fnmadd_ps(_mm256_set1_ps(0.5f), z, y);
+    return _mm256_fmadd_ps(e, _mm256_set1_ps(kLnHi), _mm256_add_ps(m, y));
+}
+inline __m256 log_v256(__m256 x) {
+    __m256 r = log_core_v256(x);
+    const __m256 zero = _mm256_setzero_ps();
+    r = _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, _mm256_set1_ps(INFINITY), _CMP_EQ_OQ));
+    r = _mm256_blendv_ps(r, _mm256_set1_ps(-INFINITY), _mm256_cmp_ps(x, zero, _CMP_EQ_OQ));
+    r = _mm256_blendv_ps(r, _mm256_set1_ps(NAN), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+    return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+inline __m256 expm1_v256(__m256 x) {
+    JIFFY_EXPM1_CONSTS
+    __m256 p = _mm256_set1_ps(kM8);
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM7));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM6));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM5));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM4));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM3));
+    p = _mm256_fmadd_ps(p, x, _mm256_set1_ps(kM2));
+    const __m256 small = _mm256_or_ps(_mm256_fmadd_ps(_mm256_mul_ps(p, x), x, x), _mm256_and_ps(x, _mm256_set1_ps(-0.0f)));
+    const __m256 big = _mm256_sub_ps(exp_v256(x), _mm256_set1_ps(1.0f));
+    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    return _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.5f), _CMP_LT_OQ));
+}
+inline __m256 softplus_v256(__m256 x) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    const __m256 u = exp_v256(_mm256_sub_ps(_mm256_setzero_ps(), ax));
+    const __m256 w = _mm256_add_ps(one, u);
+    const __m256 l = _mm256_add_ps(log_core_v256(w), _mm256_div_ps(_mm256_sub_ps(u, _mm256_sub_ps(w, one)), w));
+    return _mm256_add_ps(_mm256_max_ps(_mm256_setzero_ps(), x), l);
+}
+inline __m256 mish_v256(__m256 x) {
+    const __m256 e = exp_v256(_mm256_min_ps(_mm256_set1_ps(20.0f), x));
+    const __m256 n = _mm256_mul_ps(e, _mm256_add_ps(e, _mm256_set1_ps(2.0f)));
+    return _mm256_mul_ps(x, _mm256_div_ps(n, _mm256_add_ps(n, _mm256_set1_ps(2.0f))));
+}
 inline __m256 act_v256(const Activation& a, __m256 x) {
     switch (a.kind) {
         case ActKind::kNone: return x;
@@ -391,6 +596,24 @@ inline __m256 act_v256(const Activation& a, __m256 x) {
         case ActKind::kErf: return erf_v256(x);
         case ActKind::kGelu: return gelu_v256(x);
         case ActKind::kGeluTanh: return gelu_tanh_v256(x);
+        case ActKind::kLog: return log_v256(x);
+        case ActKind::kSqrt: return _mm256_sqrt_ps(x);
+        case ActKind::kElu: {
+            const __m256 neg = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ);
+            return _mm256_blendv_ps(x, _mm256_mul_ps(expm1_v256(x), _mm256_set1_ps(a.alpha)), neg);
+        }
+        case ActKind::kSelu: {
+            const __m256 g = _mm256_set1_ps(a.beta);
+            const __m256 neg = _mm256_mul_ps(g, _mm256_mul_ps(_mm256_set1_ps(a.alpha), expm1_v256(x)));
+            return _mm256_blendv_ps(neg, _mm256_mul_ps(g, x), _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
+        }
+        case ActKind::kSoftplus: return softplus_v256(x);
+        case ActKind::kMish: return mish_v256(x);
+        case ActKind::kAbs: return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+        case ActKind::kNeg: return _mm256_xor_ps(x, _mm256_set1_ps(-0.0f));
+        case ActKind::kFloor: return _mm256_round_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kCeil: return _mm256_round_ps(x, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC);
+        case ActKind::kRound: return _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     }
     return x;
 }
@@ -403,5 +626,7 @@ inline __m256 act_v256(const Activation& a, __m256 x) {
 #undef JIFFY_EXP_CONSTS
 #undef JIFFY_TANH_CONSTS
 #undef JIFFY_ERF_CONSTS
+#undef JIFFY_LOG_CONSTS
+#undef JIFFY_EXPM1_CONSTS
 
 }  // namespace jiffy::kernels

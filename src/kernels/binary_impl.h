@@ -17,6 +17,7 @@ inline float bin_op(float a, float b) {
         float m = a < b ? a : b;
         return (a != a) | (b != b) ? a + b : m;
     }
+    if constexpr (OP == BinOp::kPRelu) return a < 0.0f ? a * b : a;
 }
 
 template <BinOp OP>
@@ -45,6 +46,7 @@ inline BinaryRows rows_for(BinOp op) {
         case BinOp::kDiv: return rows<BinOp::kDiv>();
         case BinOp::kMax: return rows<BinOp::kMax>();
         case BinOp::kMin: return rows<BinOp::kMin>();
+        case BinOp::kPRelu: return rows<BinOp::kPRelu>();
     }
     return rows<BinOp::kAdd>();
 }

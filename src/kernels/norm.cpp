@@ -4,6 +4,15 @@
 
 namespace jiffy::kernels {
 
+namespace {
+#include "kernels/instnorm_impl.h"
+}  // namespace
+
+void instnorm_planes_scalar(const float* x, float* y, int64_t batch, int64_t channels, int64_t n, const float* scale,
+                            const float* bias, float eps) {
+    instnorm_planes_impl(x, y, batch, channels, n, scale, bias, eps);
+}
+
 void softmax_rows_scalar(const float* x, float* y, int64_t rows, int64_t n, float scale) {
     for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
         float mx = x[0];
@@ -45,6 +54,14 @@ SoftmaxRowsFn softmax_rows_for(Isa isa) {
     if (isa == Isa::kAvx2) return softmax_rows_avx2;
 #endif
     return softmax_rows_scalar;
+}
+
+InstNormPlanesFn instnorm_planes_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return instnorm_planes_avx512;
+    if (isa == Isa::kAvx2) return instnorm_planes_avx2;
+#endif
+    return instnorm_planes_scalar;
 }
 
 LayerNormRowsFn layernorm_rows_for(Isa isa) {

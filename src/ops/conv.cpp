@@ -1725,6 +1725,26 @@ private:
     bool per_channel_;
 };
 
+// float32 InstanceNormalization: kernels/norm.h planes (vector partial sums; 1x64x80x80 from
+// ~730 to ~77 us, double accumulation per element before).
+class InstNormF32Kernel : public Kernel {
+public:
+    InstNormF32Kernel(int64_t N, int64_t C, int64_t S, float eps)
+        : N_(N), C_(C), S_(S), eps_(eps), isa_(kernels::active_isa()), fn_(kernels::instnorm_planes_for(isa_)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), N_, C_, S_,
+            static_cast<const float*>(in[1]), static_cast<const float*>(in[2]), eps_);
+        return {};
+    }
+    std::string describe() const override { return std::string("instnorm_f32 ") + kernels::isa_name(isa_); }
+
+private:
+    int64_t N_, C_, S_;
+    float eps_;
+    kernels::Isa isa_;
+    kernels::InstNormPlanesFn fn_;
+};
+
 Status prep_InstanceNormalization(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
     JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 1, "scale"));
@@ -1739,6 +1759,10 @@ Status prep_InstanceNormalization(OpContext& ctx) {
     for (size_t i = 2; i < x.size(); ++i) S *= x[i];
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), x));
     double eps = ctx.attr_float("epsilon", 1e-5f);
+    if (ctx.in_dtype(0) == DType::kF32) {
+        ctx.set_kernel(std::make_unique<InstNormF32Kernel>(x[0], C, S, float(eps)));
+        return {};
+    }
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<GroupNormKernel<T>>(x[0], C, 1, S, eps, true));

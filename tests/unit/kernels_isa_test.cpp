@@ -135,6 +135,77 @@ TEST(KernelsIsa, ErfAndGeluMatchScalarEveryIsa) {
         }
 }
 
+TEST(KernelsIsa, LogExpm1SoftplusMishMatchDoubleEveryIsa) {
+    // Log, Sqrt, Elu, Selu, Softplus, Mish, Abs, Neg, Floor, Ceil, Round (exact: 2.5 -> 2, -0.5 ->
+    // -0, 8388609 kept, in the dense range's halves) against the scalar reference in double:
+    // <= 1e-6 relative (plus ~1e-44 absolute for denormal results) on the edge values, a dense
+    // range across the expm1 switch at |x| = 0.5, log over every binade (denormals included),
+    // and tails of every length. NaN must stay NaN, infinities and signed zeros must match.
+    std::vector<float> x = edge_values(400, 0.05f);
+    for (int i = -1000; i <= 1000; ++i) x.push_back(float(i) * 0.001f);
+    for (int e = -149; e < 128; ++e)
+        for (float f : {1.0f, 1.3f, 1.7f}) x.push_back(std::ldexp(f, e));
+    for (float v : {0.4999f, 0.5f, 0.5001f, -0.4999f, -0.5f, -0.5001f, 0.70710677f, 0.7071068f, 1.0000001f,
+                    0.99999994f, 1.17549435e-38f, 1.1754942e-38f, -15.0f, -17.0f, 15.0f, 17.0f, 19.99f, 20.01f,
+                    30.0f, -30.0f, -50.0f, 50.0f, 1.5f, 2.5f, -2.5f, -1.5f, 8388609.0f, -8388609.0f, 0.49999997f})
+        x.push_back(v);
+    const Activation acts[] = {{ActKind::kLog, 0, 0},      {ActKind::kSqrt, 0, 0},
+                               {ActKind::kElu, 0.7f, 0},   {ActKind::kSelu, 1.6732632f, 1.050701f},
+                               {ActKind::kSoftplus, 0, 0}, {ActKind::kMish, 0, 0},
+                               {ActKind::kAbs, 0, 0},      {ActKind::kNeg, 0, 0},
+                               {ActKind::kFloor, 0, 0},    {ActKind::kCeil, 0, 0},
+                               {ActKind::kRound, 0, 0}};
+    for (Isa isa : isas())
+        for (const Activation& a : acts) {
+            for (int64_t n : {int64_t(x.size()), int64_t(1), int64_t(5), int64_t(13), int64_t(17)}) {
+                std::vector<float> y(x.size() + 1, 12345.0f);
+                act_apply_for(isa)(a, x.data(), y.data(), n);
+                for (int64_t i = 0; i < n; ++i) {
+                    const double xi = x[size_t(i)], want = act_scalar_t<double>(a, xi), got = y[size_t(i)];
+                    const std::string what = std::string(isa_name(isa)) + " " + act_name(a.kind) +
+                                             " x=" + std::to_string(xi) + " (" + std::to_string(i) + ")";
+                    if (std::isnan(want)) {
+                        EXPECT_TRUE(std::isnan(got)) << what << " got " << got;
+                        continue;
+                    }
+                    if (std::isinf(float(want)) || want == 0.0) {  // float overflow counts as inf
+                        EXPECT_EQ(got, double(float(want))) << what;
+                        if (want == 0.0) EXPECT_EQ(std::signbit(got), std::signbit(float(want))) << what;
+                        continue;
+                    }
+                    // Denormal intermediates (exp(-100) in Mish) keep a few bits: 1e-44 |x| absolute.
+                    ASSERT_LE(std::fabs(got - want), 1e-6 * std::fabs(want) + 1e-44 * std::max(1.0, std::fabs(xi)))
+                        << what << " got " << got << " want " << want;
+                }
+                EXPECT_EQ(y[size_t(n)], 12345.0f) << isa_name(isa) << " wrote past n";
+            }
+        }
+}
+
+TEST(KernelsIsa, SoftplusAndLogSpecialValues) {
+    // Exact limits, every ISA: softplus never overflows (= x for large x), log(0) = -inf.
+    const float xs[] = {0.0f, -0.0f, 1.0f, kInf, -kInf, 100.0f, 1e30f, -1e30f, -200.0f};
+    const Activation sp{ActKind::kSoftplus, 0, 0}, lg{ActKind::kLog, 0, 0};
+    for (Isa isa : isas()) {
+        float y[9], l[9];
+        act_apply_for(isa)(sp, xs, y, 9);
+        act_apply_for(isa)(lg, xs, l, 9);
+        EXPECT_FLOAT_EQ(y[0], 0.6931472f) << isa_name(isa);
+        EXPECT_EQ(y[3], kInf) << isa_name(isa);
+        EXPECT_EQ(y[4], 0.0f) << isa_name(isa);
+        EXPECT_EQ(y[5], 100.0f) << isa_name(isa);
+        EXPECT_EQ(y[6], 1e30f) << isa_name(isa);
+        EXPECT_EQ(y[7], 0.0f) << isa_name(isa);
+        EXPECT_EQ(y[8], 0.0f) << isa_name(isa);
+        EXPECT_EQ(l[0], -kInf) << isa_name(isa);
+        EXPECT_EQ(l[1], -kInf) << isa_name(isa);
+        EXPECT_EQ(l[2], 0.0f) << isa_name(isa);
+        EXPECT_EQ(l[3], kInf) << isa_name(isa);
+        EXPECT_TRUE(std::isnan(l[4])) << isa_name(isa);
+        EXPECT_TRUE(std::isnan(l[7])) << isa_name(isa);
+    }
+}
+
 TEST(KernelsIsa, ExpDenormalAndOverflowEdges) {
     // exp down to the denormal range and past the overflow threshold, every ISA.
     const float xs[] = {-87.3f, -88.5f, -95.0f, -100.0f, -103.5f, -103.9f, 88.7f, 88.73f, 90.0f};
@@ -162,7 +233,7 @@ TEST(KernelsIsa, BinaryRowsMatchScalarExactly) {
     std::reverse(b.begin(), b.end());
     b[3] = kNaN;
     for (Isa isa : isas())
-        for (int op = 0; op <= int(BinOp::kMin); ++op) {
+        for (int op = 0; op <= int(BinOp::kPRelu); ++op) {
             const BinaryRows r = binary_rows_for(isa, BinOp(op));
             auto ref = [&](float x, float y) -> float {
                 switch (BinOp(op)) {
@@ -172,6 +243,7 @@ TEST(KernelsIsa, BinaryRowsMatchScalarExactly) {
                     case BinOp::kDiv: return x / y;
                     case BinOp::kMax: return std::isnan(x) || std::isnan(y) ? kNaN : (x > y ? x : y);
                     case BinOp::kMin: return std::isnan(x) || std::isnan(y) ? kNaN : (x < y ? x : y);
+                    case BinOp::kPRelu: return x < 0.0f ? x * y : x;
                 }
                 return 0;
             };

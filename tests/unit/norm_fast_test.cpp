@@ -162,3 +162,42 @@ TEST(NormFast, LayerNormConstantRowIsBias) {
 }
 
 }  // namespace
+
+namespace {
+
+// InstanceNormalization planes against float64 on every ISA: plane lengths across the 16-lane
+// blocks and the 1024-element chunks, a large offset (mean >> std), a constant plane (var = 0:
+// y = bias), N = 2 (channel index wraps), and in place.
+TEST(NormFast, InstNormPlanesMatchFloat64EveryIsa) {
+    uint32_t seed = 900;
+    for (int64_t n : {1, 5, 16, 17, 100, 1023, 1024, 1025, 3000, 6400})
+        for (float offset : {0.0f, 300.0f}) {
+            const int64_t batch = 2, channels = 3;
+            auto x = rnd(batch * channels * n, seed++, 2.0f, offset);
+            for (int64_t i = 0; i < n; ++i) x[size_t(2 * n + i)] = 7.5f;  // plane 2: constant
+            const auto scale = rnd(channels, seed++, 1.5f), bias = rnd(channels, seed++, 1.0f);
+            const float eps = 1e-5f;
+            std::vector<double> want(x.size());
+            for (int64_t p = 0; p < batch * channels; ++p) {
+                double m = 0, q = 0;
+                for (int64_t i = 0; i < n; ++i) m += x[size_t(p * n + i)];
+                m /= double(n);
+                for (int64_t i = 0; i < n; ++i) q += (x[size_t(p * n + i)] - m) * (x[size_t(p * n + i)] - m);
+                const double a = scale[size_t(p % channels)] / std::sqrt(q / double(n) + eps);
+                for (int64_t i = 0; i < n; ++i)
+                    want[size_t(p * n + i)] = (x[size_t(p * n + i)] - m) * a + bias[size_t(p % channels)];
+            }
+            for (Isa isa : isas()) {
+                std::vector<float> y(x.size(), NAN);
+                instnorm_planes_for(isa)(x.data(), y.data(), batch, channels, n, scale.data(), bias.data(), eps);
+                for (size_t i = 0; i < y.size(); ++i)
+                    ASSERT_NEAR(y[i], want[i], 2e-6 * (std::fabs(want[i]) + 1))
+                        << "n " << n << " offset " << offset << " " << isa_name(isa) << " at " << i;
+                std::vector<float> inplace = x;
+                instnorm_planes_for(isa)(inplace.data(), inplace.data(), batch, channels, n, scale.data(), bias.data(), eps);
+                ASSERT_EQ(0, std::memcmp(inplace.data(), y.data(), y.size() * sizeof(float))) << isa_name(isa);
+            }
+        }
+}
+
+}  // namespace

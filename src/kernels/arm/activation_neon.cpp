@@ -42,6 +42,17 @@ void act_apply_neon(const Activation& a, const float* x, float* y, int64_t n) {
         case ActKind::kErf: return apply_k<ActKind::kErf>(a, x, y, n);
         case ActKind::kGelu: return apply_k<ActKind::kGelu>(a, x, y, n);
         case ActKind::kGeluTanh: return apply_k<ActKind::kGeluTanh>(a, x, y, n);
+        case ActKind::kLog: return apply_k<ActKind::kLog>(a, x, y, n);
+        case ActKind::kSqrt: return apply_k<ActKind::kSqrt>(a, x, y, n);
+        case ActKind::kElu: return apply_k<ActKind::kElu>(a, x, y, n);
+        case ActKind::kSelu: return apply_k<ActKind::kSelu>(a, x, y, n);
+        case ActKind::kSoftplus: return apply_k<ActKind::kSoftplus>(a, x, y, n);
+        case ActKind::kMish: return apply_k<ActKind::kMish>(a, x, y, n);
+        case ActKind::kAbs: return apply_k<ActKind::kAbs>(a, x, y, n);
+        case ActKind::kNeg: return apply_k<ActKind::kNeg>(a, x, y, n);
+        case ActKind::kFloor: return apply_k<ActKind::kFloor>(a, x, y, n);
+        case ActKind::kCeil: return apply_k<ActKind::kCeil>(a, x, y, n);
+        case ActKind::kRound: return apply_k<ActKind::kRound>(a, x, y, n);
     }
 }
 

@@ -119,6 +119,62 @@ inline float32x4_t gelu_tanh_v128(float32x4_t x) {
     return vmulq_f32(vmulq_f32(vdupq_n_f32(0.5f), x), vaddq_f32(vdupq_n_f32(1.0f), tanh_v128(u)));
 }
 
+// log / expm1 / softplus / mish: the algorithms of log_v256 / expm1_v256 / softplus_v256 /
+// mish_v256 (kernels/activation.h; the constants are repeated here).
+inline float32x4_t log_core_v128(float32x4_t x) {
+    constexpr float kSqrtHalf = 0.707106781186547524f;
+    constexpr float kLnHi = 0.693359375f, kLnLo = -2.12194440e-4f;
+    constexpr float kL[9] = {7.0376836292E-2f, -1.1514610310E-1f, 1.1676998740E-1f, -1.2420140846E-1f,
+                             1.4249322787E-1f, -1.6668057665E-1f, 2.0000714765E-1f, -2.4999993993E-1f,
+                             3.3333331174E-1f};
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const uint32x4_t tiny = vcltq_f32(x, vdupq_n_f32(1.17549435e-38f));  // denormals: scale by 2^23
+    const float32x4_t xs = vbslq_f32(tiny, vmulq_f32(x, vdupq_n_f32(8388608.0f)), x);
+    const uint32x4_t bits = vreinterpretq_u32_f32(xs);
+    float32x4_t e = vcvtq_f32_s32(vsubq_s32(vreinterpretq_s32_u32(vshrq_n_u32(bits, 23)), vdupq_n_s32(126)));
+    e = vsubq_f32(e, vbslq_f32(tiny, vdupq_n_f32(23.0f), vdupq_n_f32(0.0f)));
+    float32x4_t m = vreinterpretq_f32_u32(vorrq_u32(vandq_u32(bits, vdupq_n_u32(0x007fffffu)), vdupq_n_u32(0x3f000000u)));
+    const uint32x4_t lo = vcltq_f32(m, vdupq_n_f32(kSqrtHalf));
+    e = vsubq_f32(e, vbslq_f32(lo, one, vdupq_n_f32(0.0f)));
+    m = vsubq_f32(vbslq_f32(lo, vaddq_f32(m, m), m), one);
+    const float32x4_t z = vmulq_f32(m, m);
+    float32x4_t p = vdupq_n_f32(kL[0]);
+    for (int i = 1; i < 9; ++i) p = vfmaq_f32(vdupq_n_f32(kL[i]), p, m);
+    float32x4_t y = vmulq_f32(vmulq_f32(p, m), z);
+    y = vfmaq_f32(y, e, vdupq_n_f32(kLnLo));
+    y = vfmsq_f32(y, vdupq_n_f32(0.5f), z);
+    return vfmaq_f32(vaddq_f32(m, y), e, vdupq_n_f32(kLnHi));
+}
+inline float32x4_t log_v128(float32x4_t x) {
+    const float32x4_t zero = vdupq_n_f32(0.0f);
+    float32x4_t r = log_core_v128(x);
+    r = vbslq_f32(vceqq_f32(x, vdupq_n_f32(INFINITY)), x, r);
+    r = vbslq_f32(vceqq_f32(x, zero), vdupq_n_f32(-INFINITY), r);
+    r = vbslq_f32(vcltq_f32(x, zero), vdupq_n_f32(NAN), r);
+    return vbslq_f32(vceqq_f32(x, x), r, x);  // NaN in, NaN out
+}
+inline float32x4_t expm1_v128(float32x4_t x) {
+    constexpr float kM[7] = {1.0f / 40320, 1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
+    float32x4_t p = vdupq_n_f32(kM[0]);
+    for (int i = 1; i < 7; ++i) p = vfmaq_f32(vdupq_n_f32(kM[i]), p, x);
+    // x + x^2 p is +0 for x = -0: take x's sign bit (expm1(-0) = -0; the sign always agrees).
+    const float32x4_t small = vbslq_f32(vdupq_n_u32(0x80000000u), x, vfmaq_f32(x, vmulq_f32(p, x), x));
+    const float32x4_t big = vsubq_f32(exp_v128(x), vdupq_n_f32(1.0f));
+    return vbslq_f32(vcltq_f32(vabsq_f32(x), vdupq_n_f32(0.5f)), small, big);
+}
+inline float32x4_t softplus_v128(float32x4_t x) {
+    const float32x4_t one = vdupq_n_f32(1.0f);
+    const float32x4_t u = exp_v128(vnegq_f32(vabsq_f32(x)));
+    const float32x4_t w = vaddq_f32(one, u);
+    const float32x4_t l = vaddq_f32(log_core_v128(w), vdivq_f32(vsubq_f32(u, vsubq_f32(w, one)), w));
+    return vaddq_f32(vmaxq_f32(x, vdupq_n_f32(0.0f)), l);  // FMAX: NaN stays NaN
+}
+inline float32x4_t mish_v128(float32x4_t x) {
+    const float32x4_t e = exp_v128(vminq_f32(x, vdupq_n_f32(20.0f)));  // FMIN: NaN stays NaN
+    const float32x4_t n = vmulq_f32(e, vaddq_f32(e, vdupq_n_f32(2.0f)));
+    return vmulq_f32(x, vdivq_f32(n, vaddq_f32(n, vdupq_n_f32(2.0f))));
+}
+
 // The kind is usually a compile-time constant in callers (a template over ActKind), so the
 // switch folds away.
 inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
@@ -149,6 +205,22 @@ inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
         case ActKind::kErf: return erf_v128(x);
         case ActKind::kGelu: return gelu_v128(x);
         case ActKind::kGeluTanh: return gelu_tanh_v128(x);
+        case ActKind::kLog: return log_v128(x);
+        case ActKind::kSqrt: return vsqrtq_f32(x);
+        case ActKind::kElu:  // x >= 0 ? x : al expm1(x)  (NaN: al expm1(NaN) = NaN)
+            return vbslq_f32(vcgeq_f32(x, zero), x, vmulq_f32(expm1_v128(x), vdupq_n_f32(a.alpha)));
+        case ActKind::kSelu: {
+            const float32x4_t g = vdupq_n_f32(a.beta);
+            const float32x4_t neg = vmulq_f32(g, vmulq_f32(vdupq_n_f32(a.alpha), expm1_v128(x)));
+            return vbslq_f32(vcgtq_f32(x, zero), vmulq_f32(g, x), neg);
+        }
+        case ActKind::kSoftplus: return softplus_v128(x);
+        case ActKind::kMish: return mish_v128(x);
+        case ActKind::kAbs: return vabsq_f32(x);
+        case ActKind::kNeg: return vnegq_f32(x);
+        case ActKind::kFloor: return vrndmq_f32(x);
+        case ActKind::kCeil: return vrndpq_f32(x);
+        case ActKind::kRound: return vrndnq_f32(x);  // ties to even
     }
     return x;
 }

@@ -17,6 +17,7 @@ inline float32x4_t bin_v(float32x4_t a, float32x4_t b) {
     if constexpr (OP == BinOp::kDiv) return vdivq_f32(a, b);
     if constexpr (OP == BinOp::kMax) return vmaxq_f32(a, b);
     if constexpr (OP == BinOp::kMin) return vminq_f32(a, b);
+    if constexpr (OP == BinOp::kPRelu) return vbslq_f32(vcltq_f32(a, vdupq_n_f32(0.0f)), vmulq_f32(a, b), a);
 }
 
 template <BinOp OP>
@@ -66,6 +67,7 @@ BinaryRows binary_rows_neon(BinOp op) {
         case BinOp::kDiv: return rows_neon<BinOp::kDiv>();
         case BinOp::kMax: return rows_neon<BinOp::kMax>();
         case BinOp::kMin: return rows_neon<BinOp::kMin>();
+        case BinOp::kPRelu: return rows_neon<BinOp::kPRelu>();
     }
     return rows_neon<BinOp::kAdd>();
 }

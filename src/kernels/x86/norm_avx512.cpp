@@ -208,4 +208,13 @@ void layernorm_rows_avx512(const float* x0, float* y, int64_t rows, int64_t n, c
     }
 }
 
+namespace {
+#include "kernels/instnorm_impl.h"
+}  // namespace
+
+void instnorm_planes_avx512(const float* x, float* y, int64_t batch, int64_t channels, int64_t n, const float* scale,
+                          const float* bias, float eps) {
+    instnorm_planes_impl(x, y, batch, channels, n, scale, bias, eps);
+}
+
 }  // namespace jiffy::kernels
