@@ -451,10 +451,78 @@ template <typename T, bool MAX>
 class ArgKernel : public Kernel {
 public:
     ArgKernel(int64_t outer, int64_t n, int64_t inner, bool last)
-        : outer_(outer), n_(n), inner_(inner), last_(last) {}
+        : outer_(outer), n_(n), inner_(inner), last_(last) {
+        if (inner_ > 1) {
+            bv_.resize(size_t(inner_));
+            bi_.resize(size_t(inner_));
+        }
+    }
+    // The rule for replacing the best value bv by v (NaN wins, as in numpy; ties by last_).
+    bool take(T bv, T v) const {
+        if (is_nan(bv)) return last_ && is_nan(v);
+        if (is_nan(v)) return true;
+        if constexpr (MAX) return last_ ? v >= bv : v > bv;
+        else return last_ ? v <= bv : v < bv;
+    }
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
         int64_t* y = static_cast<int64_t*>(out[0]);
+        if (inner_ > 1) {
+            // Row by row (ArgMax over the channels of NCHW: each step reads one contiguous plane
+            // instead of one element per plane).
+            // Indices as int32 beside the values (the same lane width: the compare-and-select
+            // loop vectorizes), widened per row at the end.
+            T* __restrict bv = bv_.data();
+            int32_t* __restrict bi = bi_.data();
+            const bool last = last_;
+            for (int64_t o = 0; o < outer_; ++o) {
+                const T* p = x + o * n_ * inner_;
+                int64_t* yo = y + o * inner_;
+                for (int64_t i = 0; i < inner_; ++i) {
+                    bv[i] = p[i];
+                    bi[i] = 0;
+                }
+                for (int64_t t = 1; t < n_; ++t) {
+                    const T* __restrict r = p + t * inner_;
+                    const int32_t ti = int32_t(t);
+                    int64_t i0 = 0;
+                    if constexpr (std::is_same_v<T, float>) {  // 4 lanes at a time (SSE2 build)
+                        typedef float F4 __attribute__((vector_size(16)));
+                        typedef int32_t I4 __attribute__((vector_size(16)));
+                        const I4 lastm = I4{} - int32_t(last), tv = I4{} + ti;
+                        for (; i0 + 4 <= inner_; i0 += 4) {
+                            F4 v, b;
+                            I4 bx;
+                            std::memcpy(&v, r + i0, 16);
+                            std::memcpy(&b, bv + i0, 16);
+                            std::memcpy(&bx, bi + i0, 16);
+                            const I4 bn = b != b, vn = v != v;
+                            const I4 better = MAX ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+                            const I4 tk = (bn & lastm & vn) | (~bn & (vn | better));
+                            b = tk ? v : b;
+                            bx = tk ? tv : bx;
+                            std::memcpy(bv + i0, &b, 16);
+                            std::memcpy(bi + i0, &bx, 16);
+                        }
+                    }
+                    for (int64_t i = i0; i < inner_; ++i) {
+                        const T v = r[i], b = bv[i];
+                        bool tk;
+                        if constexpr (std::is_floating_point_v<T>) {
+                            const bool bn = b != b, vn = v != v;
+                            const bool better = MAX ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+                            tk = bn ? (last & vn) : (vn | better);
+                        } else {
+                            tk = MAX ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
+                        }
+                        bv[i] = tk ? v : b;
+                        bi[i] = tk ? ti : bi[i];
+                    }
+                }
+                for (int64_t i = 0; i < inner_; ++i) yo[i] = bi[i];
+            }
+            return {};
+        }
         for (int64_t o = 0; o < outer_; ++o) {
             for (int64_t i = 0; i < inner_; ++i) {
                 const T* p = x + o * n_ * inner_ + i;
@@ -462,12 +530,7 @@ public:
                 T bv = p[0];
                 for (int64_t t = 1; t < n_; ++t) {
                     T v = p[t * inner_];
-                    bool take;
-                    if (is_nan(bv)) take = last_ && is_nan(v);  // NaN wins, as in numpy
-                    else if (is_nan(v)) take = true;
-                    else if constexpr (MAX) take = last_ ? v >= bv : v > bv;
-                    else take = last_ ? v <= bv : v < bv;
-                    if (take) {
+                    if (take(bv, v)) {
                         best = t;
                         bv = v;
                     }
@@ -481,6 +544,8 @@ public:
 private:
     int64_t outer_, n_, inner_;
     bool last_;
+    mutable std::vector<T> bv_;         // inner > 1: the best value so far per position and
+    mutable std::vector<int32_t> bi_;   // its index along the axis (not reentrant)
 };
 
 template <bool MAX>

@@ -426,6 +426,44 @@ TEST(ReduceArg, NaNWins) {
     expect_out(run_node("ArgMin", {data(x)}, {{"select_last_index", int_attr(1)}}, 13), 0, {1}, {3});
 }
 
+TEST(ReduceArg, InnerAxisRowPathMatchesNaive) {
+    // ArgMax / ArgMin over a middle axis (the row path: 4-lane float body and scalar tail), with
+    // ties, NaN entries and both select_last_index modes, against a naive loop (NaN wins; ties
+    // to the first or last index).
+    const int64_t O = 2, N = 5, I = 11;
+    Tensor x(DType::kF32, {O, N, I});
+    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = float((i * 7) % 5);  // many ties
+    x.as<float>()[1 * I + 3] = kNaN;
+    x.as<float>()[3 * I + 3] = kNaN;
+    x.as<float>()[(N + 2) * I + 8] = kNaN;
+    for (const char* op : {"ArgMax", "ArgMin"})
+        for (int64_t last : {0, 1}) {
+            SCOPED_TRACE(std::string(op) + " last " + std::to_string(last));
+            const bool mx = std::string(op) == "ArgMax";
+            std::vector<double> want;
+            for (int64_t o = 0; o < O; ++o)
+                for (int64_t i = 0; i < I; ++i) {
+                    int64_t best = 0;
+                    float bv = x.as<float>()[o * N * I + i];
+                    for (int64_t t = 1; t < N; ++t) {
+                        const float v = x.as<float>()[(o * N + t) * I + i];
+                        bool take;
+                        if (std::isnan(bv)) take = last && std::isnan(v);
+                        else if (std::isnan(v)) take = true;
+                        else take = mx ? (last ? v >= bv : v > bv) : (last ? v <= bv : v < bv);
+                        if (take) {
+                            best = t;
+                            bv = v;
+                        }
+                    }
+                    want.push_back(double(best));
+                }
+            expect_out(run_node(op, {data(x)}, {{"axis", int_attr(1)}, {"keepdims", int_attr(0)},
+                                               {"select_last_index", int_attr(last)}}, 13),
+                       0, {O, I}, want);
+        }
+}
+
 TEST(ReduceArg, Errors) {
     const Tensor x = Seq({2, 3});
     for (const char* op : {"ArgMax", "ArgMin"}) {
