@@ -409,6 +409,11 @@ const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g) {
     return g.sh == 2 ? "flat-s2" : "flat";
 }
 
+const char* conv_dw_kernel_name(Isa isa, ConvDwMode m, const Conv2DGeom& g) {
+    if (m == ConvDwMode::kRows && isa == Isa::kAvx512 && conv_dw_s2_strips(g)) return "rows-s2";
+    return conv_dw_mode_name(m, g);
+}
+
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
                     float* scratch, ConvDwMode mode) {

@@ -181,7 +181,8 @@ inline DwPlane dw_plane_dims(const Conv2DGeom& g, int64_t vl) {
 enum class ConvDwMode : int {
     kAuto,  // the automatic choice (only as a request)
     // Vectors along the row (any shape; masked strips at the borders): AVX-512 sweeps each strip
-    // column down the plane (stride 2 on planes > 8192 pixels: blocks of rows), others blocks of
+    // column down the plane (3x3 stride 2 on planes > 2048 pixels: tiles of 3 strips x 4 rows,
+    // conv_dw_s2_strips; > 8192 pixels with wider rows: blocks of rows), others blocks of
     // output rows. Same summation order everywhere (the same bits as kFlat).
     kRows,
     // AVX-512, small planes (3x3 / 5x5; stride 1 with OW == W, or stride 2 with each input
@@ -236,6 +237,15 @@ inline constexpr int64_t kConvDwFlatAutoP = 256;
 ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force = ConvDwMode::kAuto);
 // For profiles and `jiffy inspect`: "rows", "plane", "flat" (stride 1), "flat-s2" or "blocked".
 const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g);
+// The rows mode's 3x3 stride-2 strip tiles (AVX-512): planes of > 2048 pixels whose output rows
+// are <= kConvDwS2MaxStrips strips of 16 (the per-strip masks are set once per call).
+inline constexpr int64_t kConvDwS2MaxStrips = 16;
+inline bool conv_dw_s2_strips(const Conv2DGeom& g) {
+    return g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.H * g.W > 2048 &&
+           (g.OW + 15) / 16 <= kConvDwS2MaxStrips;
+}
+// The mode's name, "rows-s2" where the rows mode runs the strip tiles above (isa: AVX-512).
+const char* conv_dw_kernel_name(Isa isa, ConvDwMode m, const Conv2DGeom& g);
 
 // Scratch of conv_depthwise: a zeroed row read in place of the rows above and below the image
 // (wider than any row's reads of any ISA), the padded plane, or the flat mode's lane masks and

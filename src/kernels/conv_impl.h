@@ -1024,12 +1024,13 @@ inline __attribute__((always_inline)) void dw_taps(const float* row, const LaneM
 // both ways, dilation 1, KH x KW taps: rp[j] is input row j of the block ((RR - 1) * ST + KH
 // rows), already offset by -pw columns. Each input row's tap vectors are loaded once per strip
 // and feed every output row they touch; the NS * RR sums are independent chains (the FMA
-// latency hides behind the others). Every output sums its taps in (ky, kx) order after the
-// bias, whatever NS, RR and MASK (the same bits as the flat mode and as one thread).
+// latency hides behind the others). MASK: strip s loads under lm + s * (its masks per strip).
+// Every output sums its taps in (ky, kx) order after the bias, whatever NS, RR and MASK (the
+// same bits as the flat mode and as one thread).
 template <int KH, int KW, int ST, int RR, int NS, bool MASK>
 inline __attribute__((always_inline)) void dw_tile(const float* const* rp, int64_t ox, const V (&wv)[KH * KW],
                                                    V b, const LaneMask* lm, V (&acc)[NS][RR]) {
-    constexpr int SPAN = (RR - 1) * ST + KH;
+    constexpr int SPAN = (RR - 1) * ST + KH, KM = ST == 1 ? KW : KW + 1;
 #pragma GCC unroll 2
     for (int s = 0; s < NS; ++s)
 #pragma GCC unroll 8
@@ -1039,7 +1040,7 @@ inline __attribute__((always_inline)) void dw_tile(const float* const* rp, int64
 #pragma GCC unroll 2
         for (int s = 0; s < NS; ++s) {
             V t[KW];
-            dw_taps<KW, ST, MASK>(rp[j] + (ox + s * VL) * ST, lm, t);
+            dw_taps<KW, ST, MASK>(rp[j] + (ox + s * VL) * ST, MASK ? lm + s * KM : nullptr, t);
 #pragma GCC unroll 8
             for (int kx = 0; kx < KW; ++kx) {
                 if constexpr (!MASK) keep_in_reg(t[kx]);
@@ -1049,6 +1050,57 @@ inline __attribute__((always_inline)) void dw_tile(const float* const* rp, int64
                     if (ky >= 0 && ky < KH) acc[s][i] += wv[ky * KW + kx] * t[kx];
                 }
             }
+        }
+    }
+}
+
+// Lanes 1.. of a, then lane 0 of b (one valignd on AVX-512).
+inline V shift_in1(V a, V b) {
+    VI m;
+    for (int i = 0; i < VL; ++i) m[i] = i + 1;
+    return __builtin_shuffle(a, b, m);
+}
+
+// dw_tile for 3x3 stride 2 with NS adjacent masked strips (lm: 4 masks per strip): tap 2 of
+// strip s is tap 0 of the same row one lane on, its last lane tap 0's first lane of strip
+// s + 1 (both read the same input columns under the same masks), so strips but the last take
+// it with one lane shift instead of two loads and a shuffle. Same sums in the same order.
+template <int RR, int NS>
+inline __attribute__((always_inline)) void dw_tile_s2(const float* const* rp, int64_t ox, const V (&wv)[9], V b,
+                                                      const LaneMask* lm, V (&acc)[NS][RR]) {
+    constexpr int SPAN = 2 * RR + 1;
+#pragma GCC unroll 4
+    for (int s = 0; s < NS; ++s)
+#pragma GCC unroll 8
+        for (int i = 0; i < RR; ++i) acc[s][i] = b;
+#pragma GCC unroll 16
+    for (int j = 0; j < SPAN; ++j) {
+        V t0[NS], t1[NS];
+#pragma GCC unroll 4
+        for (int s = 0; s < NS; ++s) {
+            const float* row = rp[j] + (ox + s * VL) * 2;
+            const V lo = ld_m(row, lm[s * 4]), hi = ld_m(row + VL, lm[s * 4 + 1]);
+            t0[s] = even_lanes(lo, hi);
+            t1[s] = odd_lanes(lo, hi);
+        }
+#pragma GCC unroll 4
+        for (int s = 0; s < NS; ++s) {
+            V t[3];
+            t[0] = t0[s];
+            t[1] = t1[s];
+            if (s + 1 < NS) {
+                t[2] = shift_in1(t0[s], t0[s + 1]);
+            } else {
+                const float* row = rp[j] + (ox + s * VL) * 2 + 2;
+                t[2] = even_lanes(ld_m(row, lm[s * 4 + 2]), ld_m(row + VL, lm[s * 4 + 3]));
+            }
+#pragma GCC unroll 3
+            for (int kx = 0; kx < 3; ++kx)
+#pragma GCC unroll 8
+                for (int i = 0; i < RR; ++i) {
+                    const int ky = j - i * 2;
+                    if (ky >= 0 && ky < 3) acc[s][i] += wv[ky * 3 + kx] * t[kx];
+                }
         }
     }
 }
@@ -1064,6 +1116,9 @@ struct DwStrips {
     int nborder = 0;
     int64_t border[kMaxBorder] = {};  // strip index of each border strip
     LaneMask masks[kMaxBorder][kMasks];
+    // Every strip's masks (all lanes inside the row for the interior ones) where nstrips <= kMaxAll.
+    static constexpr int kMaxAll = int(kConvDwS2MaxStrips);
+    LaneMask all[kMaxAll][kMasks];
 
     static void masks_of(int64_t ox, int64_t W, int64_t pw, LaneMask* lm) {
         const int64_t base = ox * ST - pw;  // input column of lane 0, tap 0
@@ -1090,12 +1145,13 @@ struct DwStrips {
             masks_of(k * VL, W, pw, masks[nborder]);
             ++nborder;
         }
+        for (int64_t k = 0; k < std::min<int64_t>(nstrips, kMaxAll); ++k) masks_of(k * VL, W, pw, all[k]);
     }
 };
 
 // RR output rows over all their strips (see dw_tile): interior strips NS at a time, then the
 // border strips masked; y, r: the first row's output / residual.
-template <int KH, int KW, int ST, int RR, int NS, ConvAct A>
+template <int KH, int KW, int ST, int RR, int NS, ConvAct A, bool UNI = false, bool SHIFT = false>
 inline __attribute__((always_inline)) void dw_rows(const float* const* rp, const V (&wv)[KH * KW], V b, float* y,
                                                    const float* r, const DwStrips<KW, ST>& st, int64_t W,
                                                    int64_t pw, int64_t OW, const ConvEpi& e) {
@@ -1104,6 +1160,35 @@ inline __attribute__((always_inline)) void dw_rows(const float* const* rp, const
         for (int i = 0; i < RR; ++i)
             dw_store<A>(y + i * OW + ox, r ? r + i * OW + ox : nullptr, acc[i], n, e);
     };
+    // UNI (nstrips <= kMaxAll): every strip masked, NS at a time, interior and border alike (a
+    // masked load costs a plain one on AVX-512; the border strips then share the tiles' chains).
+    if constexpr (UNI) {
+        int64_t k = 0;
+        for (; k + NS <= st.nstrips; k += NS) {
+            V acc[NS][RR];
+            if constexpr (KH == 3 && KW == 3 && ST == 2 && SHIFT)
+                dw_tile_s2<RR, NS>(rp, k * VL, wv, b, st.all[k], acc);
+            else
+                dw_tile<KH, KW, ST, RR, NS, true>(rp, k * VL, wv, b, st.all[k], acc);
+#pragma GCC unroll 4
+            for (int s = 0; s < NS; ++s) store((k + s) * VL, acc[s], OW - (k + s) * VL);
+        }
+        if constexpr (NS > 2 && KH == 3 && KW == 3 && ST == 2 && SHIFT) {
+            if (k + 2 <= st.nstrips) {
+                V acc[2][RR];
+                dw_tile_s2<RR, 2>(rp, k * VL, wv, b, st.all[k], acc);
+                store(k * VL, acc[0], OW - k * VL);
+                store((k + 1) * VL, acc[1], OW - (k + 1) * VL);
+                k += 2;
+            }
+        }
+        for (; k < st.nstrips; ++k) {
+            V acc[1][RR];
+            dw_tile<KH, KW, ST, RR, 1, true>(rp, k * VL, wv, b, st.all[k], acc);
+            store(k * VL, acc[0], OW - k * VL);
+        }
+        return;
+    }
     int64_t k = st.k0;
     if constexpr (NS > 1) {
         for (; k + NS <= st.k1; k += NS) {
@@ -1247,7 +1332,7 @@ void dw_row_any(const Conv2DGeom& g, const float* xc, int64_t oy, const float* w
 // All channels. KH > 0: that kernel size and stride ST both ways, dilation 1, output rows in
 // blocks of RR (the last rows in blocks of 2 and 1), NS interior strips at a time; KH == 0: any
 // geometry, row by row.
-template <int KH, int KW, int ST, int RR, int NS, bool SWEEP, ConvAct A>
+template <int KH, int KW, int ST, int RR, int NS, bool SWEEP, ConvAct A, bool UNI = false, bool SHIFT = false>
 void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                  const float* res, float* y, const ConvEpi& e_in, float* zero) {
     const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, HW = H * W, P = OH * OW;
@@ -1281,18 +1366,18 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
             int64_t oy = 0;
             for (; oy + RR <= OH; oy += RR) {
                 rows(oy, SPAN);
-                dw_rows<KH, KW, ST, RR, NS, A>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
+                dw_rows<KH, KW, ST, RR, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
             }
             if constexpr (RR > 2) {
                 if (oy + 2 <= OH) {
                     rows(oy, ST + KH);
-                    dw_rows<KH, KW, ST, 2, NS, A>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
+                    dw_rows<KH, KW, ST, 2, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
                     oy += 2;
                 }
             }
             for (; oy < OH; ++oy) {
                 rows(oy, KH);
-                dw_rows<KH, KW, ST, 1, NS, A>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
+                dw_rows<KH, KW, ST, 1, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
             }
             deferred_act<A>(yc, P, e);
         }
@@ -1530,6 +1615,16 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
     constexpr bool SW = VL == 16;
     constexpr int NS3 = VL == 16 ? 2 : 1;
     if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, NS3, SW, A>(g, x, w, bias, res, y, e, scratch);
+    // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels, rows of <= 256 outputs):
+    // every strip masked, three adjacent strips per tile of 4 rows (12 independent sums; the
+    // border strips no longer run alone) and tap 2 as tap 0 shifted a lane (dw_tile_s2). Kernel
+    // alone (CPU us, Zen 4): 64 x 112 -> 56 ~93 against ~147, 32 x 140 -> 70 ~75 against ~117,
+    // 144 x 56 -> 28 ~52 against ~56; on 28 -> 14 and 14 -> 7 the column sweep stays faster
+    // (192 x 28: 18 against 21, 576 x 14: 30 against 37).
+    if constexpr (VL == 16) {
+        if (k == 3 && s == 2 && conv_dw_s2_strips(g))
+            return dw_channels<3, 3, 2, 4, 3, false, A, true, true>(g, x, w, bias, res, y, e, scratch);
+    }
     // Stride 2 on planes far past L1 (MobileNetV2's 112x112 input, cold from the previous op):
     // row blocks, whose row-major reads the prefetchers follow (~290 against ~320 us in the model).
     if (k == 3 && s == 2 && g.H * g.W > 8192) return dw_channels<3, 3, 2, 4, 1, false, A>(g, x, w, bias, res, y, e, scratch);

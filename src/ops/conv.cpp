@@ -562,7 +562,7 @@ public:
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
         if (depthwise_) {
-            std::string r = "conv_dw " + std::string(kernels::conv_dw_mode_name(dw_mode_, geo_)) + " " + isa;
+            std::string r = "conv_dw " + std::string(kernels::conv_dw_kernel_name(isa_, dw_mode_, geo_)) + " " + isa;
             if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
             return r;
         }

@@ -440,6 +440,55 @@ TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
     check_case(cases[0], true, "", false, false, seed++);
 }
 
+TEST(ConvFast, DepthwiseStride2LargePlanes) {
+    // 3x3 stride 2 on planes past 8192 pixels (AVX-512: every strip masked, three strips per
+    // tile, tap 2 as tap 0 shifted a lane; rows of more than 16 strips: the older row blocks):
+    // odd sizes, asymmetric pads, pads only at the end, OW a multiple of 16 or not, 5 strips
+    // (a tile of 3 and one of 2), output heights not a multiple of 4, in place, every mode.
+    const Case cases[] = {
+        // N  C   H    W   M  kh kw sh sw dh dw pt pl pb pr G
+        {1, 2, 120, 160, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},  // face detector: 80 = 5 strips
+        {1, 2, 112, 112, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},  // MobileNet: 56 = 3.5 strips
+        {1, 2, 97, 131, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // odd: 49 rows, 66 columns
+        {1, 2, 91, 101, 2, 3, 3, 2, 2, 1, 1, 0, 1, 1, 0, 2},   // asymmetric pads
+        {1, 2, 90, 100, 2, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, 2},   // pads at the end only (TF SAME)
+        {1, 2, 66, 130, 2, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 2},   // unpadded
+        {1, 1, 20, 513, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 257 columns: 17 strips
+        {1, 2, 75, 383, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // 192 columns: 12 strips
+    };
+    uint32_t seed = 4400;
+    for (const Case& c : cases) {
+        check_case(c, true, seed % 2 ? "Relu" : "Clip", seed % 2 == 0, true, seed, 2.0f);
+        ++seed;
+        for (ConvDwMode m : {ConvDwMode::kRows, ConvDwMode::kPlane}) {
+            check_case(c, true, "", true, false, seed, 2.0f, false, ConvGemmMode::kAuto, nullptr, m);
+            ++seed;
+        }
+    }
+    // In place (residual == output) and every activation on one of them.
+    for (const char* act : kActs) check_case(cases[2], true, act, true, true, seed++, 2.0f);
+    for (Isa isa : isas()) {
+        const Case& c = cases[3];
+        const Conv2DGeom g = case_geom(c, true);
+        const int64_t xn = c.C * c.H * c.W, yn = c.M * g.OH * g.OW;
+        const std::vector<float> x = rnd(xn, 61), w = rnd(c.M * 9, 62), b = rnd(c.M, 63), r = rnd(yn, 64);
+        std::vector<float> scratch(conv_dw_scratch_floats(g)), want(static_cast<size_t>(yn)), y = r;
+        ConvEpi e;
+        e.act = ConvAct::kRelu;
+        conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data());
+        conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data());
+        EXPECT_EQ(y, want) << isa_name(isa);
+    }
+    // The kernel name in profiles: "rows-s2" for the strip tiles (AVX-512, > 2048 pixels, <= 16
+    // strips), "rows" for the column sweep (28 -> 14) and rows of 17 strips.
+    const Conv2DGeom face = case_geom(cases[0], true), wide = case_geom(cases[6], true);
+    const Conv2DGeom small = case_geom(Case{1, 2, 28, 28, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2}, true);
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, conv_dw_mode(Isa::kAvx512, face), face), "rows-s2");
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx2, conv_dw_mode(Isa::kAvx2, face), face), "rows");
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, small), "rows");
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, wide), "rows");
+}
+
 TEST(ConvFast, DepthwiseEveryPathEveryActivation) {
     // The fixed-size paths (3x3 / 5x5, strides 1 and 2, with a partial last block) and the
     // any-geometry path, each with every activation and a residual.
