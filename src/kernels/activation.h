@@ -67,6 +67,37 @@ enum class ActKind : int {
     kRound,  // ONNX Round: halves to even (nearbyint in the default rounding mode)
 };
 
+// Calls f(std::integral_constant<ActKind, K>{}) for the run-time kind k: the one switch over
+// every kind, shared by the per-ISA array functions (each instantiates its loop per kind).
+template <typename F>
+inline void act_dispatch(ActKind k, F&& f) {
+    switch (k) {
+        case ActKind::kNone: return f(std::integral_constant<ActKind, ActKind::kNone>{});
+        case ActKind::kRelu: return f(std::integral_constant<ActKind, ActKind::kRelu>{});
+        case ActKind::kLeakyRelu: return f(std::integral_constant<ActKind, ActKind::kLeakyRelu>{});
+        case ActKind::kClip: return f(std::integral_constant<ActKind, ActKind::kClip>{});
+        case ActKind::kHardSigmoid: return f(std::integral_constant<ActKind, ActKind::kHardSigmoid>{});
+        case ActKind::kHardSwish: return f(std::integral_constant<ActKind, ActKind::kHardSwish>{});
+        case ActKind::kSigmoid: return f(std::integral_constant<ActKind, ActKind::kSigmoid>{});
+        case ActKind::kTanh: return f(std::integral_constant<ActKind, ActKind::kTanh>{});
+        case ActKind::kExp: return f(std::integral_constant<ActKind, ActKind::kExp>{});
+        case ActKind::kErf: return f(std::integral_constant<ActKind, ActKind::kErf>{});
+        case ActKind::kGelu: return f(std::integral_constant<ActKind, ActKind::kGelu>{});
+        case ActKind::kGeluTanh: return f(std::integral_constant<ActKind, ActKind::kGeluTanh>{});
+        case ActKind::kLog: return f(std::integral_constant<ActKind, ActKind::kLog>{});
+        case ActKind::kSqrt: return f(std::integral_constant<ActKind, ActKind::kSqrt>{});
+        case ActKind::kElu: return f(std::integral_constant<ActKind, ActKind::kElu>{});
+        case ActKind::kSelu: return f(std::integral_constant<ActKind, ActKind::kSelu>{});
+        case ActKind::kSoftplus: return f(std::integral_constant<ActKind, ActKind::kSoftplus>{});
+        case ActKind::kMish: return f(std::integral_constant<ActKind, ActKind::kMish>{});
+        case ActKind::kAbs: return f(std::integral_constant<ActKind, ActKind::kAbs>{});
+        case ActKind::kNeg: return f(std::integral_constant<ActKind, ActKind::kNeg>{});
+        case ActKind::kFloor: return f(std::integral_constant<ActKind, ActKind::kFloor>{});
+        case ActKind::kCeil: return f(std::integral_constant<ActKind, ActKind::kCeil>{});
+        case ActKind::kRound: return f(std::integral_constant<ActKind, ActKind::kRound>{});
+    }
+}
+
 // Lower-case name for kernel descriptions ("log", "softplus", ...).
 inline const char* act_name(ActKind k) {
     static constexpr const char* kNames[] = {"none", "relu", "leaky_relu", "clip", "hard_sigmoid", "hard_swish",

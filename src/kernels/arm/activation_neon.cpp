@@ -26,34 +26,12 @@ void apply_k(const Activation& a, const float* x, float* y, int64_t n) {
 }  // namespace
 
 void act_apply_neon(const Activation& a, const float* x, float* y, int64_t n) {
-    switch (a.kind) {
-        case ActKind::kNone:
-            if (x != y)
-                for (int64_t i = 0; i < n; ++i) y[i] = x[i];
-            return;
-        case ActKind::kRelu: return apply_k<ActKind::kRelu>(a, x, y, n);
-        case ActKind::kLeakyRelu: return apply_k<ActKind::kLeakyRelu>(a, x, y, n);
-        case ActKind::kClip: return apply_k<ActKind::kClip>(a, x, y, n);
-        case ActKind::kHardSigmoid: return apply_k<ActKind::kHardSigmoid>(a, x, y, n);
-        case ActKind::kHardSwish: return apply_k<ActKind::kHardSwish>(a, x, y, n);
-        case ActKind::kSigmoid: return apply_k<ActKind::kSigmoid>(a, x, y, n);
-        case ActKind::kTanh: return apply_k<ActKind::kTanh>(a, x, y, n);
-        case ActKind::kExp: return apply_k<ActKind::kExp>(a, x, y, n);
-        case ActKind::kErf: return apply_k<ActKind::kErf>(a, x, y, n);
-        case ActKind::kGelu: return apply_k<ActKind::kGelu>(a, x, y, n);
-        case ActKind::kGeluTanh: return apply_k<ActKind::kGeluTanh>(a, x, y, n);
-        case ActKind::kLog: return apply_k<ActKind::kLog>(a, x, y, n);
-        case ActKind::kSqrt: return apply_k<ActKind::kSqrt>(a, x, y, n);
-        case ActKind::kElu: return apply_k<ActKind::kElu>(a, x, y, n);
-        case ActKind::kSelu: return apply_k<ActKind::kSelu>(a, x, y, n);
-        case ActKind::kSoftplus: return apply_k<ActKind::kSoftplus>(a, x, y, n);
-        case ActKind::kMish: return apply_k<ActKind::kMish>(a, x, y, n);
-        case ActKind::kAbs: return apply_k<ActKind::kAbs>(a, x, y, n);
-        case ActKind::kNeg: return apply_k<ActKind::kNeg>(a, x, y, n);
-        case ActKind::kFloor: return apply_k<ActKind::kFloor>(a, x, y, n);
-        case ActKind::kCeil: return apply_k<ActKind::kCeil>(a, x, y, n);
-        case ActKind::kRound: return apply_k<ActKind::kRound>(a, x, y, n);
+    if (a.kind == ActKind::kNone) {
+        if (x != y)
+            for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+        return;
     }
+    act_dispatch(a.kind, [&](auto k) { apply_k<decltype(k)::value>(a, x, y, n); });
 }
 
 }  // namespace jiffy::kernels
