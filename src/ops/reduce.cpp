@@ -507,14 +507,7 @@ public:
                     }
                     for (int64_t i = i0; i < inner_; ++i) {
                         const T v = r[i], b = bv[i];
-                        bool tk;
-                        if constexpr (std::is_floating_point_v<T>) {
-                            const bool bn = b != b, vn = v != v;
-                            const bool better = MAX ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
-                            tk = bn ? (last & vn) : (vn | better);
-                        } else {
-                            tk = MAX ? (last ? v >= b : v > b) : (last ? v <= b : v < b);
-                        }
+                        const bool tk = take(b, v);
                         bv[i] = tk ? v : b;
                         bi[i] = tk ? ti : bi[i];
                     }

@@ -386,8 +386,7 @@ private:
         const int64_t I = c_.input, H = c_.hidden;
         const LstmFast& f = *fast_;
         if (f.seq) {
-            std::copy(h, h + H, xh_);  // h is overwritten below while gx_ is read
-            f.gemv(xh_, f.rh[d], proj, gx_, kernels::Activation{});
+            f.gemv(h, f.rh[d], proj, gx_, kernels::Activation{});  // h is written only at the end
         } else {
             std::copy(x, x + I, xh_);
             std::copy(h, h + H, xh_ + I);
