@@ -94,6 +94,8 @@ const Shape kShapes[] = {
     {"face 1x1 256>256 8x10", 256, 256, 8, 10, 1, 1, ConvAct::kRelu},
     {"face 1x1 256>64 8x10", 256, 64, 8, 10, 1, 1, ConvAct::kRelu},
     {"face 1x1 64>12 30x40", 64, 12, 30, 40, 1, 1, ConvAct::kNone},
+    {"face head 3x3 256>12 4x5", 256, 12, 4, 5, 3, 1, ConvAct::kNone},
+    {"face head 3x3 256>6 4x5", 256, 6, 4, 5, 3, 1, ConvAct::kNone},
     // Planes between 32x32 and 48x48 (the 1x1-direct cut-off), large and small K.
     {"mid 1x1 64>64 40x40", 64, 64, 40, 40, 1, 1, ConvAct::kRelu},
     {"mid 1x1 384>64 40x40", 384, 64, 40, 40, 1, 1, ConvAct::kRelu},

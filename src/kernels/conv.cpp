@@ -111,10 +111,12 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // lanes used (embedding_model, K <= 288: 1x3 96 -> 96 on 12x4 77 against 51 GFLOP/s, on 8x2
     // 50 against 29); with large K it does not (3x3 512 -> 512 on 7x7: 57-62 against 69-70).
     // Kernels of more than 3 taps load their lane masks per k (a kmov on the FMAs' port 5 each):
-    // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered).
+    // masked only when K is tiny (3x3 96 -> 24 on 160x160 measured 62-72 against 75 buffered)
+    // or the plane is (P <= 64: the padded copy and buffered output cost more than the kmovs; the
+    // face detector's 3x3 256 -> 12 / 6 heads on 4x5, 24.5 / 16.8 -> 18.3 / 10.6 us).
     const bool stride1 = g.sh == 1 && g.sw == 1;
     const bool maskable = isa == Isa::kAvx512 && stride1 && g.OW == g.W;
-    const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32) &&
+    const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32 || a.P <= 64) &&
                           !(g.H * g.W >= 1024 && aliased(g.H * g.W));
     {
         // Lanes the normal mode fills. AVX-512 1x1: a last panel of <= VL pixels runs as one

@@ -74,6 +74,36 @@ TEST(NormFast, SoftmaxRowsMatchReferenceEveryIsa) {
             }
 }
 
+// Many rows of 2, 4 or 8 (the AVX-512 kernel packs 16 / n rows per vector; SSD score heads are
+// thousands of 2-wide rows): every row count around the 4-vector step and the masked tail, plain
+// and scaled, out of place and in place, with a -inf logit and (unscaled) a huge gap.
+TEST(NormFast, SoftmaxManyShortRowsMatchReference) {
+    uint32_t seed = 900;
+    for (int64_t n : {2, 4, 8})
+        for (int64_t rows : {16, 17, 31, 32, 33, 63, 64, 65, 130, 4420})
+            for (float s : {1.0f, 0.3f}) {
+                auto x = rnd(rows * n, seed++, 20.0f, -3.0f);
+                x[size_t(n)] = -INFINITY;            // row 1: one -inf entry
+                if (s == 1.0f) {                     // row 3: a huge gap (unscaled, as in SoftmaxExtremeLogits)
+                    x[size_t(3 * n)] = 3.0e38f;
+                    x[size_t(3 * n + 1)] = -3.0e38f;
+                }
+                std::vector<float> xs(x.size());
+                for (size_t i = 0; i < x.size(); ++i) xs[i] = x[i] * s;
+                const auto want = softmax_ref(xs, rows, n);
+                for (Isa isa : isas()) {
+                    std::vector<float> y(x.size(), NAN);
+                    softmax_rows_for(isa)(x.data(), y.data(), rows, n, s);
+                    for (size_t i = 0; i < y.size(); ++i)
+                        ASSERT_NEAR(y[i], want[i], 4e-6 * want[i] + 1e-7)
+                            << "n " << n << " rows " << rows << " s " << s << " " << isa_name(isa) << " " << i;
+                    std::vector<float> inplace = x;
+                    softmax_rows_for(isa)(inplace.data(), inplace.data(), rows, n, s);
+                    ASSERT_EQ(0, std::memcmp(inplace.data(), y.data(), y.size() * sizeof(float))) << isa_name(isa);
+                }
+            }
+}
+
 // The fused attention scale: softmax(s * x) equals the plain kernel on pre-scaled rows.
 TEST(NormFast, ScaledSoftmaxMatchesPrescaledRows) {
     uint32_t seed = 300;

@@ -42,6 +42,44 @@ inline void softmax_regs(const float* x, float* y, int64_t n, float scale) {
     }
 }
 
+// Rows of n = 2, 4 or 8 floats, 16 / n rows per vector: the row max and sum are butterflies over
+// lane groups (lane ^ 1, ^ 2, ^ 4), so every lane does useful work (one row per 16-lane vector
+// used 2 of 16 lanes: the face detector's 4420 x 2 scores 38 -> ~4 us).
+template <int N>
+inline __m512 softmax_packed_vec(__m512 v, __m512 sc) {
+    static_assert(N == 2 || N == 4 || N == 8);
+    const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    __m512 mx = v;
+    for (int s = 1; s < N; s *= 2)
+        mx = _mm512_max_ps(mx, _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), mx));
+    const __m512 e = exp_v512(_mm512_fmsub_ps(v, sc, _mm512_mul_ps(mx, sc)));
+    __m512 sum = e;
+    for (int s = 1; s < N; s *= 2)
+        sum = _mm512_add_ps(sum, _mm512_permutexvar_ps(_mm512_xor_si512(lane, _mm512_set1_epi32(s)), sum));
+    return _mm512_mul_ps(e, _mm512_div_ps(_mm512_set1_ps(1.0f), sum));
+}
+
+template <int N>
+void softmax_packed(const float* x, float* y, int64_t rows, float scale) {
+    const __m512 sc = _mm512_set1_ps(scale);
+    const int64_t total = rows * N;
+    int64_t i = 0;
+    for (; i + 64 <= total; i += 64) {
+        const __m512 v0 = softmax_packed_vec<N>(_mm512_loadu_ps(x + i), sc);
+        const __m512 v1 = softmax_packed_vec<N>(_mm512_loadu_ps(x + i + 16), sc);
+        const __m512 v2 = softmax_packed_vec<N>(_mm512_loadu_ps(x + i + 32), sc);
+        const __m512 v3 = softmax_packed_vec<N>(_mm512_loadu_ps(x + i + 48), sc);
+        _mm512_storeu_ps(y + i, v0);
+        _mm512_storeu_ps(y + i + 16, v1);
+        _mm512_storeu_ps(y + i + 32, v2);
+        _mm512_storeu_ps(y + i + 48, v3);
+    }
+    for (; i < total; i += 16) {  // whole rows: total and i are multiples of N
+        const __mmask16 k = tail_mask(total - i);
+        _mm512_mask_storeu_ps(y + i, k, softmax_packed_vec<N>(_mm512_maskz_loadu_ps(k, x + i), sc));
+    }
+}
+
 template <int V>
 void softmax_short(const float* x, float* y, int64_t rows, int64_t n, float scale) {
     int64_t r = 0;
@@ -105,6 +143,11 @@ void layernorm_short(const float* x, float* y, int64_t rows, int64_t n, const fl
 }  // namespace
 
 void softmax_rows_avx512(const float* x, float* y, int64_t rows, int64_t n, float scale) {
+    if (rows >= 16 && (n == 2 || n == 4 || n == 8)) {
+        if (n == 2) return softmax_packed<2>(x, y, rows, scale);
+        if (n == 4) return softmax_packed<4>(x, y, rows, scale);
+        return softmax_packed<8>(x, y, rows, scale);
+    }
     switch ((n + 15) / 16) {
         case 1: return softmax_short<1>(x, y, rows, n, scale);
         case 2: return softmax_short<2>(x, y, rows, n, scale);
