@@ -2,7 +2,8 @@
 # A/B timing of one model under two environment settings, alternating A and B in one run so both
 # see the same machine noise: scripts/ab.sh MODEL "ENV_A" "ENV_B" [ROUNDS] [extra jiffy bench args]
 # e.g. scripts/ab.sh .cache/models/face_detector.onnx "JIFFY_PAR_CHUNKS=1" "JIFFY_PAR_CHUNKS=4" 9 --threads 2
-# Prints each round's p50 and the medians.
+# Prints each round's p50, the medians and the median of the per-round ratios (robust when the
+# shared second core stalls for whole rounds).
 set -euo pipefail
 model=$1; a=$2; b=$3; rounds=${4:-7}; shift 4 || shift $#
 bin=${JIFFY_BIN:-build/jiffy}
@@ -15,4 +16,5 @@ for ((i = 0; i < rounds; i++)); do
 done
 med() { printf '%s\n' "$@" | sort -g | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 ma=$(med "${pa[@]}"); mb=$(med "${pb[@]}")
-echo "median p50: A ($a) $ma us, B ($b) $mb us, B/A $(awk -v a="$ma" -v b="$mb" 'BEGIN {printf "%.3f", b / a}')"
+rs=(); for ((i = 0; i < rounds; i++)); do rs+=("$(awk -v a="${pa[i]}" -v b="${pb[i]}" 'BEGIN {printf "%.4f", b / a}')"); done
+echo "median p50: A ($a) $ma us, B ($b) $mb us; median of the rounds' B/A $(med "${rs[@]}")"

@@ -652,11 +652,12 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     // planes, else 0); the panel at q is direct iff q - qb + NR <= limit.
     const int64_t span = g.C * a.PS, limit = span - a.offs_max;
     const ConvEpi none{};
-    // A pixel split (tiled split planes only, where q == p): output pixels [pb, pe), whole tiles.
-    const bool range = a.srows && a.pe > 0;
+    // A pixel split (tiled split planes, whole tiles; or an unpadded 1x1 read in place), where
+    // q == p: output pixels [pb, pe).
+    const bool range = (a.srows || (a.pointwise && direct && !a.pad_copy && !a.split)) && a.pe > 0;
     const int64_t qend = range ? std::min(Q, a.pe) : Q;
     for (int64_t q0 = range ? a.pb : 0; q0 < qend; q0 += a.tile) {
-        const int64_t nq = std::min(a.tile, Q - q0);
+        const int64_t nq = std::min(a.tile, qend - q0);
         int64_t qb = 0;
         // Tiled split planes: the input rows of the next tile (per channel one contiguous run of
         // lines, at most kSplitPrefetchLines in all), prefetched into L2, spread over this tile's
