@@ -1,5 +1,6 @@
 // Elementwise ops: unary math, broadcasting binary arithmetic / comparison / logic, Where, Clip,
 // Cast, CastLike and the parameterized activations. Reference kernels: plain loops.
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -752,6 +753,20 @@ Status prep_variadic(OpContext& ctx) {
     });
 }
 
+// c ? a : b without a branch for plain 1/2/4/8-byte types (a random condition mispredicts half
+// the time, and the compiler keeps the branch for float selects).
+template <typename T>
+inline T select_bits(bool c, const T& a, const T& b) {
+    if constexpr (std::is_trivially_copyable_v<T> && (sizeof(T) == 1 || sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8)) {
+        using U = std::conditional_t<sizeof(T) == 1, uint8_t, std::conditional_t<sizeof(T) == 2, uint16_t,
+                                     std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+        const U m = U(0) - U(c), ua = std::bit_cast<U>(a), ub = std::bit_cast<U>(b);
+        return std::bit_cast<T>(U((ua & m) | (ub & U(~m))));
+    } else {
+        return c ? a : b;
+    }
+}
+
 // Where(cond, x, y)
 template <typename T>
 class WhereKernel : public Kernel {
@@ -763,18 +778,31 @@ public:
         const T* x = static_cast<const T*>(in[1]);
         const T* y = static_cast<const T*>(in[2]);
         T* o = static_cast<T*>(out[0]);
+        // Selects, not branches: 1x64x80x80 with a random condition took ~4.7 ms branching.
+        if (cond_full_) {  // cond has the output's shape: one pass over x and y
+            for_each_broadcast2(out_, sx_, sy_, [&](int64_t i, int64_t ix, int64_t iy) {
+                o[i] = select_bits(c[i], x[ix], y[iy]);
+            });
+            return {};
+        }
         // Two passes of the pairwise iterator: cond with x, then cond with y where false.
         for_each_broadcast2(out_, sc_, sx_, [&](int64_t i, int64_t ic, int64_t ix) {
-            if (c[ic]) o[i] = x[ix];
+            o[i] = select_bits(c[ic], x[ix], T{});
         });
         for_each_broadcast2(out_, sc_, sy_, [&](int64_t i, int64_t ic, int64_t iy) {
-            if (!c[ic]) o[i] = y[iy];
+            o[i] = select_bits(c[ic], o[i], y[iy]);
         });
         return {};
     }
 
 private:
     Shape out_, sc_, sx_, sy_;
+    bool cond_full_ = [this] {  // every dim of size > 1 runs with cond's own row-major stride
+        const Shape st = strides_of(out_);
+        for (size_t d = 0; d < out_.size(); ++d)
+            if (out_[d] > 1 && sc_[d] != st[d]) return false;
+        return true;
+    }();
 };
 
 Status prep_Where(OpContext& ctx) {

@@ -65,24 +65,55 @@ constexpr int kMaxRank = 16;
 
 // Iterates over all indices of `out` (row-major), calling f(linear_out, off_a, off_b) where off_a
 // and off_b are element offsets computed from the broadcast strides sa, sb (see
-// broadcast_strides). Plain and obviously correct (reference quality); rank <= kMaxRank.
+// broadcast_strides); rank <= kMaxRank.
 template <typename F>
 void for_each_broadcast2(const Shape& out, const Shape& sa, const Shape& sb, F&& f) {
-    const size_t r = out.size();
-    int64_t n = shape_numel(out);
+    const int64_t n = shape_numel(out);
     if (n <= 0) return;
+    // Collapse the dims: drop size-1 dims and merge a dim into the one outside it wherever both
+    // inputs run on contiguously (or both stay broadcast), so the inner loop is as long as it
+    // can be (x with a scalar over 1x64x80x80: one run of 409600). The inner loop then calls f
+    // with unit or zero steps the compiler can see (Where over 1x64x80x80: ~4.7 ms -> well
+    // under 1 ms). f is called for i = 0 .. n-1 in order, with the same offsets as before.
+    int64_t dims[kMaxRank], ta[kMaxRank], tb[kMaxRank];
+    int r = 0;
+    for (size_t d = 0; d < out.size(); ++d) {
+        if (out[d] == 1) continue;
+        if (r > 0 && ta[r - 1] == sa[d] * out[d] && tb[r - 1] == sb[d] * out[d]) {
+            dims[r - 1] *= out[d];
+            ta[r - 1] = sa[d];
+            tb[r - 1] = sb[d];
+            continue;
+        }
+        dims[r] = out[d];
+        ta[r] = sa[d];
+        tb[r] = sb[d];
+        ++r;
+    }
+    if (r == 0) {
+        f(int64_t(0), int64_t(0), int64_t(0));
+        return;
+    }
+    const int64_t inner = dims[r - 1], ia = ta[r - 1], ib = tb[r - 1];
     int64_t idx[kMaxRank] = {0};
     int64_t oa = 0, ob = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        f(i, oa, ob);
-        for (int d = int(r) - 1; d >= 0; --d) {
-            if (++idx[d] < out[size_t(d)]) {
-                oa += sa[size_t(d)];
-                ob += sb[size_t(d)];
+    for (int64_t i = 0; i < n; i += inner) {
+        if (ia == 1 && ib == 1)
+            for (int64_t j = 0; j < inner; ++j) f(i + j, oa + j, ob + j);
+        else if (ia == 1 && ib == 0)
+            for (int64_t j = 0; j < inner; ++j) f(i + j, oa + j, ob);
+        else if (ia == 0 && ib == 1)
+            for (int64_t j = 0; j < inner; ++j) f(i + j, oa, ob + j);
+        else
+            for (int64_t j = 0; j < inner; ++j) f(i + j, oa + j * ia, ob + j * ib);
+        for (int d = r - 2; d >= 0; --d) {
+            if (++idx[d] < dims[d]) {
+                oa += ta[d];
+                ob += tb[d];
                 break;
             }
-            oa -= sa[size_t(d)] * (out[size_t(d)] - 1);
-            ob -= sb[size_t(d)] * (out[size_t(d)] - 1);
+            oa -= ta[d] * (dims[d] - 1);
+            ob -= tb[d] * (dims[d] - 1);
             idx[d] = 0;
         }
     }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/util.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
@@ -151,6 +152,58 @@ TEST(ElementwiseFast, PReluEverySlopeBroadcast) {
     EXPECT_EQ(y[3], 6.0f);
     EXPECT_EQ(y[4], INFINITY);
     EXPECT_EQ(y[5], 1.0f);
+}
+
+// Where selects without branching: a condition of the output's shape (one pass) and a broadcast
+// condition (two passes), float and int64, against an index-by-index oracle; NaN and -0 are
+// carried bit for bit.
+TEST(ElementwiseFast, WhereSelectsEveryBroadcast) {
+    struct Case {
+        Shape c, x, y;
+    };
+    const Case cases[] = {
+        {{2, 3, 4}, {2, 3, 4}, {1}},     // cond full, y scalar
+        {{2, 3, 4}, {4}, {3, 1}},        // cond full, x and y broadcast
+        {{3, 1}, {2, 3, 4}, {2, 3, 4}},  // cond broadcast
+        {{1, 4}, {2, 1, 4}, {3, 4}},     // everything broadcast
+    };
+    auto at = [](const Shape& in, const Shape& out, int64_t i) {  // broadcast index of `in`
+        int64_t rem = i, off = 0, stride = 1;
+        for (size_t d = out.size(); d-- > 0;) {
+            const int64_t k = rem % out[d];
+            rem /= out[d];
+            const size_t e = d + in.size() - out.size();
+            if (d + in.size() < out.size()) continue;
+            if (in[e] != 1) off += k * stride;
+            stride *= in[e];
+        }
+        return off;
+    };
+    uint32_t seed = 5;
+    for (const Case& k : cases) {
+        Shape out;
+        ASSERT_TRUE(broadcast_shapes(k.c, k.x, &out) && broadcast_shapes(out, k.y, &out));
+        Tensor cond(DType::kBool, k.c);
+        for (int64_t i = 0; i < cond.numel(); ++i) cond.as<bool>()[i] = ((seed = seed * 1664525u + 1013904223u) >> 20) & 1;
+        Tensor x = pattern(k.x, 21, 2.0f), y = pattern(k.y, 22, 2.0f);
+        x.as<float>()[0] = NAN;
+        y.as<float>()[0] = -0.0f;
+        const Outcome r = run_node("Where", {cond, x, y}, {false, false, false}, {});
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        ASSERT_EQ(r.outs[0].shape(), out);
+        for (int64_t i = 0; i < shape_numel(out); ++i) {
+            const float want = cond.as<bool>()[at(k.c, out, i)] ? x.as<float>()[at(k.x, out, i)] : y.as<float>()[at(k.y, out, i)];
+            ASSERT_EQ(0, std::memcmp(&r.outs[0].as<float>()[i], &want, sizeof(float))) << shape_str(k.c) << " at " << i;
+        }
+        Tensor xi(DType::kI64, k.x), yi(DType::kI64, k.y);
+        for (int64_t i = 0; i < xi.numel(); ++i) xi.as<int64_t>()[i] = (int64_t(1) << 40) + i;
+        for (int64_t i = 0; i < yi.numel(); ++i) yi.as<int64_t>()[i] = -i - 1;
+        const Outcome ri = run_node("Where", {cond, xi, yi}, {false, false, false}, {});
+        ASSERT_TRUE(ri.st.ok()) << ri.st.message();
+        for (int64_t i = 0; i < shape_numel(out); ++i)
+            ASSERT_EQ(ri.outs[0].as<int64_t>()[i], cond.as<bool>()[at(k.c, out, i)] ? xi.as<int64_t>()[at(k.x, out, i)]
+                                                                                   : yi.as<int64_t>()[at(k.y, out, i)]);
+    }
 }
 
 TEST(ElementwiseFast, PReluRejectsSlopesThatDoNotBroadcastToX) {
