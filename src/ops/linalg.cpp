@@ -1029,6 +1029,126 @@ bool einsum_term(const std::string& s, std::vector<int>* out, std::string* why) 
     return true;
 }
 
+// A two-operand float32 Einsum that is one (batched) matrix product: every label is a batch
+// label (both inputs and the output), an M (A and output), N (B and output) or K (both inputs,
+// summed) label, each role's labels nesting into one dim; no repeated or broadcast dims. A must have
+// K innermost, B K or N, the output N (else the operands are tried the other way round). Then the
+// product runs on the packed SGEMM through MatMulF32Kernel's strided geometry (attention's
+// 'bhqd,bhkd->bhqk' on 1x8x64x64: ~7.8 ms in the reference loop -> ~30 us). False: the reference.
+bool einsum_matmul(const OpContext& ctx, const std::vector<std::vector<int>>& labels, const std::vector<int>& out_labels,
+                   const Shape& out_shape, bool swap, MatMulGeom* g) {
+    const int ia = swap ? 1 : 0, ib = 1 - ia;
+    const std::vector<int>& la = labels[size_t(ia)];
+    const std::vector<int>& lb = labels[size_t(ib)];
+    auto has = [](const std::vector<int>& v, int l) { return std::find(v.begin(), v.end(), l) != v.end(); };
+    auto pos = [](const std::vector<int>& v, int l) { return size_t(std::find(v.begin(), v.end(), l) - v.begin()); };
+    for (const auto* v : {&la, &lb})
+        for (size_t i = 0; i < v->size(); ++i)
+            for (size_t j = i + 1; j < v->size(); ++j)
+                if ((*v)[i] == (*v)[j]) return false;
+    const Shape &sa_shape = ctx.in_shape(ia), &sb_shape = ctx.in_shape(ib);
+    std::vector<int> batch, ms, ns, ks;  // ms, ns in output order; ks in A's order
+    for (int l : out_labels) {
+        const bool a = has(la, l), b = has(lb, l);
+        if (a && b) batch.push_back(l);
+        else if (a) ms.push_back(l);
+        else if (b) ns.push_back(l);
+        else return false;
+    }
+    for (int l : la)
+        if (!has(out_labels, l)) {
+            if (!has(lb, l)) return false;  // summed over A alone
+            ks.push_back(l);
+        }
+    for (int l : lb)
+        if (!has(out_labels, l) && !has(la, l)) return false;
+    if (ms.empty() || ns.empty() || ks.empty()) return false;
+    // Equal sizes wherever a label appears (no broadcasting), nothing empty.
+    for (int l : out_labels)
+        if (out_shape[pos(out_labels, l)] <= 0) return false;
+    for (int l : batch)
+        if (sa_shape[pos(la, l)] != sb_shape[pos(lb, l)] || sa_shape[pos(la, l)] != out_shape[pos(out_labels, l)])
+            return false;
+    for (int l : ks)
+        if (sa_shape[pos(la, l)] != sb_shape[pos(lb, l)] || sa_shape[pos(la, l)] <= 0) return false;
+    const Shape sa = strides_of(sa_shape), sb = strides_of(sb_shape), sy = strides_of(out_shape);
+    // Several labels of one role act as one dim when they nest (outer stride = inner stride x
+    // inner size) in both tensors that hold them, in the same order ('bnd,dh->bnh': M = b x n).
+    struct Side {
+        const std::vector<int>* l;
+        const Shape *shape, *st;
+    };
+    auto nests = [&](const std::vector<int>& role, std::initializer_list<Side> sides, int64_t* size) {
+        *size = 1;
+        for (size_t i = 0; i < role.size(); ++i) {
+            const Side& s0 = *sides.begin();
+            *size *= (*s0.shape)[pos(*s0.l, role[i])];
+            if (i + 1 == role.size()) continue;
+            for (const Side& t : sides) {
+                const size_t p = pos(*t.l, role[i]), q = pos(*t.l, role[i + 1]);
+                if ((*t.st)[p] != (*t.st)[q] * (*t.shape)[q]) return false;
+            }
+        }
+        return true;
+    };
+    int64_t M = 0, N = 0, K = 0;
+    const Side A{&la, &sa_shape, &sa}, B{&lb, &sb_shape, &sb}, Y{&out_labels, &out_shape, &sy};
+    if (!nests(ms, {A, Y}, &M) || !nests(ns, {B, Y}, &N) || !nests(ks, {A, B}, &K))
+        return false;
+    const int m = ms.back(), n = ns.back(), k = ks.back();  // the innermost of each role
+    if (sa[pos(la, k)] != 1 || sy[pos(out_labels, n)] != 1) return false;
+    g->M = M;
+    g->K = K;
+    g->N = N;
+    g->lda = sa[pos(la, m)];
+    if (sb[pos(lb, n)] == 1) {
+        g->trans_b = false;
+        g->ldb = sb[pos(lb, k)];
+    } else if (sb[pos(lb, k)] == 1) {
+        g->trans_b = true;
+        g->ldb = sb[pos(lb, n)];
+    } else {
+        return false;
+    }
+    g->ldc = sy[pos(out_labels, m)];
+    g->a_shape = sa_shape;
+    g->b_shape = sb_shape;
+    g->out = out_shape;
+    g->batch.clear();
+    for (int l : batch) g->batch.push_back(out_shape[pos(out_labels, l)]);
+    const int64_t nb = shape_numel(g->batch);
+    g->a_off.assign(size_t(nb), 0);
+    g->b_off.assign(size_t(nb), 0);
+    g->y_off.assign(size_t(nb), 0);
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+        for (size_t j = 0; j < batch.size(); ++j) {
+            g->a_off[size_t(i)] += idx[j] * sa[pos(la, batch[j])];
+            g->b_off[size_t(i)] += idx[j] * sb[pos(lb, batch[j])];
+            g->y_off[size_t(i)] += idx[j] * sy[pos(out_labels, batch[j])];
+        }
+        for (size_t d = batch.size(); d-- > 0;) {
+            if (++idx[d] < g->batch[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return true;
+}
+
+// Runs an inner kernel with its two inputs swapped (an Einsum whose product runs as B x A).
+class SwappedInputsKernel : public Kernel {
+public:
+    explicit SwappedInputsKernel(std::unique_ptr<Kernel> inner) : inner_(std::move(inner)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        const void* swapped[2] = {in[1], in[0]};
+        return inner_->run(swapped, out);
+    }
+    std::string describe() const override { return inner_->describe() + " (operands swapped)"; }
+
+private:
+    std::unique_ptr<Kernel> inner_;
+};
+
 Status prep_Einsum(OpContext& ctx) {
     std::string eq;
     for (char c : ctx.attr_str("equation", "")) {
@@ -1166,6 +1286,17 @@ Status prep_Einsum(OpContext& ctx) {
         }
     }
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out_shape));
+    if (t == DType::kF32 && nops == 2) {
+        for (bool swap : {false, true}) {
+            MatMulGeom g;
+            if (!einsum_matmul(ctx, labels, out_labels, out_shape, swap, &g)) continue;
+            const Tensor* bc = ctx.in_const(swap ? 0 : 1);
+            auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, false, kernels::Activation{});
+            if (swap) ctx.set_kernel(std::make_unique<SwappedInputsKernel>(std::move(k)));
+            else ctx.set_kernel(std::move(k));
+            return {};
+        }
+    }
     const int n_out = int(out_labels.size());
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;

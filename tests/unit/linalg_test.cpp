@@ -52,6 +52,7 @@ Tensor rnd(Shape s, uint32_t seed) {
 struct Result {
     Status st;
     std::vector<Tensor> outs;
+    std::string kernel;  // the step kernels' describe()
 };
 
 // Builds and runs a one-node graph. Inputs with const_in[i] = true become constants; an empty
@@ -98,6 +99,8 @@ Result run_op(const std::string& op, const std::vector<Tensor>& ins, std::vector
     std::shared_ptr<const Plan> plan;
     r.st = compile_graph(g, CompileOptions{}, &plan);
     if (!r.st.ok()) return r;
+    for (const auto& step : plan->steps)
+        if (step.kernel) r.kernel += step.kernel->describe();
     Session s(plan);
     size_t k = 0;
     for (size_t i = 0; i < ins.size(); ++i) {
@@ -346,6 +349,51 @@ TEST(Linalg, EinsumEllipsisBroadcastAndThreeOperands) {
     ASSERT_TRUE(r.st.ok()) << r.st.message();
     // x^T W y = [1 2] [[1 2][3 4]] [5 6]^T = [7 10] . [5 6] = 95
     expect_close(r.outs[0], f32({}, {95}));
+}
+
+// Two-operand float32 contractions that are one batched matrix product run on the packed SGEMM
+// (kernel "gemm ..."): each against the float64 reference loop on the same values; equations the
+// product cannot take (the output's innermost label from A, a summed label alone, broadcasting)
+// keep the reference loop and still agree.
+TEST(Linalg, EinsumMatrixProductsMatchReference) {
+    struct Case {
+        const char* eq;
+        Shape a, b;
+        bool gemm;  // expected on the SGEMM
+        bool b_const;
+    };
+    const Case cases[] = {
+        {"bhqd,bhkd->bhqk", {2, 3, 17, 9}, {2, 3, 13, 9}, true, false},   // attention scores (B^T)
+        {"bhqk,bhkd->bhqd", {2, 3, 17, 13}, {2, 3, 13, 9}, true, false},  // attention x V
+        {"bqhd,bkhd->bhqk", {2, 17, 3, 9}, {2, 13, 3, 9}, true, false},   // heads in the middle
+        {"ij,jk->ik", {37, 21}, {21, 45}, true, false},
+        {"bnd,dh->bnh", {2, 19, 33}, {33, 40}, true, true},              // a constant weight; M = b x n
+        {"ijk,jkl->il", {6, 5, 4}, {5, 4, 7}, true, false},               // K = j x k
+        {"bnd,dh->nbh", {2, 19, 33}, {33, 40}, false, true},             // M labels do not nest in Y
+        {"ik,jk->ij", {11, 7}, {5, 7}, true, false},
+        {"kj,ik->ij", {7, 5}, {11, 7}, true, false},                      // runs as B x A
+        {"ki,kj->ij", {7, 11}, {7, 5}, false, false},                     // A's K not innermost
+        {"bij,bj->bi", {3, 5, 7}, {3, 7}, false, false},                  // no N label
+        {"ij,jk->i", {5, 6}, {6, 4}, false, false},                       // k summed from B alone
+    };
+    uint32_t seed = 70;
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.eq);
+        const Tensor a = rnd(c.a, seed++), b = rnd(c.b, seed++);
+        auto f64 = [](const Tensor& t) {
+            Tensor d(DType::kF64, t.shape());
+            for (int64_t i = 0; i < t.numel(); ++i) d.as<double>()[i] = t.as<float>()[i];
+            return d;
+        };
+        Result want = run_op("Einsum", {f64(a), f64(b)}, {}, {{"equation", as(c.eq)}}, 12);
+        ASSERT_TRUE(want.st.ok()) << want.st.message();
+        Result got = run_op("Einsum", {a, b}, {false, c.b_const}, {{"equation", as(c.eq)}}, 12);
+        ASSERT_TRUE(got.st.ok()) << got.st.message();
+        EXPECT_EQ(got.kernel.find("gemm") != std::string::npos, c.gemm) << got.kernel;
+        ASSERT_EQ(got.outs[0].shape(), want.outs[0].shape());
+        for (int64_t i = 0; i < got.outs[0].numel(); ++i)
+            ASSERT_NEAR(got.outs[0].as<float>()[i], want.outs[0].as<double>()[i], 1e-5) << i;
+    }
 }
 
 TEST(Linalg, EinsumErrors) {
