@@ -409,6 +409,30 @@ TEST(Linalg, EinsumErrors) {
 
 // ---------------------------------------------------------------- Softmax family
 
+// Softmax over a middle axis (float32: rows of `inner` with the vector exp) against the float64
+// reference loop, in a few shapes, with a -inf logit and large ones.
+TEST(Linalg, SoftmaxMiddleAxisMatchesReference) {
+    struct Case {
+        Shape s;
+        int64_t axis;
+    };
+    const Case cases[] = {{{1, 19, 8, 9}, 1}, {{2, 3, 4}, 1}, {{3, 5, 7, 2}, 2}, {{1, 2, 33}, -2}};
+    uint32_t seed = 500;
+    for (const Case& c : cases) {
+        Tensor x = rnd(c.s, seed++);
+        for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] *= 30.0f;
+        x.as<float>()[1] = -INFINITY;
+        Tensor xd(DType::kF64, c.s);
+        for (int64_t i = 0; i < x.numel(); ++i) xd.as<double>()[i] = x.as<float>()[i];
+        Result want = run_op("Softmax", {xd}, {}, {{"axis", ai(c.axis)}}, 13);
+        Result got = run_op("Softmax", {x}, {}, {{"axis", ai(c.axis)}}, 13);
+        ASSERT_TRUE(want.st.ok() && got.st.ok()) << got.st.message();
+        for (int64_t i = 0; i < x.numel(); ++i)
+            ASSERT_NEAR(got.outs[0].as<float>()[i], want.outs[0].as<double>()[i], 2e-6 * want.outs[0].as<double>()[i] + 1e-7)
+                << shape_str(c.s) << " axis " << c.axis << " at " << i;
+    }
+}
+
 TEST(Linalg, SoftmaxCoerceBefore13VsAxisFrom13) {
     Tensor x = rnd({2, 3, 4}, 21);
     // opset 11, axis 1: softmax over the flattened 3 x 4 = 12 elements of each batch row.
