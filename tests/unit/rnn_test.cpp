@@ -235,6 +235,34 @@ struct RecCase {
         for (auto& o : outs) b.output(o);
         return b.g;
     }
+    // The same node with W, R (and B unless !with_bias) as constants, X, sequence_lens, h0 (, c0)
+    // as graph inputs: the packed fast paths. fast_inputs(in) picks those inputs from inputs().
+    Graph build_const(const std::vector<std::vector<double>>& in, bool with_bias = true) const {
+        Builder b;
+        b.input("X", DType::kF32, {S, B, I});
+        b.constant("W", DType::kF32, {D(), G() * H, I}, in[1]);
+        b.constant("R", DType::kF32, {D(), G() * H, H}, in[2]);
+        if (with_bias) b.constant("B", DType::kF32, {D(), 2 * G() * H}, in[3]);
+        b.input("L", DType::kI32, {B});
+        b.input("h0", DType::kF32, {D(), B, H});
+        std::vector<std::string> ins{"X", "W", "R", with_bias ? "B" : "", "L", "h0"}, outs{"Y", "Yh"};
+        if (op == "LSTM") {
+            b.input("c0", DType::kF32, {D(), B, H});
+            ins.push_back("c0");
+            outs.push_back("Yc");
+        }
+        auto attrs = extra;
+        attrs["direction"] = str(dir);
+        attrs["hidden_size"] = i1(H);
+        b.node(op, ins, outs, attrs);
+        for (auto& o : outs) b.output(o);
+        return b.g;
+    }
+    std::vector<std::vector<double>> fast_inputs(const std::vector<std::vector<double>>& in) const {
+        std::vector<std::vector<double>> f{in[0], in[4], in[5]};
+        if (op == "LSTM") f.push_back(in[6]);
+        return f;
+    }
     std::vector<std::vector<double>> inputs(uint32_t seed, std::vector<double> lens = {}) const {
         if (lens.empty()) lens.assign(size_t(B), double(S));
         std::vector<std::vector<double>> in{rnd(size_t(S * B * I), seed), rnd(size_t(D() * G() * H * I), seed + 1),
@@ -245,6 +273,24 @@ struct RecCase {
         return in;
     }
 };
+
+// The packed path (W, R, B constants: RecCase::build_const) against the reference path (the same
+// node with W, R, B as graph inputs) on the same values, every output, each run twice; within
+// 2e-5 of the magnitude (at least 1).
+void check_packed(const RecCase& rc, const std::vector<std::vector<double>>& in, bool with_bias, const std::string& what) {
+    SCOPED_TRACE(rc.op + " " + rc.dir + " steps " + std::to_string(rc.S) + " " + what);
+    RunResult ref = run(rc.build(), in, 2);
+    ASSERT_TRUE(ref.st.ok()) << ref.st.message();
+    RunResult fast = run(rc.build_const(in, with_bias), rc.fast_inputs(in), 2);
+    ASSERT_TRUE(fast.st.ok()) << fast.st.message();
+    ASSERT_EQ(fast.outs.size(), ref.outs.size());
+    for (size_t o = 0; o < ref.outs.size(); ++o) {
+        SCOPED_TRACE("output " + std::to_string(o));
+        double mag = 1;  // Relu states grow (to ~50 in the RNN test): relative to the magnitude
+        for (double v : ref.outs[o]) mag = std::max(mag, std::abs(v));
+        expect_near(fast.outs[o], ref.outs[o], 2e-5 * mag);
+    }
+}
 
 TEST(RnnOps, LstmSingleStepMatchesEquations) {
     // One step, one unit: check peepholes, input_forget and the gate order (i, o, f, c).
@@ -461,29 +507,7 @@ TEST(RnnOps, LstmPackedGemvPathMatchesReference) {
             in[0] = rnd(in[0].size(), 5);
             for (double& v : in[0]) v *= 3;  // saturate some gates
             if (!with_bias) std::fill(in[3].begin(), in[3].end(), 0.0);
-            RunResult ref = run(rc.build(), in, 2);
-            ASSERT_TRUE(ref.st.ok()) << ref.st.message();
-
-            const int64_t D = rc.D(), G = 4, H = rc.H, I = rc.I, S = rc.S, B = rc.B;
-            Builder b;
-            b.input("X", DType::kF32, {S, B, I});
-            b.constant("W", DType::kF32, {D, G * H, I}, in[1]);
-            b.constant("R", DType::kF32, {D, G * H, H}, in[2]);
-            if (with_bias) b.constant("B", DType::kF32, {D, 2 * G * H}, in[3]);
-            b.input("L", DType::kI32, {B});
-            b.input("h0", DType::kF32, {D, B, H});
-            b.input("c0", DType::kF32, {D, B, H});
-            b.node("LSTM", {"X", "W", "R", with_bias ? "B" : "", "L", "h0", "c0"}, {"Y", "Yh", "Yc"},
-                   {{"direction", str(dir)}, {"hidden_size", i1(H)}});
-            for (const char* o : {"Y", "Yh", "Yc"}) b.output(o);
-            RunResult fast = run(b.g, {in[0], in[4], in[5], in[6]}, 2);
-            ASSERT_TRUE(fast.st.ok()) << fast.st.message();
-            ASSERT_EQ(fast.outs.size(), 3u);
-            for (size_t o = 0; o < 3; ++o) {
-                SCOPED_TRACE(std::string(dir) + (with_bias ? " bias" : " no bias") + " output " + std::to_string(o) +
-                             " steps " + std::to_string(steps));
-                expect_near(fast.outs[o], ref.outs[o], 2e-5);
-            }
+            check_packed(rc, in, with_bias, with_bias ? "bias" : "no bias");
         }
 }
 
@@ -505,28 +529,7 @@ TEST(RnnOps, GruPackedPathMatchesReference) {
                 rc.extra["linear_before_reset"] = i1(lbr);
                 auto in = rc.inputs(91, batch == 2 ? std::vector<double>{5, 3} : std::vector<double>{1});
                 for (double& v : in[0]) v *= 3;  // saturate some gates
-                RunResult ref = run(rc.build(), in, 2);
-                ASSERT_TRUE(ref.st.ok()) << ref.st.message();
-
-                const int64_t D = rc.D(), G = 3, H = rc.H, I = rc.I, S = rc.S, B = rc.B;
-                Builder b;
-                b.input("X", DType::kF32, {S, B, I});
-                b.constant("W", DType::kF32, {D, G * H, I}, in[1]);
-                b.constant("R", DType::kF32, {D, G * H, H}, in[2]);
-                b.constant("B", DType::kF32, {D, 2 * G * H}, in[3]);
-                b.input("L", DType::kI32, {B});
-                b.input("h0", DType::kF32, {D, B, H});
-                b.node("GRU", {"X", "W", "R", "B", "L", "h0"}, {"Y", "Yh"},
-                       {{"direction", str(dir)}, {"hidden_size", i1(H)}, {"linear_before_reset", i1(lbr)}});
-                for (const char* o : {"Y", "Yh"}) b.output(o);
-                RunResult fast = run(b.g, {in[0], in[4], in[5]}, 2);
-                ASSERT_TRUE(fast.st.ok()) << fast.st.message();
-                ASSERT_EQ(fast.outs.size(), 2u);
-                for (size_t o = 0; o < 2; ++o) {
-                    SCOPED_TRACE(std::string(dir) + " lbr " + std::to_string(lbr) + " steps " +
-                                 std::to_string(steps) + " output " + std::to_string(o));
-                    expect_near(fast.outs[o], ref.outs[o], 2e-5);
-                }
+                check_packed(rc, in, true, "lbr " + std::to_string(lbr));
             }
 }
 
@@ -550,29 +553,7 @@ TEST(RnnOps, RnnPackedPathMatchesReference) {
                 rc.extra["activations"] = strs(act);
                 auto in = rc.inputs(77, batch == 2 ? std::vector<double>{6, 4} : std::vector<double>{1});
                 for (double& v : in[0]) v *= 2;
-                RunResult ref = run(rc.build(), in, 2);
-                ASSERT_TRUE(ref.st.ok()) << ref.st.message();
-
-                const int64_t D = rc.D(), H = rc.H, I = rc.I, S = rc.S, B = rc.B;
-                Builder b;
-                b.input("X", DType::kF32, {S, B, I});
-                b.constant("W", DType::kF32, {D, H, I}, in[1]);
-                b.constant("R", DType::kF32, {D, H, H}, in[2]);
-                b.constant("B", DType::kF32, {D, 2 * H}, in[3]);
-                b.input("L", DType::kI32, {B});
-                b.input("h0", DType::kF32, {D, B, H});
-                b.node("RNN", {"X", "W", "R", "B", "L", "h0"}, {"Y", "Yh"},
-                       {{"direction", str(dir)}, {"hidden_size", i1(H)}, {"activations", strs(act)}});
-                for (const char* o : {"Y", "Yh"}) b.output(o);
-                RunResult fast = run(b.g, {in[0], in[4], in[5]}, 2);
-                ASSERT_TRUE(fast.st.ok()) << fast.st.message();
-                ASSERT_EQ(fast.outs.size(), 2u);
-                for (size_t o = 0; o < 2; ++o) {
-                    SCOPED_TRACE(act[0] + " " + dir + " steps " + std::to_string(steps) + " output " + std::to_string(o));
-                    double mag = 1;  // Relu states grow (to ~50 here): relative to the magnitude
-                    for (double v : ref.outs[o]) mag = std::max(mag, std::abs(v));
-                    expect_near(fast.outs[o], ref.outs[o], 2e-5 * mag);
-                }
+                check_packed(rc, in, true, act[0]);
             }
 }
 
