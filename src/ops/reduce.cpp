@@ -587,13 +587,42 @@ template <typename T>
 class TopKKernel : public Kernel {
 public:
     TopKKernel(int64_t outer, int64_t n, int64_t inner, int64_t k, bool largest)
-        : outer_(outer), n_(n), inner_(inner), k_(k), largest_(largest) {}
+        : outer_(outer), n_(n), inner_(inner), k_(k), largest_(largest) {
+        // Contiguous slices and a large K (detection post-processing: 1000 of 4420 scores): select
+        // with nth_element, then sort the K kept, O(n + K log K) with an index scratch of n, instead
+        // of the heap's O(n log K) with its unpredictable sift branches (1000 of 4420: 92 -> 22 us).
+        if (inner_ == 1 && k_ >= 32) sel_.resize(size_t(n_));
+    }
 
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
         T* vals = static_cast<T*>(out[0]);
         int64_t* idx = static_cast<int64_t*>(out[1]);
         if (k_ == 0) return {};
+        if (!sel_.empty()) {
+            for (int64_t o = 0; o < outer_; ++o) {
+                const T* xs = x + o * n_;
+                auto better = [&](int64_t a, int64_t b) {  // the heap's order, below
+                    const T va = xs[a], vb = xs[b];
+                    const bool na = is_nan(va), nb = is_nan(vb);
+                    if (na || nb) {
+                        if (na && nb) return a < b;
+                        return largest_ ? na : nb;
+                    }
+                    if (va == vb) return a < b;
+                    return largest_ ? va > vb : va < vb;
+                };
+                int64_t* sel = sel_.data();
+                for (int64_t t = 0; t < n_; ++t) sel[t] = t;
+                std::nth_element(sel, sel + (k_ - 1), sel + n_, better);
+                std::sort(sel, sel + k_, better);
+                for (int64_t s = 0; s < k_; ++s) {
+                    idx[o * k_ + s] = sel[s];
+                    vals[o * k_ + s] = xs[sel[s]];
+                }
+            }
+            return {};
+        }
         const int64_t inner = inner_;
         for (int64_t o = 0; o < outer_; ++o) {
             for (int64_t i = 0; i < inner; ++i) {
@@ -651,6 +680,7 @@ public:
 private:
     int64_t outer_, n_, inner_, k_;
     bool largest_;
+    mutable std::vector<int64_t> sel_;  // the selection's indices (inner == 1, K >= 32; not reentrant)
 };
 
 Status prep_TopK(OpContext& ctx) {

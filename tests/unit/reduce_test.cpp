@@ -511,6 +511,38 @@ TEST(ReduceTopK, MiddleAxisIntegerAndOpsetVariants) {
     expect_out(z, 1, {0}, {});
 }
 
+// K >= 32 on contiguous slices selects with nth_element and sorts the kept: the same order as
+// sorting every element (NaN largest, ties by lower index), largest and smallest, several rows.
+TEST(ReduceTopK, LargeKMatchesAFullSort) {
+    const int64_t rows = 3, n = 500;
+    std::vector<float> v(size_t(rows * n));
+    uint32_t seed = 9;
+    for (float& f : v) f = float(((seed = seed * 1664525u + 1013904223u) >> 24) % 40);  // many ties
+    v[7] = kNaN;
+    v[n + 100] = kNaN;
+    v[n + 3] = kNaN;
+    for (int64_t largest : {1, 0})
+        for (int64_t k : {32, 200, 500}) {
+            Outcome r = run_node("TopK", {data(F32({rows, n}, v)), cst(I64({1}, {k}))}, {{"largest", int_attr(largest)}}, 11, 2);
+            ASSERT_TRUE(r.st.ok()) << r.st.message();
+            for (int64_t o = 0; o < rows; ++o) {
+                std::vector<int64_t> order(static_cast<size_t>(n));
+                for (int64_t t = 0; t < n; ++t) order[size_t(t)] = t;
+                const float* xs = v.data() + o * n;
+                std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+                    const bool na = std::isnan(xs[a]), nb = std::isnan(xs[b]);
+                    if (na || nb) return largest ? (na && !nb) : (nb && !na);
+                    return largest ? xs[a] > xs[b] : xs[a] < xs[b];
+                });
+                for (int64_t s = 0; s < k; ++s) {
+                    ASSERT_EQ(r.outs[1].as<int64_t>()[o * k + s], order[size_t(s)]) << "largest " << largest << " k " << k << " row " << o << " " << s;
+                    const float got = r.outs[0].as<float>()[o * k + s], want = xs[order[size_t(s)]];
+                    ASSERT_TRUE(got == want || (std::isnan(got) && std::isnan(want)));
+                }
+            }
+        }
+}
+
 TEST(ReduceTopK, NaNIsLargest) {
     const Tensor x = F32({4}, {1, kNaN, 3, 2});
     Outcome r = run_node("TopK", {data(x), cst(I64({1}, {2}))}, {}, 11, 2);
