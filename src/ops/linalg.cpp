@@ -1622,6 +1622,21 @@ public:
         }
         const int64_t W = out_[size_t(r - 1)];
         const int64_t rows = n / W;
+        if constexpr (std::is_same_v<T, float>) {
+            if (sep_) {
+                if (!pool_) {
+                    separable_rows(x, y, 0, rows, vrow_.data());
+                    return {};
+                }
+                auto part = [&](int t) {
+                    int64_t r0, r1;
+                    chunk_range(rows, int(vrows_.size()), t, 1, &r0, &r1);
+                    separable_rows(x, y, r0, r1, vrows_[size_t(t)].data());
+                };
+                pool_->parallel_for(int(vrows_.size()), part);
+                return {};
+            }
+        }
         const AxisTaps& last = ax_[size_t(r - 1)];
         int64_t idx[kMaxRank] = {0};
         int64_t prev_base = -1;
@@ -1629,17 +1644,12 @@ public:
             T* yr = y + row * W;
             bool outside = false;
             int64_t base = 0;
-            const int outer = sep_ ? r - 2 : r - 1;  // separable: the plane's base only
-            for (int d = 0; d < outer; ++d) {
+            for (int d = 0; d < r - 1; ++d) {
                 const AxisTaps& a = ax_[size_t(d)];
                 if (a.outside[size_t(idx[d])]) outside = true;
-                else if (nearest_ || sep_) base += a.off[size_t(a.first[size_t(idx[d])])];
+                else if (nearest_) base += a.off[size_t(a.first[size_t(idx[d])])];
             }
-            if (sep_) {
-                // One output row of an image plane: rows = H_out consecutive rows of a plane.
-                const int64_t oy = idx[r - 2];
-                if constexpr (std::is_same_v<T, float>) separable_row(x + base, oy, yr);
-            } else if (fast_nearest_) {
+            if (fast_nearest_) {
                 if (row > 0 && base == prev_base) std::memcpy(yr, yr - W, size_t(W) * sizeof(T));
                 else nearest_row(x + base, yr, W);
                 prev_base = base;
@@ -1705,8 +1715,41 @@ private:
         sep_ = true;
     }
 
-    void separable_row(const float* plane, int64_t oy, float* __restrict yr) const {
-        float* __restrict v = vrow_.data();
+public:
+    // Threads (docs/threading.md): the separable path splits its output rows into `chunks`
+    // contiguous ranges, each with its own row buffer (every output row is computed the same way).
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!sep_ || !pool || chunks < 2) return;
+        pool_ = pool;
+        vrows_.assign(size_t(chunks), std::vector<float>(vrow_.size(), 0.0f));
+    }
+    std::string describe() const override {
+        return sep_ && pool_ ? "separable x" + std::to_string(vrows_.size()) + " threads by rows" : std::string();
+    }
+    int64_t flops() const {  // the separable path's multiply-adds x 2 (the split threshold)
+        const int64_t W = out_.back(), rows = shape_numel(out_) / std::max<int64_t>(1, W);
+        return sep_ ? 2 * rows * (in_w_ * kh_ + W * kw_) : 0;
+    }
+
+private:
+    // Output rows [r0, r1) of the separable path; v: a row buffer of in_w_ floats.
+    void separable_rows(const float* x, float* y, int64_t r0, int64_t r1, float* v) const {
+        const int r = int(out_.size());
+        const int64_t W = out_[size_t(r - 1)], OH = out_[size_t(r - 2)];
+        for (int64_t row = r0; row < r1; ++row) {
+            // The plane's base from its outer index (each outer axis takes one input index).
+            int64_t plane = row / OH, base = 0;
+            for (int d = r - 3; d >= 0; --d) {
+                const AxisTaps& a = ax_[size_t(d)];
+                const int64_t i = plane % out_[size_t(d)];
+                plane /= out_[size_t(d)];
+                base += a.off[size_t(a.first[size_t(i)])];
+            }
+            separable_row(x + base, row % OH, y + row * W, v);
+        }
+    }
+
+    void separable_row(const float* plane, int64_t oy, float* __restrict yr, float* __restrict v) const {
         const int64_t IW = in_w_, OW = out_.back();
         const int64_t* oh = offh_.data() + oy * kh_;
         const float* wh = wh_.data() + oy * kh_;
@@ -1778,6 +1821,8 @@ private:
     std::vector<int64_t> offh_, offw_;
     std::vector<float> wh_, ww_;
     mutable std::vector<float> vrow_;
+    ThreadPool* pool_ = nullptr;
+    mutable std::vector<std::vector<float>> vrows_;  // per part (threads)
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi
@@ -1801,8 +1846,9 @@ Status make_resize(OpContext& ctx, const ResizeParams& p, const std::vector<doub
         ax.push_back(make_axis_taps(p, in[d], out[d], scale[d], roi[d], roi[r + d], st[d]));
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<ResizeKernel<T>>(out, std::move(ax), p.mode == Interp::kNearest,
-                                                         p.extrapolation));
+        auto k = std::make_unique<ResizeKernel<T>>(out, std::move(ax), p.mode == Interp::kNearest, p.extrapolation);
+        k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), k->flops()));
+        ctx.set_kernel(std::move(k));
         return {};
     });
 }
