@@ -508,6 +508,28 @@ TEST(ConvOps, LpPoolAndGlobalPools) {
     EXPECT_EQ(r.outs[0].as<float>()[1], 1.0f);
 }
 
+// GlobalMaxPool keeps 16 partial maxima: every plane size around the 16-step, the maximum at
+// each position, NaN skipped, a plane of only NaN gives -inf.
+TEST(ConvOps, GlobalMaxPoolEveryPositionAndNaN) {
+    for (int64_t size : {1, 15, 16, 17, 33, 400}) {
+        const int64_t planes = size;  // plane q has its maximum at q
+        Tensor x = rnd({1, planes, 1, size}, uint32_t(size));
+        for (int64_t q = 0; q < planes; ++q) {
+            float* p = x.as<float>() + q * size;
+            p[q] = 5.0f + float(q);
+            if (size > 1) p[(q + 1) % size] = NAN;
+        }
+        Result r = run_op("GlobalMaxPool", {x}, {false}, {});
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        for (int64_t q = 0; q < planes; ++q) ASSERT_EQ(r.outs[0].as<float>()[q], 5.0f + float(q)) << size << " " << q;
+    }
+    Tensor nan(DType::kF32, {1, 1, 1, 20});
+    for (int64_t i = 0; i < 20; ++i) nan.as<float>()[i] = NAN;
+    Result r = run_op("GlobalMaxPool", {nan}, {false}, {});
+    ASSERT_TRUE(r.st.ok());
+    EXPECT_EQ(r.outs[0].as<float>()[0], -INFINITY);
+}
+
 TEST(ConvOps, PoolsRejectBadModels) {
     Tensor x = rnd({1, 1, 4, 4}, 1);
     expect_error(run_op("MaxPool", {x}, {false}, {}), "kernel_shape");
