@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ops/util.h"
+#include "one_node.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
@@ -34,49 +35,8 @@ Attr float_attr(float v) {
 // One node over graph inputs (constants when `constant` says so), compiled and run once.
 Outcome run_node(const std::string& op, const std::vector<Tensor>& ins, const std::vector<bool>& constant,
                  const std::map<std::string, Attr>& attrs, int64_t opset = 18) {
-    Graph g;
-    g.opset = opset;
-    Node n;
-    n.op = op;
-    n.name = "e";
-    for (size_t i = 0; i < ins.size(); ++i) {
-        const int id = g.add_value("x" + std::to_string(i));
-        Value& v = g.values[size_t(id)];
-        v.dtype = ins[i].dtype();
-        if (constant[i]) {
-            v.constant = std::make_shared<Tensor>(ins[i]);
-        } else {
-            v.has_shape = true;
-            for (int64_t d : ins[i].shape()) v.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-        }
-        n.inputs.push_back(id);
-    }
-    n.num_explicit_inputs = int(n.inputs.size());
-    const int out = g.add_value("y");
-    g.values[size_t(out)].producer = 0;
-    n.outputs.push_back(out);
-    g.outputs.push_back(out);
-    n.attrs = attrs;
-    g.nodes.push_back(std::move(n));
-
-    Outcome r;
-    std::shared_ptr<const Plan> plan;
-    r.st = compile_graph(g, CompileOptions{}, &plan);
-    if (!r.st.ok()) return r;
-    for (const auto& step : plan->steps)
-        if (step.kernel) r.kernel += step.kernel->describe();
-    Session s(plan);
-    size_t k = 0;
-    for (size_t i = 0; i < ins.size(); ++i)
-        if (!constant[i]) std::memcpy(s.input_data(k++), ins[i].data(), ins[i].nbytes());
-    r.st = s.run();
-    if (!r.st.ok()) return r;
-    const IoDesc& d = plan->outputs[0];
-    Tensor t(d.dtype, d.shape);
-    std::memcpy(t.data(), s.output_data(0), d.nbytes);
-    r.outs.push_back(std::move(t));
-    return r;
+    testnode::NodeRun n = testnode::run_one_node(op, testnode::node_inputs(ins, constant), attrs, opset);
+    return Outcome{n.st, std::move(n.outs), std::move(n.kernel)};
 }
 
 Tensor pattern(Shape s, uint32_t seed, float scale) {

@@ -18,6 +18,7 @@
 #include "kernels/activation.h"
 #include "kernels/binary.h"
 #include "kernels/gemm.h"
+#include "one_node.h"
 #include "runtime/plan.h"
 #include "isa_util.h"
 
@@ -201,45 +202,9 @@ struct Result {
 // the kernel's scratch state carries nothing over).
 Result run_op(const std::string& op, const std::vector<Tensor>& ins, const std::vector<bool>& is_const,
               const Attrs& attrs, int64_t opset = 17) {
-    Graph g;
-    g.opset = opset;
-    Node n;
-    n.op = op;
-    n.name = "n";
-    for (size_t i = 0; i < ins.size(); ++i) {
-        int id = g.add_value("in" + std::to_string(i));
-        Value& v = g.values[size_t(id)];
-        v.dtype = ins[i].dtype();
-        if (is_const[i]) {
-            v.constant = std::make_shared<Tensor>(ins[i]);
-        } else {
-            v.has_shape = true;
-            for (int64_t d : ins[i].shape()) v.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-        }
-        n.inputs.push_back(id);
-    }
-    n.num_explicit_inputs = int(n.inputs.size());
-    int out = g.add_value("out");
-    g.values[size_t(out)].producer = 0;
-    n.outputs.push_back(out);
-    g.outputs.push_back(out);
-    n.attrs = attrs;
-    g.nodes.push_back(std::move(n));
-    Result r;
-    std::shared_ptr<const Plan> plan;
-    r.st = compile_graph(g, CompileOptions{}, &plan);
-    if (!r.st.ok()) return r;
-    Session s(plan);
-    for (int rep = 0; rep < 2; ++rep) {
-        size_t k = 0;
-        for (size_t i = 0; i < ins.size(); ++i)
-            if (!is_const[i]) std::memcpy(s.input_data(k++), ins[i].data(), ins[i].nbytes());
-        r.st = s.run();
-        if (!r.st.ok()) return r;
-    }
-    r.out = Tensor(plan->outputs[0].dtype, plan->outputs[0].shape);
-    std::memcpy(r.out.data(), s.output_data(0), plan->outputs[0].nbytes);
+    testnode::NodeRun n = testnode::run_one_node(op, testnode::node_inputs(ins, is_const), attrs, opset, {true}, 2);
+    Result r{n.st, Tensor()};
+    if (n.st.ok()) r.out = std::move(n.outs[0]);
     return r;
 }
 

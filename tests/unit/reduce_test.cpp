@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "one_node.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
@@ -67,59 +68,10 @@ In cst(Tensor t) { return In{std::move(t), true, false}; }
 // Builds a one-node graph, compiles it and runs it once.
 Outcome run_node(const std::string& op, const std::vector<In>& ins, const Attrs& attrs, int64_t opset,
              int n_out = 1) {
-    Graph g;
-    g.opset = opset;
-    Node n;
-    n.op = op;
-    n.name = "r";
-    for (size_t i = 0; i < ins.size(); ++i) {
-        if (ins[i].absent) {
-            n.inputs.push_back(-1);
-            continue;
-        }
-        std::string name = "x";
-        name += std::to_string(i);
-        int id = g.add_value(name);
-        Value& v = g.values[size_t(id)];
-        v.dtype = ins[i].t.dtype();
-        if (ins[i].constant) {
-            v.constant = std::make_shared<Tensor>(ins[i].t);
-        } else {
-            v.has_shape = true;
-            for (int64_t d : ins[i].t.shape()) v.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-        }
-        n.inputs.push_back(id);
-    }
-    n.num_explicit_inputs = int(n.inputs.size());
-    for (int i = 0; i < n_out; ++i) {
-        std::string name = "y";
-        name += std::to_string(i);
-        int id = g.add_value(name);
-        g.values[size_t(id)].producer = 0;
-        n.outputs.push_back(id);
-        g.outputs.push_back(id);
-    }
-    n.attrs = attrs;
-    g.nodes.push_back(std::move(n));
-
-    Outcome r;
-    std::shared_ptr<const Plan> plan;
-    r.st = compile_graph(g, CompileOptions{}, &plan);
-    if (!r.st.ok()) return r;
-    Session s(plan);
-    size_t k = 0;
-    for (const In& in : ins)
-        if (!in.absent && !in.constant) std::memcpy(s.input_data(k++), in.t.data(), in.t.nbytes());
-    r.st = s.run();
-    if (!r.st.ok()) return r;
-    for (size_t i = 0; i < plan->outputs.size(); ++i) {
-        const IoDesc& d = plan->outputs[i];
-        Tensor t(d.dtype, d.shape);
-        if (d.nbytes) std::memcpy(t.data(), s.output_data(i), d.nbytes);
-        r.outs.push_back(std::move(t));
-    }
-    return r;
+    std::vector<testnode::NodeIn> in;
+    for (const In& i : ins) in.push_back(testnode::NodeIn{i.t, i.constant, i.absent});
+    testnode::NodeRun n = testnode::run_one_node(op, in, attrs, opset, std::vector<bool>(size_t(n_out), true));
+    return Outcome{n.st, std::move(n.outs)};
 }
 
 // Checks output `o` has shape and values (NaN matches NaN; tol relative+absolute).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attr_util.h"
+#include "one_node.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
@@ -56,56 +57,9 @@ struct Result {
 // One-node graph. const_in[i]: input i is a constant; an undefined Tensor marks an omitted input.
 Result run_op(const std::string& op, const std::vector<Tensor>& ins, std::vector<bool> const_in,
               const Attrs& attrs, int64_t opset = 17, int n_out = 1) {
-    Graph g;
-    g.opset = opset;
-    Node n;
-    n.op = op;
-    n.name = "n";
-    for (size_t i = 0; i < ins.size(); ++i) {
-        if (ins[i].dtype() == DType::kUndefined) {
-            n.inputs.push_back(-1);
-            continue;
-        }
-        int id = g.add_value("in" + std::to_string(i));
-        Value& v = g.values[size_t(id)];
-        v.dtype = ins[i].dtype();
-        if (i < const_in.size() && const_in[i]) {
-            v.constant = std::make_shared<Tensor>(ins[i]);
-        } else {
-            v.has_shape = true;
-            for (int64_t d : ins[i].shape()) v.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-        }
-        n.inputs.push_back(id);
-    }
-    n.num_explicit_inputs = int(n.inputs.size());
-    for (int i = 0; i < n_out; ++i) {
-        int id = g.add_value("out" + std::to_string(i));
-        g.values[size_t(id)].producer = 0;
-        n.outputs.push_back(id);
-        g.outputs.push_back(id);
-    }
-    n.attrs = attrs;
-    g.nodes.push_back(std::move(n));
-
-    Result r;
-    r.st = compile_graph(g, CompileOptions{}, &r.plan);
-    if (!r.st.ok()) return r;
-    Session s(r.plan);
-    size_t k = 0;
-    for (size_t i = 0; i < ins.size(); ++i) {
-        if (ins[i].dtype() == DType::kUndefined || (i < const_in.size() && const_in[i])) continue;
-        std::memcpy(s.input_data(k++), ins[i].data(), ins[i].nbytes());
-    }
-    r.st = s.run();
-    if (!r.st.ok()) return r;
-    for (size_t i = 0; i < r.plan->outputs.size(); ++i) {
-        const IoDesc& d = r.plan->outputs[i];
-        Tensor t(d.dtype, d.shape);
-        std::memcpy(t.data(), s.output_data(i), d.nbytes);
-        r.outs.push_back(std::move(t));
-    }
-    return r;
+    testnode::NodeRun n =
+        testnode::run_one_node(op, testnode::node_inputs(ins, const_in), attrs, opset, std::vector<bool>(size_t(n_out), true));
+    return Result{n.st, std::move(n.outs), n.plan};
 }
 
 // All inputs but the first constant (the usual shape-op pattern).
