@@ -15,9 +15,9 @@ void conv_gemm_group_avx512(const ConvGemmArgs&, const float*, const float*, con
 void conv_gemm_group_avx2(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                    float*, const ConvEpi&, float*, ConvDwMode);
+                    float*, const ConvEpi&, float*, ConvDwMode, int64_t, int64_t);
 void conv_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&, float*, ConvDwMode);
+                  float*, const ConvEpi&, float*, ConvDwMode, int64_t, int64_t);
 void conv_dw_plane_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                           const ConvEpi&, float*);
 void conv_dw_plane_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -33,7 +33,7 @@ void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
                           const float*, float*, float*, const ConvEpi&);
 void conv_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*,
-                  float*, const ConvEpi&, float*, ConvDwMode);
+                  float*, const ConvEpi&, float*, ConvDwMode, int64_t, int64_t);
 void conv_dw_plane_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                         const ConvEpi&, float*);
 void conv_dw_blocked_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -420,8 +420,11 @@ const char* conv_dw_kernel_name(Isa isa, ConvDwMode m, const Conv2DGeom& g) {
 
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
-                    float* scratch, ConvDwMode mode) {
+                    float* scratch, ConvDwMode mode, int64_t oy0, int64_t oy1) {
     mode = conv_dw_mode(isa, g, mode);
+    if (oy1 < 0) oy1 = g.OH;
+    // Output rows [oy0, oy1) only: the rows mode alone takes a range (conv_dw_rows_range_ok).
+    if ((oy0 != 0 || oy1 != g.OH) && mode != ConvDwMode::kRows) return;
     if (mode == ConvDwMode::kPlane) {
 #if defined(__x86_64__)
         if (isa == Isa::kAvx512) return conv_dw_plane_avx512(g, x, w, bias, res, y, epi, scratch);
@@ -443,14 +446,14 @@ void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w
         return conv_dw_blocked_portable(g, x, w, bias, res, y, epi, scratch);
     }
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch, mode);
-    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch, mode);
+    if (isa == Isa::kAvx512) return conv_dw_avx512(g, x, w, bias, res, y, epi, scratch, mode, oy0, oy1);
+    if (isa == Isa::kAvx2) return conv_dw_avx2(g, x, w, bias, res, y, epi, scratch, mode, oy0, oy1);
 #endif
 #if defined(__aarch64__)
-    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi, scratch, mode);
+    if (isa == Isa::kNeon) return conv_dw_neon(g, x, w, bias, res, y, epi, scratch, mode, oy0, oy1);
 #endif
     (void)isa;
-    conv_dw_portable(g, x, w, bias, res, y, epi, scratch, mode);
+    conv_dw_portable(g, x, w, bias, res, y, epi, scratch, mode, oy0, oy1);
 }
 
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi) {

@@ -264,10 +264,17 @@ inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) {
 
 // Depthwise conv of one image: g.C == g.M channels, w is C x kh x kw; scratch holds
 // conv_dw_scratch_floats(g) floats. `mode`: conv_dw_mode(isa, g, mode) runs (kAuto: the
-// automatic choice). Not reentrant on the same scratch.
+// automatic choice). Not reentrant on the same scratch. [oy0, oy1): only those output rows of
+// every channel (oy1 < 0: all), for a thread split by rows; only where conv_dw_rows_range_ok
+// (elsewhere a partial range computes nothing). Each output is computed as in a whole run.
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
-                    float* scratch, ConvDwMode mode = ConvDwMode::kAuto);
+                    float* scratch, ConvDwMode mode = ConvDwMode::kAuto, int64_t oy0 = 0, int64_t oy1 = -1);
+// Whether conv_depthwise takes a row range for this shape (the rows mode: its row blocks and
+// column sweeps start and stop at any output row).
+inline bool conv_dw_rows_range_ok(Isa isa, const Conv2DGeom& g, ConvDwMode mode) {
+    return conv_dw_mode(isa, g, mode) == ConvDwMode::kRows;
+}
 
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
@@ -278,7 +285,7 @@ using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const fl
                                  const ConvEpi& epi);
 using ConvDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                           const float* res, float* y, const ConvEpi& epi, float* scratch,
-                          ConvDwMode mode);
+                          ConvDwMode mode, int64_t oy0, int64_t oy1);
 using ConvEpiFn = void (*)(float* y, const float* r, int64_t n, const ConvEpi& epi);
 using MaxPoolW2Fn = void (*)(int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW,
                              int64_t kh, int64_t sh, const float* x, float* y);

@@ -1235,7 +1235,8 @@ inline __attribute__((always_inline)) void dw_rows(const float* const* rp, const
 template <int KH, int KW, int ST, int NS, bool MASK, ConvAct A>
 inline __attribute__((always_inline)) void dw_sweep(const float* xc, const float* zero, const Conv2DGeom& g,
                                                     int64_t ox, const V (&wv)[KH * KW], V b, const LaneMask* lm,
-                                                    int64_t n, float* yc, const float* rc, const ConvEpi& e) {
+                                                    int64_t n, float* yc, const float* rc, const ConvEpi& e,
+                                                    int64_t oy0, int64_t oy1) {
     constexpr int S = (KH + ST - 1) / ST, Q = S * ST;
     const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, col = ox * ST - g.pw;
     V acc[S][NS];
@@ -1243,8 +1244,11 @@ inline __attribute__((always_inline)) void dw_sweep(const float* xc, const float
     for (int m = 0; m < S; ++m)
 #pragma GCC unroll 4
         for (int s = 0; s < NS; ++s) acc[m][s] = b;
-    const int64_t last = (OH - 1) * ST + KH - 1;  // the last input row read, from -ph
-    for (int64_t r0 = 0; r0 * ST <= last; r0 += S) {
+    (void)OH;
+    // Output rows [oy0, oy1): start at the multiple of S at or below oy0 (slots stay r % S;
+    // outputs below oy0 are summed there but not stored), stop after oy1 - 1's last input row.
+    const int64_t last = (oy1 - 1) * ST + KH - 1;  // the last input row read, from -ph
+    for (int64_t r0 = oy0 - oy0 % S; r0 * ST <= last; r0 += S) {
         const int64_t iy0 = r0 * ST - g.ph;
 #pragma GCC unroll 16
         for (int q = 0; q < Q; ++q) {
@@ -1268,7 +1272,7 @@ inline __attribute__((always_inline)) void dw_sweep(const float* xc, const float
             for (int m = -(S - 1); m < S; ++m) {
                 if (q - m * ST != KH - 1) continue;
                 const int64_t r = r0 + m;
-                if (r < 0 || r >= OH) continue;
+                if (r < oy0 || r >= oy1) continue;
 #pragma GCC unroll 4
                 for (int s = 0; s < NS; ++s) {
                     const int64_t o = r * OW + ox + s * VL;
@@ -1282,15 +1286,18 @@ inline __attribute__((always_inline)) void dw_sweep(const float* xc, const float
 // One channel by column sweeps: interior strips NS at a time, then the border strips masked.
 template <int KH, int KW, int ST, int NS, ConvAct A>
 void dw_channel_sweep(const float* xc, const float* zero, const Conv2DGeom& g, const DwStrips<KW, ST>& st,
-                      const V (&wv)[KH * KW], V b, float* yc, const float* rc, const ConvEpi& e) {
+                      const V (&wv)[KH * KW], V b, float* yc, const float* rc, const ConvEpi& e, int64_t oy0,
+                      int64_t oy1) {
     int64_t k = st.k0;
-    for (; k + NS <= st.k1; k += NS) dw_sweep<KH, KW, ST, NS, false, A>(xc, zero, g, k * VL, wv, b, nullptr, VL, yc, rc, e);
-    for (; k < st.k1; ++k) dw_sweep<KH, KW, ST, 1, false, A>(xc, zero, g, k * VL, wv, b, nullptr, VL, yc, rc, e);
+    for (; k + NS <= st.k1; k += NS)
+        dw_sweep<KH, KW, ST, NS, false, A>(xc, zero, g, k * VL, wv, b, nullptr, VL, yc, rc, e, oy0, oy1);
+    for (; k < st.k1; ++k) dw_sweep<KH, KW, ST, 1, false, A>(xc, zero, g, k * VL, wv, b, nullptr, VL, yc, rc, e, oy0, oy1);
     for (int64_t kk = 0; kk < st.nstrips; ++kk) {
         if (kk >= st.k0 && kk < st.k1) continue;
         LaneMask lm[DwStrips<KW, ST>::kMasks];
         DwStrips<KW, ST>::masks_of(kk * VL, g.W, g.pw, lm);
-        dw_sweep<KH, KW, ST, 1, true, A>(xc, zero, g, kk * VL, wv, b, lm, std::min<int64_t>(VL, g.OW - kk * VL), yc, rc, e);
+        dw_sweep<KH, KW, ST, 1, true, A>(xc, zero, g, kk * VL, wv, b, lm, std::min<int64_t>(VL, g.OW - kk * VL), yc, rc, e,
+                                         oy0, oy1);
     }
 }
 
@@ -1335,7 +1342,7 @@ void dw_row_any(const Conv2DGeom& g, const float* xc, int64_t oy, const float* w
 // geometry, row by row.
 template <int KH, int KW, int ST, int RR, int NS, bool SWEEP, ConvAct A, bool UNI = false, bool SHIFT = false>
 void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-                 const float* res, float* y, const ConvEpi& e_in, float* zero) {
+                 const float* res, float* y, const ConvEpi& e_in, float* zero, int64_t oy0, int64_t oy1) {
     const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, HW = H * W, P = OH * OW;
     const int64_t khw = g.kh * g.kw;
     const ConvEpi e = e_in;  // a local copy: its fields stay in registers across the stores
@@ -1360,27 +1367,27 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
                 }
             };
             if constexpr (SWEEP) {
-                dw_channel_sweep<KH, KW, ST, NS, A>(xc, zero, g, st, wv, b, yc, rc, e);
-                deferred_act<A>(yc, P, e);
+                dw_channel_sweep<KH, KW, ST, NS, A>(xc, zero, g, st, wv, b, yc, rc, e, oy0, oy1);
+                deferred_act<A>(yc + oy0 * OW, (oy1 - oy0) * OW, e);
                 continue;
             }
-            int64_t oy = 0;
-            for (; oy + RR <= OH; oy += RR) {
+            int64_t oy = oy0;
+            for (; oy + RR <= oy1; oy += RR) {
                 rows(oy, SPAN);
                 dw_rows<KH, KW, ST, RR, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
             }
             if constexpr (RR > 2) {
-                if (oy + 2 <= OH) {
+                if (oy + 2 <= oy1) {
                     rows(oy, ST + KH);
                     dw_rows<KH, KW, ST, 2, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
                     oy += 2;
                 }
             }
-            for (; oy < OH; ++oy) {
+            for (; oy < oy1; ++oy) {
                 rows(oy, KH);
                 dw_rows<KH, KW, ST, 1, NS, A, UNI, SHIFT>(rp, wv, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, st, W, g.pw, OW, e);
             }
-            deferred_act<A>(yc, P, e);
+            deferred_act<A>(yc + oy0 * OW, (oy1 - oy0) * OW, e);
         }
     } else {
         (void)zero;
@@ -1390,9 +1397,9 @@ void dw_channels(const Conv2DGeom& g, const float* x, const float* w, const floa
             float* yc = y + c * P;
             const float* rc = res ? res + c * P : nullptr;
             const float* wc = w + c * khw;
-            for (int64_t oy = 0; oy < OH; ++oy)
+            for (int64_t oy = oy0; oy < oy1; ++oy)
                 dw_row_any<A>(g, xc, oy, wc, b, yc + oy * OW, rc ? rc + oy * OW : nullptr, e);
-            deferred_act<A>(yc, P, e);
+            deferred_act<A>(yc + oy0 * OW, (oy1 - oy0) * OW, e);
         }
     }
 }
@@ -1594,7 +1601,7 @@ void dw_flat(const Conv2DGeom& g, const float* x, const float* w, const float* b
 
 template <ConvAct A>
 void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
-            const ConvEpi& e, float* scratch, ConvDwMode mode) {
+            const ConvEpi& e, float* scratch, ConvDwMode mode, int64_t oy0, int64_t oy1) {
     const bool square = g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1;
     const int64_t k = square ? g.kh : 0, s = g.sh;
 #if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
@@ -1615,7 +1622,7 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
     // Other ISAs: blocks of rows, one strip at a time (16 registers).
     constexpr bool SW = VL == 16;
     constexpr int NS3 = VL == 16 ? 2 : 1;
-    if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, NS3, SW, A>(g, x, w, bias, res, y, e, scratch);
+    if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, NS3, SW, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
     // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels, rows of <= 256 outputs):
     // every strip masked, three adjacent strips per tile of 4 rows (12 independent sums; the
     // border strips no longer run alone) and tap 2 as tap 0 shifted a lane (dw_tile_s2). Kernel
@@ -1624,26 +1631,26 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
     // (192 x 28: 18 against 21, 576 x 14: 30 against 37).
     if constexpr (VL == 16) {
         if (k == 3 && s == 2 && conv_dw_s2_strips(g))
-            return dw_channels<3, 3, 2, 4, 3, false, A, true, true>(g, x, w, bias, res, y, e, scratch);
+            return dw_channels<3, 3, 2, 4, 3, false, A, true, true>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
     }
     // Stride 2 on planes far past L1 (MobileNetV2's 112x112 input, cold from the previous op):
     // row blocks, whose row-major reads the prefetchers follow (~290 against ~320 us in the model).
-    if (k == 3 && s == 2 && g.H * g.W > 8192) return dw_channels<3, 3, 2, 4, 1, false, A>(g, x, w, bias, res, y, e, scratch);
-    if (k == 3 && s == 2) return dw_channels<3, 3, 2, 4, 1, SW, A>(g, x, w, bias, res, y, e, scratch);
-    if (k == 5 && s == 1) return dw_channels<5, 5, 1, 4, 1, SW, A>(g, x, w, bias, res, y, e, scratch);
-    if (k == 5 && s == 2) return dw_channels<5, 5, 2, 2, 1, SW, A>(g, x, w, bias, res, y, e, scratch);
-    dw_channels<0, 0, 0, 1, 1, false, A>(g, x, w, bias, res, y, e, scratch);
+    if (k == 3 && s == 2 && g.H * g.W > 8192) return dw_channels<3, 3, 2, 4, 1, false, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
+    if (k == 3 && s == 2) return dw_channels<3, 3, 2, 4, 1, SW, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
+    if (k == 5 && s == 1) return dw_channels<5, 5, 1, 4, 1, SW, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
+    if (k == 5 && s == 2) return dw_channels<5, 5, 2, 2, 1, SW, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
+    dw_channels<0, 0, 0, 1, 1, false, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
 }
 
 void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
-               const float* res, float* y, const ConvEpi& e, float* scratch, ConvDwMode m) {
+               const float* res, float* y, const ConvEpi& e, float* scratch, ConvDwMode m, int64_t r0, int64_t r1) {
     switch (e.act) {
-        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch, m);
-        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch, m);
-        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch, m);
-        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch, m);
-        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch, m);
-        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch, m);
+        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
+        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
+        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
+        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
+        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
+        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
     }
 }
 
@@ -1661,8 +1668,8 @@ void JIFFY_CONV_CAT(conv_gemm_group_, JIFFY_CONV_SUFFIX)(const ConvGemmArgs& a, 
 void JIFFY_CONV_CAT(conv_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x,
                                                  const float* w, const float* bias,
                                                  const float* res, float* y, const ConvEpi& e,
-                                                 float* scratch, ConvDwMode mode) {
-    depthwise(g, x, w, bias, res, y, e, scratch, mode);
+                                                 float* scratch, ConvDwMode mode, int64_t oy0, int64_t oy1) {
+    depthwise(g, x, w, bias, res, y, e, scratch, mode, oy0, oy1);
 }
 
 void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int64_t n,

@@ -693,6 +693,57 @@ TEST(ConvFast, DepthwiseRowsEveryHeightAndWidth) {
                 }
 }
 
+// A thread split by rows (conv_depthwise's [oy0, oy1)): every cut of the output rows into two
+// or three ranges, run range by range, gives the whole run's bits (column sweeps start at any
+// row, row blocks restart at the cut), for 3x3 / 5x5, strides 1 and 2, a dilated 3x3 (the generic
+// row path) and the large-plane stride-2 tiles, with a residual and every ISA; outside the
+// ranges nothing is written.
+TEST(ConvFast, DepthwiseRowRangesMatchTheWholeRun) {
+    struct Shape4 {
+        int64_t k, s, d, H, W;
+    };
+    const Shape4 shapes[] = {{3, 1, 1, 13, 37}, {3, 2, 1, 14, 40}, {5, 1, 1, 11, 20}, {5, 2, 1, 12, 33},
+                             {3, 1, 2, 12, 18}, {3, 2, 1, 66, 130}};
+    for (Isa isa : isas())
+        for (const Shape4& sh : shapes) {
+            Conv2DGeom g;
+            g.C = g.M = 3;
+            g.H = sh.H;
+            g.W = sh.W;
+            g.kh = g.kw = sh.k;
+            g.sh = g.sw = sh.s;
+            g.dh = g.dw = sh.d;
+            g.ph = g.pw = sh.d * (sh.k / 2);
+            g.OH = (g.H + 2 * g.ph - sh.d * (sh.k - 1) - 1) / sh.s + 1;
+            g.OW = (g.W + 2 * g.pw - sh.d * (sh.k - 1) - 1) / sh.s + 1;
+            if (!conv_dw_rows_range_ok(isa, g, ConvDwMode::kRows)) continue;
+            const int64_t xn = g.C * g.H * g.W, yn = g.C * g.OH * g.OW;
+            const std::vector<float> x = rnd(xn, 61), w = rnd(g.C * sh.k * sh.k, 62), b = rnd(g.C, 63), r = rnd(yn, 64);
+            std::vector<float> scratch(conv_dw_scratch_floats(g)), want(static_cast<size_t>(yn));
+            ConvEpi e;
+            e.act = ConvAct::kRelu;
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), want.data(), e, scratch.data(), ConvDwMode::kRows);
+            for (int64_t a = 1; a < g.OH; ++a)
+                for (int64_t c : {a, std::min(g.OH, a + 3)}) {  // [0, a) [a, c) [c, OH)
+                    std::vector<float> y(static_cast<size_t>(yn), -7.0f);
+                    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, a}, {a, c}, {c, g.OH}}) {
+                        if (r1 <= r0) continue;
+                        conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), y.data(), e, scratch.data(),
+                                       ConvDwMode::kRows, r0, r1);
+                    }
+                    ASSERT_EQ(y, want) << isa_name(isa) << " k " << sh.k << " s " << sh.s << " d " << sh.d << " cut " << a << " " << c;
+                }
+            // One range alone writes only its rows.
+            std::vector<float> y(static_cast<size_t>(yn), -7.0f);
+            conv_depthwise(isa, g, x.data(), w.data(), b.data(), r.data(), y.data(), e, scratch.data(), ConvDwMode::kRows, 1, 2);
+            for (int64_t ch = 0; ch < g.C; ++ch)
+                for (int64_t i = 0; i < g.OH * g.OW; ++i) {
+                    const size_t at = size_t(ch * g.OH * g.OW + i);
+                    ASSERT_EQ(y[at], i / g.OW == 1 ? want[at] : -7.0f) << isa_name(isa) << " " << i;
+                }
+        }
+}
+
 TEST(ConvFast, EpilogueEveryActivationAndResidual) {
     const Case gemm{1, 5, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     const Case dw{1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
