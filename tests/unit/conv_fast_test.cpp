@@ -444,7 +444,8 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
     // 3x3 stride 2 on planes past 8192 pixels (AVX-512: every strip masked, three strips per
     // tile, tap 2 as tap 0 shifted a lane; rows of more than 16 strips: the older row blocks):
     // odd sizes, asymmetric pads, pads only at the end, OW a multiple of 16 or not, 5 strips
-    // (a tile of 3 and one of 2), output heights not a multiple of 4, in place, every mode.
+    // (a tile of 3 and one of 2), output heights not a multiple of 3 (tiles of 3 rows, then 2 or
+    // 1), in place, every mode.
     const Case cases[] = {
         // N  C   H    W   M  kh kw sh sw dh dw pt pl pb pr G
         {1, 2, 120, 160, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},  // face detector: 80 = 5 strips
