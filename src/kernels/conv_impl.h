@@ -1616,7 +1616,8 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
     constexpr bool SW = VL == 16;
     constexpr int NS3 = VL == 16 ? 2 : 1;
     if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, NS3, SW, A>(g, x, w, bias, res, y, e, scratch);
-    // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels, rows of <= 256 outputs):
+    // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels or rows of > 16 outputs,
+    // rows of <= 256 outputs):
     // every strip masked, three adjacent strips per tile of 3 rows (9 independent sums; the
     // border strips no longer run alone) and tap 2 as tap 0 shifted a lane (dw_tile_s2). Kernel
     // alone (CPU us, Zen 4, 4-row tiles): 64 x 112 -> 56 ~93 against ~147, 32 x 140 -> 70 ~75

@@ -456,6 +456,7 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
         {1, 2, 66, 130, 2, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 2},   // unpadded
         {1, 1, 20, 513, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 257 columns: 17 strips
         {1, 2, 75, 383, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // 192 columns: 12 strips
+        {1, 2, 30, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},    // 1200 pixels, 20 columns: 2 strips
     };
     uint32_t seed = 4400;
     for (const Case& c : cases) {
@@ -480,13 +481,16 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
         conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data());
         EXPECT_EQ(y, want) << isa_name(isa);
     }
-    // The kernel name in profiles: "rows-s2" for the strip tiles (AVX-512, > 2048 pixels, <= 16
-    // strips), "rows" for the column sweep (28 -> 14) and rows of 17 strips.
+    // The kernel name in profiles: "rows-s2" for the strip tiles (AVX-512, > 2048 pixels or
+    // output rows of > 16, <= 16 strips), "rows" for the column sweep (28 -> 14) and rows of 17
+    // strips.
     const Conv2DGeom face = case_geom(cases[0], true), wide = case_geom(cases[6], true);
     const Conv2DGeom small = case_geom(Case{1, 2, 28, 28, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2}, true);
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, conv_dw_mode(Isa::kAvx512, face), face), "rows-s2");
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx2, conv_dw_mode(Isa::kAvx2, face), face), "rows");
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, small), "rows");
+    const Conv2DGeom two = case_geom(Case{1, 2, 30, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2}, true);
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, two), "rows-s2");  // 20 = 2 strips
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, wide), "rows");
 }
 
