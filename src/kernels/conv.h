@@ -238,12 +238,16 @@ inline constexpr int64_t kConvDwFlatAutoP = 256;
 ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force = ConvDwMode::kAuto);
 // For profiles and `jiffy inspect`: "rows", "plane", "flat" (stride 1), "flat-s2" or "blocked".
 const char* conv_dw_mode_name(ConvDwMode m, const Conv2DGeom& g);
-// The rows mode's 3x3 stride-2 strip tiles (AVX-512): planes of > 2048 pixels whose output rows
-// are <= kConvDwS2MaxStrips strips of 16 (the per-strip masks are set once per call).
+// The rows mode's 3x3 stride-2 strip tiles (AVX-512): planes of > 2048 pixels, or output rows of
+// more than one strip (OW > 16), whose output rows are <= kConvDwS2MaxStrips strips of 16 (the
+// per-strip masks are set once per call). Smaller planes with one-strip rows keep the column
+// sweep (MobileNetV2 192 x 28 -> 14 ~20 against ~24.5 us in the tiles); 2-strip rows gain
+// (face detector 64 x 30 x 40 -> 15 x 20 ~13.8 -> ~11.7 us, line detector 192 x 40 -> 20 ~52 ->
+// ~47 us; JIFFY_PROFILE, 3 rounds alternating, medians).
 inline constexpr int64_t kConvDwS2MaxStrips = 16;
 inline bool conv_dw_s2_strips(const Conv2DGeom& g) {
-    return g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 && g.H * g.W > 2048 &&
-           (g.OW + 15) / 16 <= kConvDwS2MaxStrips;
+    return g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
+           (g.H * g.W > 2048 || g.OW > 16) && (g.OW + 15) / 16 <= kConvDwS2MaxStrips;
 }
 // The mode's name, "rows-s2" where the rows mode runs the strip tiles above (isa: AVX-512).
 const char* conv_dw_kernel_name(Isa isa, ConvDwMode m, const Conv2DGeom& g);

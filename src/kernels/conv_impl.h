@@ -1623,15 +1623,20 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
     constexpr bool SW = VL == 16;
     constexpr int NS3 = VL == 16 ? 2 : 1;
     if (k == 3 && s == 1) return dw_channels<3, 3, 1, 4, NS3, SW, A>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
-    // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels, rows of <= 256 outputs):
-    // every strip masked, three adjacent strips per tile of 4 rows (12 independent sums; the
+    // AVX-512, 3x3 stride 2 (conv_dw_s2_strips: planes > 2048 pixels or rows of > 16 outputs,
+    // rows of <= 256 outputs):
+    // every strip masked, three adjacent strips per tile of 3 rows (9 independent sums; the
     // border strips no longer run alone) and tap 2 as tap 0 shifted a lane (dw_tile_s2). Kernel
-    // alone (CPU us, Zen 4): 64 x 112 -> 56 ~93 against ~147, 32 x 140 -> 70 ~75 against ~117,
-    // 144 x 56 -> 28 ~52 against ~56; on 28 -> 14 and 14 -> 7 the column sweep stays faster
-    // (192 x 28: 18 against 21, 576 x 14: 30 against 37).
+    // alone (CPU us, Zen 4, 4-row tiles): 64 x 112 -> 56 ~93 against ~147, 32 x 140 -> 70 ~75
+    // against ~117, 144 x 56 -> 28 ~52 against ~56; on 28 -> 14 and 14 -> 7 the column sweep
+    // stays faster (192 x 28: 18 against 21, 576 x 14: 30 against 37). 3 rows, not 4: the 4 x 3
+    // tile's 12 sums, 9 weights and tap vectors outgrew the 32 registers (GCC spilled sums and
+    // weights to the stack inside the tile); in the models (JIFFY_PROFILE, rounds alternating
+    // 4 / 3 rows, medians) face detector 32 x 120 x 160 ~67 -> ~62 us, 32 x 60 x 80 ~19.7 ->
+    // ~17.2 us, line detector step 4 ~448 -> ~351 us, MobileNetV2 / V3 unchanged.
     if constexpr (VL == 16) {
         if (k == 3 && s == 2 && conv_dw_s2_strips(g))
-            return dw_channels<3, 3, 2, 4, 3, false, A, true, true>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
+            return dw_channels<3, 3, 2, 3, 3, false, A, true, true>(g, x, w, bias, res, y, e, scratch, oy0, oy1);
     }
     // Stride 2 on planes far past L1 (MobileNetV2's 112x112 input, cold from the previous op):
     // row blocks, whose row-major reads the prefetchers follow (~290 against ~320 us in the model).

@@ -444,7 +444,8 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
     // 3x3 stride 2 on planes past 8192 pixels (AVX-512: every strip masked, three strips per
     // tile, tap 2 as tap 0 shifted a lane; rows of more than 16 strips: the older row blocks):
     // odd sizes, asymmetric pads, pads only at the end, OW a multiple of 16 or not, 5 strips
-    // (a tile of 3 and one of 2), output heights not a multiple of 4, in place, every mode.
+    // (a tile of 3 and one of 2), output heights not a multiple of 3 (tiles of 3 rows, then 2 or
+    // 1), in place, every mode.
     const Case cases[] = {
         // N  C   H    W   M  kh kw sh sw dh dw pt pl pb pr G
         {1, 2, 120, 160, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},  // face detector: 80 = 5 strips
@@ -455,6 +456,7 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
         {1, 2, 66, 130, 2, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, 2},   // unpadded
         {1, 1, 20, 513, 1, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // 257 columns: 17 strips
         {1, 2, 75, 383, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},   // 192 columns: 12 strips
+        {1, 2, 30, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2},    // 1200 pixels, 20 columns: 2 strips
     };
     uint32_t seed = 4400;
     for (const Case& c : cases) {
@@ -479,13 +481,16 @@ TEST(ConvFast, DepthwiseStride2LargePlanes) {
         conv_depthwise(isa, g, x.data(), w.data(), b.data(), y.data(), y.data(), e, scratch.data());
         EXPECT_EQ(y, want) << isa_name(isa);
     }
-    // The kernel name in profiles: "rows-s2" for the strip tiles (AVX-512, > 2048 pixels, <= 16
-    // strips), "rows" for the column sweep (28 -> 14) and rows of 17 strips.
+    // The kernel name in profiles: "rows-s2" for the strip tiles (AVX-512, > 2048 pixels or
+    // output rows of > 16, <= 16 strips), "rows" for the column sweep (28 -> 14) and rows of 17
+    // strips.
     const Conv2DGeom face = case_geom(cases[0], true), wide = case_geom(cases[6], true);
     const Conv2DGeom small = case_geom(Case{1, 2, 28, 28, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2}, true);
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, conv_dw_mode(Isa::kAvx512, face), face), "rows-s2");
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx2, conv_dw_mode(Isa::kAvx2, face), face), "rows");
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, small), "rows");
+    const Conv2DGeom two = case_geom(Case{1, 2, 30, 40, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 2}, true);
+    EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, two), "rows-s2");  // 20 = 2 strips
     EXPECT_STREQ(conv_dw_kernel_name(Isa::kAvx512, ConvDwMode::kRows, wide), "rows");
 }
 
