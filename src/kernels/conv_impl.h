@@ -652,9 +652,10 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     // planes, else 0); the panel at q is direct iff q - qb + NR <= limit.
     const int64_t span = g.C * a.PS, limit = span - a.offs_max;
     const ConvEpi none{};
-    // A pixel split (tiled split planes, whole tiles; or an unpadded 1x1 read in place), where
-    // q == p: output pixels [pb, pe).
-    const bool range = (a.srows || (a.pointwise && direct && !a.pad_copy && !a.split)) && a.pe > 0;
+    // A pixel split, output pixels [pb, pe): run_pixels sets pe only for the modes
+    // ConvGemm::pixel_align allows here (tiled split planes, whole tiles; an unpadded 1x1 read
+    // in place), both with q == p.
+    const bool range = a.pe > 0;
     const int64_t qend = range ? std::min(Q, a.pe) : Q;
     for (int64_t q0 = range ? a.pb : 0; q0 < qend; q0 += a.tile) {
         const int64_t nq = std::min(a.tile, qend - q0);
@@ -1238,13 +1239,12 @@ inline __attribute__((always_inline)) void dw_sweep(const float* xc, const float
                                                     int64_t n, float* yc, const float* rc, const ConvEpi& e,
                                                     int64_t oy0, int64_t oy1) {
     constexpr int S = (KH + ST - 1) / ST, Q = S * ST;
-    const int64_t H = g.H, W = g.W, OH = g.OH, OW = g.OW, col = ox * ST - g.pw;
+    const int64_t H = g.H, W = g.W, OW = g.OW, col = ox * ST - g.pw;
     V acc[S][NS];
 #pragma GCC unroll 8
     for (int m = 0; m < S; ++m)
 #pragma GCC unroll 4
         for (int s = 0; s < NS; ++s) acc[m][s] = b;
-    (void)OH;
     // Output rows [oy0, oy1): start at the multiple of S at or below oy0 (slots stay r % S;
     // outputs below oy0 are summed there but not stored), stop after oy1 - 1's last input row.
     const int64_t last = (oy1 - 1) * ST + KH - 1;  // the last input row read, from -ph

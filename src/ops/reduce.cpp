@@ -602,16 +602,7 @@ public:
         if (!sel_.empty()) {
             for (int64_t o = 0; o < outer_; ++o) {
                 const T* xs = x + o * n_;
-                auto better = [&](int64_t a, int64_t b) {  // the heap's order, below
-                    const T va = xs[a], vb = xs[b];
-                    const bool na = is_nan(va), nb = is_nan(vb);
-                    if (na || nb) {
-                        if (na && nb) return a < b;
-                        return largest_ ? na : nb;
-                    }
-                    if (va == vb) return a < b;
-                    return largest_ ? va > vb : va < vb;
-                };
+                auto better = [&](int64_t a, int64_t b) { return ahead(xs, 1, a, b); };
                 int64_t* sel = sel_.data();
                 for (int64_t t = 0; t < n_; ++t) sel[t] = t;
                 std::nth_element(sel, sel + (k_ - 1), sel + n_, better);
@@ -630,16 +621,7 @@ public:
                 int64_t* h = idx + o * k_ * inner + i;
                 T* vs = vals + o * k_ * inner + i;
                 // a ranks ahead of b (a, b: indices along the axis)
-                auto better = [&](int64_t a, int64_t b) {
-                    T va = xs[a * inner], vb = xs[b * inner];
-                    bool na = is_nan(va), nb = is_nan(vb);
-                    if (na || nb) {
-                        if (na && nb) return a < b;
-                        return largest_ ? na : nb;
-                    }
-                    if (va == vb) return a < b;
-                    return largest_ ? va > vb : va < vb;
-                };
+                auto better = [&](int64_t a, int64_t b) { return ahead(xs, inner, a, b); };
                 auto at = [&](int64_t slot) -> int64_t& { return h[slot * inner]; };
                 auto sift_down = [&](int64_t p, int64_t size) {
                     for (;;) {
@@ -678,6 +660,19 @@ public:
     }
 
 private:
+    // Whether index a along the axis ranks ahead of index b (elements `stride` apart from xs):
+    // NaN counts as larger than any number, ties go to the lower index.
+    bool ahead(const T* xs, int64_t stride, int64_t a, int64_t b) const {
+        const T va = xs[a * stride], vb = xs[b * stride];
+        const bool na = is_nan(va), nb = is_nan(vb);
+        if (na || nb) {
+            if (na && nb) return a < b;
+            return largest_ ? na : nb;
+        }
+        if (va == vb) return a < b;
+        return largest_ ? va > vb : va < vb;
+    }
+
     int64_t outer_, n_, inner_, k_;
     bool largest_;
     mutable std::vector<int64_t> sel_;  // the selection's indices (inner == 1, K >= 32; not reentrant)

@@ -273,11 +273,13 @@ public:
                     const int64_t t = rev ? len - 1 - s : s;
                     const T* x = X + x_off(t, b);
                     T* h = h_ + b * H;
+                    // This step's row of input projections (the fast paths that precompute them).
+                    auto px = [&] { return proj_ + x_off(t, b) / I * G * H; };
                     switch (c.cell) {
                         case Cell::kRNN:
                             if constexpr (std::is_same_v<T, float>) {
                                 if (rfast_) {
-                                    step_rnn_fast(h, d, proj_ + x_off(t, b) / I * H);
+                                    step_rnn_fast(h, d, px());
                                     break;
                                 }
                             }
@@ -286,7 +288,7 @@ public:
                         case Cell::kGRU:
                             if constexpr (std::is_same_v<T, float>) {
                                 if (gfast_) {
-                                    step_gru_fast(h, d, proj_ + x_off(t, b) / I * 3 * H);
+                                    step_gru_fast(h, d, px());
                                     break;
                                 }
                             }
@@ -295,7 +297,7 @@ public:
                         case Cell::kLSTM:
                             if constexpr (std::is_same_v<T, float>) {
                                 if (fast_) {
-                                    step_lstm_fast(x, h, cs_ + b * H, d, proj_ + x_off(t, b) / I * 4 * H);
+                                    step_lstm_fast(x, h, cs_ + b * H, d, px());
                                     break;
                                 }
                             }
