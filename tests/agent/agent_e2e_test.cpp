@@ -1,6 +1,7 @@
 // End-to-end tests of `jiffy agent`: the real binary over a CSV with a real ONNX model, the
 // webhook sink against a loopback HTTP listener, a flood, a periodic agent, and the pipeline
 // overhead with an in-process source.
+#include "../test_tmp.h"
 #include <chrono>
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
@@ -29,7 +30,7 @@ namespace {
 
 const std::string kSrc = JIFFY_SOURCE_DIR;
 
-std::string tmp(const std::string& name) { return testing::TempDir() + "/agent_" + name; }
+std::string tmp(const std::string& name) { return jiffy::testing::scratch("agent_" + name); }
 
 void write(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 
@@ -56,7 +57,7 @@ std::vector<json> lines(const std::string& s) {
 
 std::vector<std::unique_ptr<Agent>> load(const std::string& yaml) {
     std::vector<std::unique_ptr<Agent>> a;
-    Status st = load_agents_text(yaml, "test.yaml", testing::TempDir(), LoadOptions{true}, &a);
+    Status st = load_agents_text(yaml, "test.yaml", jiffy::testing::scratch_dir(), LoadOptions{true}, &a);
     EXPECT_TRUE(st.ok()) << st.message();
     return a;
 }
@@ -267,7 +268,7 @@ TEST(AgentE2E, PeriodicKeepsPeriod) {
     // mlp_64 takes 64 floats; a sourceless agent's input is 1 float -> expect a clear error first.
     {
         std::vector<std::unique_ptr<Agent>> a;
-        Status st = load_agents_text(yaml, "test.yaml", testing::TempDir(), LoadOptions{}, &a);
+        Status st = load_agents_text(yaml, "test.yaml", jiffy::testing::scratch_dir(), LoadOptions{}, &a);
         EXPECT_FALSE(st.ok());
     }
     yaml.replace(yaml.find("    stages:"), yaml.find("    sinks:") - yaml.find("    stages:"),

@@ -2,6 +2,7 @@
 // voice_mqtt_test.cpp): the real binary as a child process, numbers from its exit table, and the
 // project's MqttClient as the tests' publisher and subscriber.
 #pragma once
+#include "../test_tmp.h"
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -27,7 +28,7 @@ using jiffy::testing::MosquittoBroker;
 
 inline const std::string kSrc = JIFFY_SOURCE_DIR;
 
-inline std::string tmp(const std::string& name) { return ::testing::TempDir() + "/agent_mqtt_" + name; }
+inline std::string tmp(const std::string& name) { return jiffy::testing::scratch("agent_mqtt_" + name); }
 inline void write(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 inline std::string slurp(const std::string& p) {
     std::ifstream f(p, std::ios::binary);

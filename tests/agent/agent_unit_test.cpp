@@ -1,4 +1,5 @@
 // Unit tests of the agent runtime's parts: config errors, expressions, rules, rings, WAV, payloads.
+#include "../test_tmp.h"
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +29,7 @@ std::string load_err(const std::string& yaml) {
 }
 
 std::string tmpfile(const std::string& name, const std::string& content) {
-    std::string p = testing::TempDir() + "/" + name;
+    std::string p = jiffy::testing::scratch(name);
     std::ofstream(p, std::ios::binary) << content;
     return p;
 }

@@ -1,6 +1,8 @@
 // The `resample` stage: the Resampler's filter (frequency and amplitude kept, anti-aliasing,
 // streaming = one shot) and end to end, a clip upsampled to 48 kHz with sox run through the voice
 // agent with a resample stage in front: the same head fires at the same time.
+#include "../test_tmp.h"
+#include <filesystem>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,7 +127,7 @@ TEST(Resample, StageConfig) {
         std::vector<std::unique_ptr<Agent>> a;
         std::string y = "agents:\n  - name: r\n    sources: [" + src + "]\n    stages:\n      - " + stage +
                         "\n    sinks: [{type: stdout}]\n";
-        return load_agents_text(y, "r.yaml", testing::TempDir(), LoadOptions{true}, &a);
+        return load_agents_text(y, "r.yaml", jiffy::testing::scratch_dir(), LoadOptions{true}, &a);
     };
     const std::string mqtt48 = "{name: m, type: mqtt, topic: a, size: 3840, rate: 48000}";
     const std::string mqtt_norate = "{name: m, type: mqtt, topic: a, size: 1000}";
@@ -169,7 +171,7 @@ TEST(Resample, VoiceAgentOn48kHzClips) {
     if (!std::ifstream(clips + "/hey_jarvis_130.wav").good() || !std::ifstream(models + "/melspectrogram.onnx").good())
         GTEST_SKIP() << "clips or models missing in .cache: run scripts/setup.sh";
     int rc = 0;
-    const std::string dir = testing::TempDir();
+    const std::string dir = jiffy::testing::scratch_dir();
     for (const char* c : {"hey_jarvis_130", "hello_world"}) {
         sh("sox " + clips + "/" + c + ".wav -r 48000 " + dir + "/" + c + ".wav 2>&1", &rc);
         ASSERT_EQ(rc, 0) << "sox failed for " << c;

@@ -3,6 +3,7 @@
 // detection of its head; other speech, silence and noise give none and keep every head <= 0.1;
 // the per-step scores and VAD probabilities the agent writes (--scores) equal the ONNX Runtime
 // reference of the authors' streaming rules (tests/agent/oww_ref.mjs) within 1e-3.
+#include "../test_tmp.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,7 +23,7 @@ const std::string kClips = kSrc + "/.cache/clips";
 constexpr double kTol = 1e-3;
 
 bool exists(const std::string& p) { return std::ifstream(p).good(); }
-std::string tmp(const std::string& name) { return testing::TempDir() + "/voice_agent_" + name; }
+std::string tmp(const std::string& name) { return jiffy::testing::scratch("voice_agent_" + name); }
 void write(const std::string& p, const std::string& s) { std::ofstream(p, std::ios::binary) << s; }
 std::string slurp(const std::string& p) {
     std::ifstream f(p, std::ios::binary);

@@ -3,6 +3,7 @@
 // rules (tests/agent/oww_ref.mjs) within 1e-3, wake phrases fire their heads, other speech,
 // silence and noise do not, the VAD separates speech from silence/noise, step() allocates
 // nothing, and bad models give clear errors. Prints the per-step time medians.
+#include "../test_tmp.h"
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -349,7 +350,7 @@ TEST(Voice, BadModelsGiveClearErrors) {
     EXPECT_NE(st.message().find("embedding_model.onnx"), std::string::npos) << st.message();
 
     // A corrupt file.
-    std::string bad = ::testing::TempDir() + "voice_corrupt.onnx";
+    std::string bad = jiffy::testing::scratch("voice_corrupt.onnx");
     std::ofstream(bad) << "not a model";
     std::unique_ptr<SileroVad> vad;
     st = SileroVad::create(bad, &vad);

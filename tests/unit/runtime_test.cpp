@@ -1,4 +1,5 @@
 // Compile pipeline, arena planning, plan cache, frozen inputs, I/O binding, public APIs, npy.
+#include "../test_tmp.h"
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -206,7 +207,6 @@ TEST(Session, BindsCallerBuffersZeroCopy) {
 }
 
 TEST(Npy, RoundTripsEveryDtypeAndScalars) {
-    std::string dir = testing::TempDir();
     for (DType t : {DType::kF32, DType::kF64, DType::kI64, DType::kI32, DType::kU8, DType::kI8, DType::kBool,
                     DType::kF16, DType::kI16, DType::kU16}) {
         for (Shape s : {Shape{}, Shape{3}, Shape{2, 0}, Shape{2, 3, 1}}) {
@@ -214,7 +214,7 @@ TEST(Npy, RoundTripsEveryDtypeAndScalars) {
             for (size_t i = 0; i < a.nbytes(); ++i) static_cast<uint8_t*>(a.data())[i] = uint8_t(i * 7 + 1);
             if (t == DType::kBool)
                 for (size_t i = 0; i < a.nbytes(); ++i) static_cast<uint8_t*>(a.data())[i] &= 1;
-            std::string p = dir + "/rt.npy";
+            std::string p = jiffy::testing::scratch("rt.npy");
             ASSERT_TRUE(write_npy(p, t, s, a.data()).ok());
             Tensor b;
             Status st = read_npy(p, &b);
@@ -239,7 +239,7 @@ TEST(DType, HalfConversions) {
 class ApiTest : public ::testing::Test {
 protected:
     void SetUp() override {
-        path_ = testing::TempDir() + "/api_relu.onnx";
+        path_ = jiffy::testing::scratch("api_relu.onnx");
         // Relu(x: float[N,2]) -> y, opset 13 (written by python3-onnx, committed: 74 bytes).
         std::string src = std::string(JIFFY_SOURCE_DIR) + "/tests/unit/data/relu_n2.onnx";
         std::filesystem::copy_file(src, path_, std::filesystem::copy_options::overwrite_existing);
