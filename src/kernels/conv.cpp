@@ -145,11 +145,13 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // Except where there are few output channels and few input ones (K <= 32, M <= 16, or M <= 32
     // up to 8192 pixels: each packed panel is used by at most three row panels, and only 32 K
     // rows to stream): MobileNetV2's 1x1 32 -> 16 on 112x112 in the model ~250 -> ~220 us; the
-    // face detector's 32 -> 32 on 60x80 cold 113 -> 99 us, but its 16 -> 32 on 120x160 246
-    // against 257-275 us direct (Zen 4). The cut-off at 40x40 planes: 30x40 and 40x40
+    // face detector's 32 -> 32 on 60x80 cold 113 -> 99 us, and its 16 -> 32 on 120x160 (up to
+    // 20480 pixels): on Zen 4 cold 246 packed against 257-275 us direct, but on the Zen 5 hosts
+    // hot 126 -> 117 us, the whole model 1.7% faster (scripts/ab.sh, 8 of 9 rounds; no other
+    // model has such a layer). The cut-off at 40x40 planes: 30x40 and 40x40
     // measured faster direct (cold: 64 -> 64 on 30x40 107 -> 93 us, 384 -> 64 on 40x40 770 -> 703),
     // 44x44 and 56x56 slower (256 -> 256 on 44x44 2.39 against 2.66 ms; ResNet-50's 56x56 layers).
-    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1600 || (a.K <= 32 && (g.M <= 16 || (g.M <= 32 && a.P <= 8192)))))
+    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1600 || (a.K <= 32 && (g.M <= 16 || (g.M <= 32 && a.P <= 20480)))))
         a.implicit = true;
     // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512
     // and OW == W).

@@ -383,10 +383,19 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         g.H = g.W = g.OH = g.OW = 112;
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
         EXPECT_STREQ(ConvGemm(isa, g, 1).name(), "1x1-direct");
-        g.M = 17;
+        g.M = 33;
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
         g.M = 16;
         g.C = 33;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        // Up to 32 output channels: direct up to 20480 pixels (the face detector's 16 -> 32 on
+        // 120x160), packed past that.
+        g.C = 16;
+        g.M = 32;
+        g.H = g.OH = 120;
+        g.W = g.OW = 160;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
+        g.H = g.OH = 130;  // 20800 pixels (planes not 4 KiB multiples)
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
     }
     // That choice on odd large planes (P > 1024, odd K and M) against the float64 reference,
