@@ -171,11 +171,14 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // the im2col panels are a large share of the work: small K (the stems: MobileNetV2's 3x3 s2
     // 3 -> 32 on 224, 316-337 -> 270-318 us; ResNet-50's 7x7 s2 3 -> 64, 2.56-2.66 -> 2.42-2.54
     // ms) and 1x1 on large planes (ResNet-50's 1x1 s2 256 -> 512 on 56 -> 28: 2.07-2.26 ->
-    // 1.95-2.12 ms). Large K keeps im2col (3x3 s2 128 -> 128 on 56: 2.65-2.77 against 2.69-3.08
-    // split), as do 1x1 convs onto small planes (512 -> 1024 on 28 -> 14: equal).
+    // 1.95-2.12 ms), and any output plane of more than 256 pixels: on the Zen 5 hosts ResNet-50's
+    // 3x3 s2 128 -> 128 on 56 in the model 1671 -> 1410 us (hot alone 1578 -> 1478; on Zen 4 it
+    // was 2.65-2.77 ms im2col against 2.69-3.08 split). Large K onto small planes keeps im2col or
+    // the transposed mode (3x3 s2 256 -> 256 on 28 -> 14: equal in the model), as do 1x1 convs
+    // onto small planes (512 -> 1024 on 28 -> 14: equal).
     const bool strided = g.sh > 1 || g.sw > 1;
     bool split = strided && !a.trans && force == ConvGemmMode::kAuto &&
-                 (a.K <= 256 || (g.kh * g.kw == 1 && a.P > 256));
+                 (a.K <= 256 || a.P > 256);
     if (force == ConvGemmMode::kSplit && strided) {
         split = true;
         a.trans = use_mask = false;

@@ -282,7 +282,7 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
     const ConvCase cases[] = {
         {3, 45, 47, 32, 3, 2, 1, true, "implicit-split"},   // MobileNetV2-like stem (split mode)
         {3, 61, 59, 16, 7, 2, 3, false, "implicit-split"},  // ResNet-like 7x7 stem (split mode)
-        {32, 45, 47, 24, 3, 2, 1, true, "im2col"},          // K = 288: im2col, padded copy
+        {32, 45, 47, 24, 3, 2, 1, true, "implicit-split"},  // K = 288 onto 23x24 (split mode)
         {16, 48, 50, 40, 1, 1, 0, true, "1x1-packed"},      // pointwise plane copy (past 1x1-direct)
     };
     for (const ConvCase& c : cases) {
