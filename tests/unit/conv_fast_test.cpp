@@ -397,6 +397,18 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kImplicit) << isa_name(isa);
         g.H = g.OH = 130;  // 20800 pixels (planes not 4 KiB multiples)
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        // More than 32 in, at most 32 out, 40x40 to 64x64 (MobileNetV2's 144 -> 24 on 56x56):
+        // masked on AVX-512, packed elsewhere; 33 out or 80x80, packed.
+        g.C = 144;
+        g.M = 24;
+        g.H = g.W = g.OH = g.OW = 56;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), isa == Isa::kAvx512 ? ConvGemmMode::kMasked : ConvGemmMode::kIm2col)
+            << isa_name(isa);
+        g.M = 33;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
+        g.M = 24;
+        g.H = g.W = g.OH = g.OW = 80;
+        EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
     }
     // That choice on odd large planes (P > 1024, odd K and M) against the float64 reference,
     // every epilogue.
