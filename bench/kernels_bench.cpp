@@ -307,14 +307,24 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
-// Depthwise convs per mode. Args: C, H(=W), k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane, 4 blocked).
+// Depthwise convs per mode. Args: C, H, k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane, 4 blocked),
+// W (0: W = H).
 void BM_conv_dw(benchmark::State& st, Isa isa) {
     if (int(isa) > int(cpu_isa())) {
         st.SkipWithError("ISA not available");
         return;
     }
-    const int64_t C = st.range(0);
-    ConvCase c = make_conv(C, C, st.range(1), st.range(2), st.range(3), isa, true);
+    const int64_t C = st.range(0), H = st.range(1), W = st.range(5) ? st.range(5) : H, k = st.range(2), s = st.range(3);
+    Conv2DGeom g;
+    g.C = g.M = C;
+    g.H = H;
+    g.W = W;
+    g.kh = g.kw = k;
+    g.sh = g.sw = s;
+    g.ph = g.pw = k / 2;
+    g.OH = (H + 2 * (k / 2) - k) / s + 1;
+    g.OW = (W + 2 * (k / 2) - k) / s + 1;
+    ConvCase c = make_conv_g(g, isa, true);
     const ConvDwMode m = conv_dw_mode(isa, c.g, ConvDwMode(st.range(4)));
     if (st.range(4) != 0 && m != ConvDwMode(st.range(4))) {
         st.SkipWithError("mode not available for this shape");
@@ -331,7 +341,7 @@ void BM_conv_dw(benchmark::State& st, Isa isa) {
 }
 
 void conv_dw_sizes(benchmark::internal::Benchmark* b) {
-    b->ArgNames({"C", "HW", "k", "s", "mode"});
+    b->ArgNames({"C", "H", "k", "s", "mode", "W"});
     // MobileNetV2's small-plane depthwise layers, then larger planes (where rows win).
     for (const auto& a : std::vector<std::vector<int64_t>>{
              {960, 7, 3, 1}, {384, 14, 3, 1}, {576, 14, 3, 1}, {576, 14, 3, 2}, {192, 28, 3, 2},
@@ -344,8 +354,12 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              // A face detector's 32-channel stride-2 layer on 120x160 (here 140x140: as many pixels).
              {32, 140, 3, 2}, {4, 140, 3, 2},
              // 7x7 depthwise (ConvNeXt-like): no specialized rows path.
-             {64, 80, 7, 1}, {480, 7, 7, 1}})
-        for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m});
+             {64, 80, 7, 1}, {480, 7, 7, 1},
+             // The face detector's (240x320 input) depthwise layers: H, k, s, W.
+             {16, 120, 3, 1, 160}, {32, 120, 3, 2, 160}, {32, 60, 3, 1, 80}, {32, 60, 3, 2, 80},
+             {64, 30, 3, 1, 40}, {64, 30, 3, 2, 40}, {128, 15, 3, 1, 20}, {128, 15, 3, 2, 20},
+             {256, 8, 3, 1, 10}})
+        for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m, a.size() > 4 ? a[4] : 0});
 }
 
 // The reference conv: a direct loop nest (no im2col, no vectors by hand).

@@ -401,6 +401,19 @@ ConvDwMode conv_dw_mode(Isa isa, const Conv2DGeom& g, ConvDwMode force) {
         if (g.OW <= 8 || (g.OW <= 16 && (s == 1 || !wide)) || (!wide && g.OW <= 28 && s == 1))
             return ConvDwMode::kBlocked;
     }
+    // 3x3 whose output rows fill few of the rows mode's 16 lanes (<= 70%: 7, 10, 20 or 40-wide;
+    // 14 and 28 fill 88%): blocked on AVX-512, stride 2 only onto one-strip rows (wider ones keep
+    // the strip tiles). Zen 5 host, hot (bench/kernels_bench.cpp BM_conv_dw): face detector 256 x
+    // 8x10 8.9 -> 6.3 us, 128 x 15x20 12.1 -> 11.0, 128 x 15x20 -> 8x10 6.7 -> 5.9; MobileNetV2
+    // 960 x 7x7 18.8 (flat) -> 16.2, 576 x 14 -> 7 24.6 -> 16.4; 64 x 30x40 -> 15x20 stays in
+    // rows (9.1 against 13.1 blocked), as does 384 x 14x14 (20.4 against 22.4). Up to 320 output
+    // pixels: the line detector's 384 x 20x20 measured no gain in the model. In the face detector
+    // (JIFFY_PROFILE, 3 rounds alternating): 256 x 8x10 ~9-13 -> ~6.5 us, 128 x 15x20 -> 8x10
+    // ~8-10 -> ~6.2 us.
+    if (isa == Isa::kAvx512 && blocked_ok && square && k == 3) {
+        const double fill = double(g.OW) / double((g.OW + 15) / 16 * 16);
+        if (fill <= 0.7 && g.OH * g.OW <= 320 && (s == 1 || g.OW <= 16)) return ConvDwMode::kBlocked;
+    }
     const int64_t few_rows = k == 3 && s == 2 ? 4 : 8;
     const ConvDwMode other = g.OH < few_rows || g.sh != g.sw ? ConvDwMode::kPlane : ConvDwMode::kRows;
     // Flat where rows waste lanes: 7-wide rows fill 7 of 16, the flat plane 49 of 64 (960 x 7x7:

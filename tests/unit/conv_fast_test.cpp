@@ -592,10 +592,10 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
             EXPECT_EQ(a, b) << case_str(c) << " " << isa_name(isa);
         }
     }
-    // The automatic choice: flat on MobileNetV2's 7x7 planes (stride 1) with AVX-512 only
-    // (other ISAs: plane, < 8 output rows), rows on 14x14 planes, on 3x3 stride 2 down to 4
-    // output rows, on large planes, on unpadded stride 1 (OW != W) and on other kernels; plane
-    // for few output rows and uneven strides.
+    // The automatic choice: blocked on AVX-512 where 3x3 output rows fill few lanes on small
+    // planes (MobileNetV2's 7x7, 14 -> 7; other ISAs: plane, < 8 output rows, or rows), rows on
+    // 14x14 planes, on 3x3 stride 2 down to 4 output rows, on large planes, on unpadded stride 1
+    // (OW != W) and on other kernels; plane for few output rows and uneven strides.
     for (Isa isa : isas()) {
         const bool wide = isa == Isa::kAvx512;
         Conv2DGeom g;
@@ -603,19 +603,37 @@ TEST(ConvFast, DepthwiseSmallPlanesEveryModeEveryActivation) {
         g.kh = g.kw = 3;
         g.ph = g.pw = 1;
         g.H = g.W = g.OH = g.OW = 7;
-        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kFlat : ConvDwMode::kPlane) << isa_name(isa);
-        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "flat" : "plane");
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kBlocked : ConvDwMode::kPlane) << isa_name(isa);
+        EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g), g), wide ? "blocked" : "plane");
+        // The face detector's 256 x 8x10 (10 of 16 lanes) and 128 x 15x20 (20 of 32): blocked;
+        // 384 x 20x20 (400 pixels): rows; 30x40 -> 15x20 stride 2 (two strips): rows.
+        g.C = g.M = 256;
+        g.H = g.OH = 8;
+        g.W = g.OW = 10;
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kBlocked : ConvDwMode::kRows) << isa_name(isa);
+        g.C = g.M = 128;
+        g.H = g.OH = 15;
+        g.W = g.OW = 20;
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kBlocked : ConvDwMode::kRows) << isa_name(isa);
+        g.C = g.M = 384;
+        g.H = g.W = g.OH = g.OW = 20;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        g.C = g.M = 64;
+        g.H = 30, g.W = 40, g.OH = 15, g.OW = 20, g.sh = g.sw = 2;
+        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        g.sh = g.sw = 1;
+        g.C = g.M = 960;
         g.H = g.W = g.OH = g.OW = 14;  // 14-wide rows fill most of a vector: rows
         EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
         EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
         g.OH = g.OW = 7;
-        g.sh = g.sw = 2;  // 3x3 stride 2, 14 -> 7: rows (the split into parity planes costs more)
-        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
+        g.sh = g.sw = 2;  // 3x3 stride 2, 14 -> 7: blocked; rows elsewhere (not flat: its parity planes)
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kBlocked : ConvDwMode::kRows) << isa_name(isa);
         EXPECT_EQ(conv_dw_mode(isa, g, ConvDwMode::kFlat), wide ? ConvDwMode::kFlat : ConvDwMode::kRows);
         EXPECT_STREQ(conv_dw_mode_name(conv_dw_mode(isa, g, ConvDwMode::kFlat), g), wide ? "flat-s2" : "rows");
-        g.H = g.W = 6;  // 6 -> 3: few output rows, the plane copy
+        g.H = g.W = 6;  // 6 -> 3: few output rows, the plane copy (AVX-512: blocked)
         g.OH = g.OW = 3;
-        EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kPlane) << isa_name(isa);
+        EXPECT_EQ(conv_dw_mode(isa, g), wide ? ConvDwMode::kBlocked : ConvDwMode::kPlane) << isa_name(isa);
         g.H = g.W = 28;  // 28 -> 14: 14-wide rows fill most of a vector, the split costs more
         g.OH = g.OW = 14;
         EXPECT_EQ(conv_dw_mode(isa, g), ConvDwMode::kRows) << isa_name(isa);
