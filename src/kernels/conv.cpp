@@ -368,7 +368,7 @@ void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bia
 
 int64_t ConvGemm::pixel_align() const {
     if (groups_ != 1) return 0;
-    if (mode() == ConvGemmMode::kIm2col) return nr_;
+    if (mode() == ConvGemmMode::kIm2col || mode() == ConvGemmMode::kMasked) return nr_;
     if (mode() == ConvGemmMode::kSplit && args_.srows > 0) return args_.tile;
     // 1x1-direct reading the image in place (no anti-aliasing copy): any NR-aligned range.
     if (mode() == ConvGemmMode::kImplicit && args_.pointwise && !args_.pad_copy && args_.WP == args_.g.OW) return nr_;

@@ -76,8 +76,8 @@ struct ConvGemmArgs {
     // column kx. Scratch: (tile / NR) * kh * kw lane masks per tile.
     bool masked = false;
     const uint32_t* hmask = nullptr;
-    // A pixel split across threads (im2col mode, split mode with srows > 0, or 1x1-direct
-    // without a copy): output pixels [pb, pe) of the image (im2col: the padded copy only of the
+    // A pixel split across threads (im2col mode, masked mode, split mode with srows > 0, or
+    // 1x1-direct without a copy): output pixels [pb, pe) of the image (im2col: the padded copy only of the
     // rows they read; split: whole tiles); pe 0: every pixel. Sums as for the whole image.
     int64_t pb = 0, pe = 0;
 
@@ -136,13 +136,13 @@ public:
     // shape as y) may be null. Not reentrant on the same scratch.
     void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
              float* scratch, const ConvEpi& epi) const;
-    // Only output pixels [pb, pe) of one group (groups == 1; im2col mode, 1x1-direct without
+    // Only output pixels [pb, pe) of one group (groups == 1; im2col or masked mode, 1x1-direct without
     // a copy, or split mode with tiled planes (args().srows > 0), where pb and pe must be
     // multiples of args().tile (or pe == P)): each thread of a pixel split runs its range on its
     // own scratch; results equal run()'s bitwise.
     void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                     float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
-    // The multiple of output pixels a run_pixels range must start at (NR for im2col and
+    // The multiple of output pixels a run_pixels range must start at (NR for im2col, masked and
     // 1x1-direct, a tile of output rows for tiled split planes); 0 where run_pixels does not
     // apply (the other modes).
     int64_t pixel_align() const;

@@ -406,8 +406,10 @@ void masked_group(const ConvGemmArgs& a, const float* x, const float* wp, const 
         hi = std::clamp<int64_t>(hi, 0, NR);
         return hi <= lo ? 0u : uint32_t(((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1));
     };
-    for (int64_t q0 = 0; q0 < P; q0 += a.tile) {
-        const int64_t nq = std::min(a.tile, P - q0);
+    // A pixel split (run_pixels): output pixels [pb, pe), NR-aligned, so no panel crosses pe.
+    const int64_t qb = a.pe > 0 ? a.pb : 0, qe = a.pe > 0 ? std::min(P, a.pe) : P;
+    for (int64_t q0 = qb; q0 < qe; q0 += a.tile) {
+        const int64_t nq = std::min(a.tile, qe - q0);
         for (int64_t j = 0; j * NR < nq; ++j) {
             const int64_t q = q0 + j * NR, s = q % W;
             for (int64_t ky = 0; ky < g.kh; ++ky) {
