@@ -107,6 +107,41 @@ inline double read_gbs(size_t bytes, double ms) {
 #endif
 }
 
+// How often the host takes this core away: a tight loop of clock reads for ~ms milliseconds;
+// every gap between two reads longer than 5 us is time the thread did not run (an interrupt, a
+// hypervisor exit, another tenant). Each run of a model that a gap lands in is that much slower,
+// so a model of t us has a gap in about t * per_second / 1e6 of its runs: where that passes 1%,
+// its p99 is p50 plus a gap (on the shared hosts here: ~1000-1500 a second, ~20-30 us each, so
+// models of ~10 to ~60 us show p99 > 1.5 x p50 whatever the engine).
+struct HostGaps {
+    double per_second = 0, mean_us = 0, max_us = 0;
+};
+inline HostGaps host_gaps(double ms) {
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    const auto t_end = t0 + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(ms));
+    auto prev = t0;
+    int64_t n = 0;
+    double sum = 0, mx = 0;
+    for (;;) {
+        const auto t = clock::now();
+        const double d = std::chrono::duration<double, std::micro>(t - prev).count();
+        if (d > 5.0) {
+            ++n;
+            sum += d;
+            mx = std::max(mx, d);
+        }
+        prev = t;
+        if (t >= t_end) break;
+    }
+    const double secs = std::chrono::duration<double>(prev - t0).count();
+    HostGaps h;
+    h.per_second = secs > 0 ? double(n) / secs : 0;
+    h.mean_us = n ? sum / double(n) : 0;
+    h.max_us = mx;
+    return h;
+}
+
 // A model's one-core floor in microseconds: max(flops / peak, bytes / read_gbs(bytes)), the read
 // probe run for ~ms milliseconds; 0 when the core has no AVX-512 (no probe).
 inline double floor_us(int64_t flops, uint64_t bytes, double peak_gflops, double ms) {

@@ -430,14 +430,22 @@ int main(int argc, char** argv) {
     }
     int met = 0;
     for (const Row& r : rows) met += r.met();
+    const HostGaps gaps = host_gaps(1000);
     std::printf("\n%zu models, %d not matching ONNX Runtime, %d of %zu targets met. ONNX Runtime %s (%s), "
                 "%d intra-op thread(s), ORT_ENABLE_ALL, sequential; Jiffy ISA %s. Medians over %d rounds of "
                 "%.2f s per engine, alternating which engine goes first.\n",
                 rows.size(), bad, met, rows.size(), lib.version.c_str(), lib.path.c_str(), cfg.threads,
                 kernels::isa_name(kernels::active_isa()), cfg.rounds, cfg.seconds);
+    std::printf("Host: this core was taken away %.0f times a second for %.1f us on average (max %.0f us; "
+                "gaps > 5 us in a 1 s clock loop after the runs). A model of t us meets one in about "
+                "t x %.0f / 1e6 of its runs: from ~%.0f us up its p99 is p50 plus a gap, more than 1.5 x p50 "
+                "up to ~%.0f us.\n",
+                gaps.per_second, gaps.mean_us, gaps.max_us, gaps.per_second,
+                gaps.per_second > 0 ? 1e4 / gaps.per_second : 0.0, 2 * gaps.mean_us);
     if (!json_path.empty()) {
         std::ofstream f(json_path);
         f << "{\"ort_version\": " << json_str(lib.version) << ", \"fma_peak_gflops\": " << peak
+          << ", \"host_gaps_per_s\": " << gaps.per_second << ", \"host_gap_mean_us\": " << gaps.mean_us
           << ", \"threads\": " << cfg.threads
           << ", \"rounds\": " << cfg.rounds << ", \"seconds\": " << cfg.seconds << ", \"models\": [";
         for (size_t i = 0; i < rows.size(); ++i) {
