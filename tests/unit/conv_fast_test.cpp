@@ -892,9 +892,11 @@ TEST(ConvFast, EnginePathsMatchReference) {
     check_graph({1, 16, 5, 6, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 2}, {}, false, false);   // grouped
     check_graph({1, 6, 5, 6, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3}, hs, true, false);      // ref path
     // Dilated "same" convs as undilated phase convs: dilation 2 (Winograd phases), 3 with a
-    // batch, 5x5 dilation 2; then ones that keep the direct path (H not a multiple of the
-    // dilation, padding not "same", a residual).
+    // batch (40x42 phases: the general gather), 5x5 dilation 2; then ones that keep the direct
+    // path (phases under 40x40 beyond dilation 2, H not a multiple of the dilation, padding not
+    // "same", a residual).
     check_graph({1, 8, 12, 10, 9, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, hs, false, false);
+    check_graph({2, 5, 120, 126, 7, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 1}, clip, false, false);
     check_graph({2, 5, 9, 12, 7, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 1}, clip, false, false);
     check_graph({1, 4, 8, 8, 6, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 1}, {}, false, false);
     check_graph({1, 4, 9, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, {}, false, false);
