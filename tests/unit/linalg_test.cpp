@@ -508,7 +508,11 @@ TEST(Linalg, ResizeSeparableFloatMatchesDoublePath) {
     const Cfg cfgs[] = {{"linear", "half_pixel", 2, 2, 0, 0},     {"linear", "align_corners", 2.5f, 1.5f, 0, 0},
                         {"linear", "asymmetric", 0.5f, 0.75f, 0, 0}, {"linear", "pytorch_half_pixel", 3, 1, 0, 0},
                         {"linear", "half_pixel", 0.5f, 0.4f, 1, 0},  {"cubic", "half_pixel", 2, 1.7f, 0, 0},
-                        {"cubic", "half_pixel", 1.3f, 2, 0, 1},      {"cubic", "align_corners", 0.6f, 0.5f, 1, 0}};
+                        {"cubic", "half_pixel", 1.3f, 2, 0, 1},      {"cubic", "align_corners", 0.6f, 0.5f, 1, 0},
+                        // Exact 2x along W: the shifted-sum column pass where the taps repeat
+                        // (half_pixel above, asymmetric), the per-column taps where they do not.
+                        {"linear", "asymmetric", 2, 2, 0, 0},        {"linear", "align_corners", 2, 2, 0, 0},
+                        {"linear", "pytorch_half_pixel", 1, 2, 0, 0}};
     for (const Cfg& c : cfgs) {
         const Attrs at = {{"mode", as(c.mode)}, {"coordinate_transformation_mode", as(c.coord)},
                           {"antialias", ai(c.antialias)}, {"exclude_outside", ai(c.exclude)}};
