@@ -156,7 +156,8 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // 1x1 onto <= 32 channels from more than 32 on 40x40 to 64x64 planes: the masked mode (in
     // place, NR-wide loads straight from the planes, no packing): MobileNetV2's 96 / 144 -> 24 on
     // 56x56 in the model 103 / 144 -> 97 / 131 us, MobileNetV3's 72.8 / 65.1 -> 65.4 / 57.8 us
-    // (Zen 5 host; the whole models within noise, about 0.5% expected). On larger planes it lost (the line detector's 96 -> 24 on 80x80 212 -> 276).
+    // (Zen 5 host; the whole models within noise, about 0.5% expected). On larger planes it
+    // lost (the line detector's 96 -> 24 on 80x80 212 -> 276).
     if (a.pointwise && maskable && !a.trans && a.P > 1600 && a.P <= 4096 && g.M <= 32 && a.K > 32)
         a.implicit = use_mask = true;
     // A forced mode where the shape allows it (implicit and masked need stride 1, masked AVX-512

@@ -945,10 +945,10 @@ public:
         yp_.resize(size_t(d.M * H * W));
     }
     // All dl x dl phases are gathered in one pass over the input (phase (a, b) a C x hs x ws block
-    // of xp), convolved one after the other, and scattered in one pass over the output: one pass
-    // per phase read the input and wrote the output dl x dl times, two of every line's floats at
-    // a time (the line detector's 3x3 32 -> 32, dilation 5, on 160x160: 4.4 -> ~3.9 ms; it now
-    // runs direct, see prepare).
+    // of xp), convolved one after the other, and scattered in one pass over the output. Before,
+    // each phase had its own pass, so the input was read and the output written dl x dl times
+    // (the line detector's 3x3 32 -> 32, dilation 5, on 160x160: 4.4 -> ~3.9 ms; that layer now
+    // runs direct, see prep_Conv).
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
         float* Y = static_cast<float*>(out[0]);

@@ -1792,13 +1792,15 @@ private:
             for (int64_t j : {int64_t(0), int64_t(1), OW - 2, OW - 1})
                 yr[j] = w[2 * j] * v[ow[2 * j]] + w[2 * j + 1] * v[ow[2 * j + 1]];
             const float a0 = x2_w_[0], a1 = x2_w_[1], b0 = x2_w_[2], b1 = x2_w_[3];
-            const float* __restrict va0 = v + x2_off_[0];
-            const float* __restrict va1 = v + x2_off_[1];
-            const float* __restrict vb0 = v + x2_off_[2];
-            const float* __restrict vb1 = v + x2_off_[3];
-            for (int64_t i = 1; i < IW - 1; ++i) {
-                yr[2 * i] = a0 * va0[i] + a1 * va1[i];
-                yr[2 * i + 1] = b0 * vb0[i] + b1 * vb1[i];
+            // Column 2i (2i + 1) reads v[i + x2_off_[0 / 1]] (v[i + x2_off_[2 / 3]]), i from 1.
+            const float* __restrict va0 = v + x2_off_[0] + 1;
+            const float* __restrict va1 = v + x2_off_[1] + 1;
+            const float* __restrict vb0 = v + x2_off_[2] + 1;
+            const float* __restrict vb1 = v + x2_off_[3] + 1;
+            float* __restrict y2 = yr + 2;
+            for (int64_t k = 0; k < IW - 2; ++k) {
+                y2[2 * k] = a0 * va0[k] + a1 * va1[k];
+                y2[2 * k + 1] = b0 * vb0[k] + b1 * vb1[k];
             }
         } else if (kw_ == 2) {
             for (int64_t j = 0; j < OW; ++j) yr[j] = w[2 * j] * v[ow[2 * j]] + w[2 * j + 1] * v[ow[2 * j + 1]];
