@@ -268,16 +268,19 @@ ConvCase make_conv_g(const Conv2DGeom& g, Isa isa, bool dw) {
     return c;
 }
 
-// Conv N=1, C->M, HxW, k x k, stride s, pad k/2 (ResNet / MobileNetV2 / PaddleOCR shapes).
-ConvCase make_conv(int64_t C, int64_t M, int64_t HW, int64_t k, int64_t s, Isa isa, bool dw) {
+// Conv N=1, C->M, H x W (W 0: square), k x k, stride s, pad k/2 (ResNet / MobileNetV2 /
+// PaddleOCR / face detector shapes).
+ConvCase make_conv(int64_t C, int64_t M, int64_t H, int64_t k, int64_t s, Isa isa, bool dw, int64_t W = 0) {
     Conv2DGeom g;
     g.C = C;
     g.M = M;
-    g.H = g.W = HW;
+    g.H = H;
+    g.W = W ? W : H;
     g.kh = g.kw = k;
     g.sh = g.sw = s;
     g.ph = g.pw = k / 2;
-    g.OH = g.OW = (HW + 2 * (k / 2) - k) / s + 1;
+    g.OH = (g.H + 2 * (k / 2) - k) / s + 1;
+    g.OW = (g.W + 2 * (k / 2) - k) / s + 1;
     return make_conv_g(g, isa, dw);
 }
 
@@ -314,17 +317,8 @@ void BM_conv_dw(benchmark::State& st, Isa isa) {
         st.SkipWithError("ISA not available");
         return;
     }
-    const int64_t C = st.range(0), H = st.range(1), W = st.range(5) ? st.range(5) : H, k = st.range(2), s = st.range(3);
-    Conv2DGeom g;
-    g.C = g.M = C;
-    g.H = H;
-    g.W = W;
-    g.kh = g.kw = k;
-    g.sh = g.sw = s;
-    g.ph = g.pw = k / 2;
-    g.OH = (H + 2 * (k / 2) - k) / s + 1;
-    g.OW = (W + 2 * (k / 2) - k) / s + 1;
-    ConvCase c = make_conv_g(g, isa, true);
+    const int64_t C = st.range(0);
+    ConvCase c = make_conv(C, C, st.range(1), st.range(2), st.range(3), isa, true, st.range(5));
     const ConvDwMode m = conv_dw_mode(isa, c.g, ConvDwMode(st.range(4)));
     if (st.range(4) != 0 && m != ConvDwMode(st.range(4))) {
         st.SkipWithError("mode not available for this shape");

@@ -80,6 +80,9 @@ struct ConvGemmArgs {
     // 1x1-direct without a copy): output pixels [pb, pe) of the image (im2col: the padded copy only of the
     // rows they read; split: whole tiles); pe 0: every pixel. Sums as for the whole image.
     int64_t pb = 0, pe = 0;
+    // The pixels [begin, end) of n to compute: the range where there is one, else all n.
+    int64_t range_begin() const { return pe > 0 ? pb : 0; }
+    int64_t range_end(int64_t n) const { return pe > 0 ? std::min(n, pe) : n; }
 
     // Split (stride > 1; with implicit): each image's group input is first copied into planes of
     // HQ x OW floats, one per (row phase r, tap column kx), plane[c][r][kx][i][j] =

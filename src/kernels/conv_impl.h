@@ -407,7 +407,7 @@ void masked_group(const ConvGemmArgs& a, const float* x, const float* wp, const 
         return hi <= lo ? 0u : uint32_t(((uint64_t(1) << hi) - 1) & ~((uint64_t(1) << lo) - 1));
     };
     // A pixel split (run_pixels): output pixels [pb, pe), NR-aligned, so no panel crosses pe.
-    const int64_t qb = a.pe > 0 ? a.pb : 0, qe = a.pe > 0 ? std::min(P, a.pe) : P;
+    const int64_t qb = a.range_begin(), qe = a.range_end(P);
     for (int64_t q0 = qb; q0 < qe; q0 += a.tile) {
         const int64_t nq = std::min(a.tile, qe - q0);
         for (int64_t j = 0; j * NR < nq; ++j) {
@@ -657,9 +657,8 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     // A pixel split, output pixels [pb, pe): run_pixels sets pe only for the modes
     // ConvGemm::pixel_align allows here (tiled split planes, whole tiles; an unpadded 1x1 read
     // in place), both with q == p.
-    const bool range = a.pe > 0;
-    const int64_t qend = range ? std::min(Q, a.pe) : Q;
-    for (int64_t q0 = range ? a.pb : 0; q0 < qend; q0 += a.tile) {
+    const int64_t qend = a.range_end(Q);
+    for (int64_t q0 = a.range_begin(); q0 < qend; q0 += a.tile) {
         const int64_t nq = std::min(a.tile, qend - q0);
         int64_t qb = 0;
         // Tiled split planes: the input rows of the next tile (per channel one contiguous run of
@@ -890,7 +889,7 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
     const int64_t K = a.K, P = a.P, M = g.M;
     const int64_t nb = (M + MR - 1) / MR;
     // Output pixels [pb, pe) (ConvGemmArgs::pe; the sums do not depend on the range).
-    const int64_t pb = a.pe > 0 ? a.pb : 0, pe = a.pe > 0 ? a.pe : P;
+    const int64_t pb = a.range_begin(), pe = a.range_end(P);
     if (a.pad_copy) {
         float* xp = scratch + K * a.tile;
         const int64_t oy0 = pb / g.OW, oy1 = (pe - 1) / g.OW;

@@ -1142,7 +1142,7 @@ Status prep_Conv(OpContext& ctx) {
             // in the model ~3.9 -> ~3.4 ms direct (the model 4% faster; 64 -> 64 on 80x80,
             // dilation 5: equal).
             const bool phases = dl == 2 || (dl > 2 && std::min(geo.H, geo.W) / dl >= 40);
-            if (phases && dl > 1 && geo.dw == dl && geo.sh == 1 && geo.sw == 1 && geo.kh % 2 == 1 && geo.kw % 2 == 1 &&
+            if (phases && geo.dw == dl && geo.sh == 1 && geo.sw == 1 && geo.kh % 2 == 1 && geo.kw % 2 == 1 &&
                 geo.ph == dl * (geo.kh - 1) / 2 && geo.pw == dl * (geo.kw - 1) / 2 && g.pe[1] == geo.ph &&
                 g.pe[2] == geo.pw && geo.H % dl == 0 && geo.W % dl == 0 && !has_res && g.nd == 2) {
                 kernels::Conv2DGeom sub = geo;

@@ -377,7 +377,7 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         g.H = g.W = g.OH = g.OW = 32;  // 4 KiB planes
         EXPECT_EQ(ConvGemm(isa, g, 1).mode(), ConvGemmMode::kIm2col) << isa_name(isa);
         // Large planes with few input and output channels (MobileNetV2's 32 -> 16 on 112x112):
-        // direct; one more channel either way, packed.
+        // direct; 33 output channels (over the 32 the rule allows) or 33 input ones, packed.
         g.C = 32;
         g.M = 16;
         g.H = g.W = g.OH = g.OW = 112;
