@@ -322,8 +322,10 @@ Row measure(const std::string& name, const OrtLib& lib, ort::Env* env, const ort
 
 void print_usage() {
     std::fprintf(stderr,
-                 "usage: jiffy_vs_ort [--ort-lib PATH] [--filter NAME] [--seconds T] [--rounds R] [--threads 1|2] "
-                 "[--json FILE]\n");
+                 "usage: jiffy_vs_ort [--ort-lib PATH] [--filter NAME] [--model NAME]... [--seconds T] [--rounds R] "
+                 "[--threads 1|2] [--json FILE]\n"
+                 "  --model NAME: measure .cache/models/NAME.onnx on the inputs in .cache/refs/NAME/inputs.txt\n"
+                 "                instead of the model list (e.g. a cut of a model, to compare a few layers)\n");
 }
 
 std::string json_str(const std::string& s) {
@@ -341,11 +343,13 @@ std::string json_str(const std::string& s) {
 int main(int argc, char** argv) {
     Config cfg;
     std::string lib_path, filter, json_path;
+    std::vector<std::string> only;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         bool has_val = i + 1 < argc;
         if (a == "--ort-lib" && has_val) lib_path = argv[++i];
         else if (a == "--filter" && has_val) filter = argv[++i];
+        else if (a == "--model" && has_val) only.push_back(argv[++i]);
         else if (a == "--seconds" && has_val) cfg.seconds = std::atof(argv[++i]);
         else if (a == "--rounds" && has_val) cfg.rounds = std::atoi(argv[++i]);
         else if (a == "--threads" && has_val) cfg.threads = std::atoi(argv[++i]);
@@ -390,7 +394,7 @@ int main(int argc, char** argv) {
                 "ratio to PEERS.md p50 |\n");
     std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     int bad = 0;
-    for (const std::string& name : model_names()) {
+    for (const std::string& name : only.empty() ? model_names() : only) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
         Row r = measure(name, lib, env, mem, cfg);
         auto t = tgt.find(name);

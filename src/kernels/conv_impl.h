@@ -290,16 +290,30 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
         (void)tm, (void)t0, (void)khw, (void)step;
 #endif
     } else {
-        for (int64_t k = 0; k < kc; ++k) {
+        auto body = [&](int64_t k) __attribute__((always_inline)) {
             const float* bk = IND ? b + offs[k] : b + k * NR;
-            if (pa) pf_read(pa + 16 * k);
-            if (pc && k < mr) pf_row<mr>(pc, ldc, k);
-            if (pr && k < mr) pf_rrow<mr>(pr, ldc, k);
             if constexpr (HALF)
                 step(k, ld(bk), V{});
             else
                 step(k, ld(bk), ld(bk + VL));
-        }
+        };
+        // The prefetches' tests kept out of the main loop: the output rows in the first mr
+        // steps, the next block's weights (pa) in a loop of their own.
+        int64_t k = 0;
+        if (pc || pr)
+            for (; k < std::min<int64_t>(kc, mr); ++k) {
+                if (pa) pf_read(pa + 16 * k);
+                if (pc) pf_row<mr>(pc, ldc, k);
+                if (pr) pf_rrow<mr>(pr, ldc, k);
+                body(k);
+            }
+        if (pa)
+            for (; k < kc; ++k) {
+                pf_read(pa + 16 * k);
+                body(k);
+            }
+        else
+            for (; k < kc; ++k) body(k);
     }
     if (pc)
         for (int64_t i = kc; i < mr; ++i) pf_row<mr>(pc, ldc, i);
@@ -694,11 +708,19 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
             for (int64_t j = 0; j * NR < nq; ++j) {
                 const int64_t q = q0 + j * NR;
                 const int64_t nv = direct ? std::min<int64_t>(NR, nq - j * NR) : NR;
-                if (nx && first)
-                    for (int64_t l = j * nx_lines / npan, le = (j + 1) * nx_lines / npan; l < le; ++l) {
-                        const int64_t c = l / nx_per_c;
-                        __builtin_prefetch(nx + c * g.H * g.W + (l - c * nx_per_c) * 16, 0, 2);
+                if (nx && first) {
+                    // Lines [l, le) of this panel: line l is channel l / nx_per_c's line
+                    // l % nx_per_c (one division per panel: one per line cost as much as the
+                    // panel's FMAs on the 3-channel stems).
+                    const int64_t l0 = j * nx_lines / npan, le = (j + 1) * nx_lines / npan;
+                    int64_t c = l0 / nx_per_c, o = l0 - c * nx_per_c;
+                    const float* pl = nx + c * g.H * g.W + o * 16;
+                    for (int64_t l = l0; l < le; ++l) {
+                        __builtin_prefetch(pl, 0, 2);
+                        pl += 16;
+                        if (++o == nx_per_c) o = 0, pl += g.H * g.W - nx_per_c * 16;
                     }
+                }
                 // Partial panels in direct mode are packed too: the indirect kernel stores NR.
                 const bool packed = q - qb + NR > limit || nv < NR;
                 if (packed) {
