@@ -15,6 +15,7 @@
 #include "kernels/cpu.h"
 #include "runtime/plan.h"
 #include "isa_util.h"
+#include "one_node.h"
 
 using namespace jiffy;
 using namespace jiffy::testattr;
@@ -44,57 +45,18 @@ Result run_conv(DType t, const Shape& xs, const std::vector<float>& x, const Sha
                 const std::vector<float>& w, const std::vector<float>& b,
                 const std::vector<float>* res, const Shape& rs, const Attrs& attrs,
                 bool w_input = false, const char* op = "Conv") {
-    Graph g;
-    g.opset = 17;
-    Node n;
-    n.op = op;
-    n.name = "conv";
-    std::vector<Tensor> feeds;
-    auto add_in = [&](const std::string& name, const Shape& s, const std::vector<float>& v,
-                      bool constant) {
-        int id = g.add_value(name);
-        Value& val = g.values[size_t(id)];
-        val.dtype = t;
-        if (constant) {
-            val.constant = std::make_shared<Tensor>(make(t, s, v));
-        } else {
-            val.has_shape = true;
-            for (int64_t d : s) val.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-            feeds.push_back(make(t, s, v));
-        }
-        n.inputs.push_back(id);
-    };
-    add_in("x", xs, x, false);
-    add_in("w", ws, w, !w_input);
-    if (!b.empty()) add_in("b", {int64_t(b.size())}, b, true);
-    else if (res) n.inputs.push_back(-1);
-    if (res) add_in("r", rs, *res, false);
-    n.num_explicit_inputs = int(n.inputs.size());
-    int oid = g.add_value("y");
-    g.values[size_t(oid)].producer = 0;
-    n.outputs.push_back(oid);
-    g.outputs.push_back(oid);
-    n.attrs = attrs;
-    g.nodes.push_back(std::move(n));
-
+    std::vector<testnode::NodeIn> ins{{make(t, xs, x), false}, {make(t, ws, w), !w_input}};
+    if (!b.empty()) ins.push_back({make(t, {int64_t(b.size())}, b), true});
+    else if (res) ins.push_back({Tensor(), false, true});
+    if (res) ins.push_back({make(t, rs, *res), false});
+    testnode::NodeRun n = testnode::run_one_node(op, ins, attrs, 17);
     Result r;
-    std::shared_ptr<const Plan> plan;
-    r.st = compile_graph(g, CompileOptions{}, &plan);
+    r.st = n.st;
     if (!r.st.ok()) return r;
-    Session s(plan);
-    for (size_t i = 0; i < feeds.size(); ++i)
-        std::memcpy(s.input_data(i), feeds[i].data(), feeds[i].nbytes());
-    r.st = s.run();
-    if (!r.st.ok()) return r;
-    const IoDesc& d = plan->outputs[0];
-    r.shape = d.shape;
-    int64_t numel = 1;
-    for (int64_t v : d.shape) numel *= v;
-    r.out.resize(size_t(numel));
-    for (int64_t i = 0; i < numel; ++i)
-        r.out[size_t(i)] = d.dtype == DType::kF64 ? static_cast<const double*>(s.output_data(0))[i]
-                                                  : static_cast<const float*>(s.output_data(0))[i];
+    const Tensor& y = n.outs.at(0);
+    r.shape = y.shape();
+    r.out.resize(size_t(y.numel()));
+    for (int64_t i = 0; i < y.numel(); ++i) r.out[size_t(i)] = y.get_f64(i);
     return r;
 }
 

@@ -38,10 +38,12 @@ inline std::vector<NodeIn> node_inputs(const std::vector<Tensor>& ins, const std
 
 // Inputs are named x0, x1, ... and outputs y0, y1, ...; out_present[i] false omits output i.
 // The session runs `runs` times on the same inputs (a second run checks that a kernel carries
-// nothing over in its scratch); the last run's outputs are returned.
+// nothing over in its scratch); the last run's outputs are returned. `opt`: the compile options
+// (threads, parallel_min_flops for the thread-split tests).
 inline NodeRun run_one_node(const std::string& op, const std::vector<NodeIn>& ins, const std::map<std::string, Attr>& attrs,
                             int64_t opset,
-                            const std::vector<bool>& out_present = {true}, int runs = 1) {
+                            const std::vector<bool>& out_present = {true}, int runs = 1,
+                            const CompileOptions& opt = CompileOptions{}) {
     Graph g;
     g.opset = opset;
     Node n;
@@ -79,7 +81,7 @@ inline NodeRun run_one_node(const std::string& op, const std::vector<NodeIn>& in
     g.nodes.push_back(std::move(n));
 
     NodeRun r;
-    r.st = compile_graph(g, CompileOptions{}, &r.plan);
+    r.st = compile_graph(g, opt, &r.plan);
     if (!r.st.ok()) return r;
     for (const auto& step : r.plan->steps)
         if (step.kernel) r.kernel += step.kernel->describe();

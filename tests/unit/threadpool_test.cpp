@@ -11,6 +11,7 @@
 
 #include "attr_util.h"
 #include "isa_util.h"
+#include "one_node.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
 
@@ -102,63 +103,30 @@ struct OneNode {
     mutable std::string kernel;  // the last run's kernel description (e.g. "... x2 threads by tiles")
 
     std::vector<float> run(int threads) const {
-        Graph g;
-        g.opset = 17;
-        Node n;
-        n.op = op;
-        n.name = "n";
-        std::vector<std::vector<float>> feeds;
-        auto input = [&](const std::string& name, const Shape& s) {
-            int id = g.add_value(name);
-            Value& v = g.values[size_t(id)];
-            v.dtype = DType::kF32;
-            v.has_shape = true;
-            for (int64_t d : s) v.dims.push_back(Dim{d, ""});
-            g.inputs.push_back(id);
-            feeds.push_back(rnd(shape_numel(s), uint32_t(feeds.size() + 1)));
-            n.inputs.push_back(id);
-        };
-        input("x", xs);
-        uint32_t seed = 100;
-        for (const auto& [s, present] : consts) {
-            if (!present) {
-                n.inputs.push_back(-1);
-                continue;
-            }
-            int id = g.add_value("c" + std::to_string(seed));
+        // x and the residual are inputs (seeds 1, 2), the constants seeds 100, 101, ...
+        auto tensor = [](const Shape& s, uint32_t seed) {
             Tensor t(DType::kF32, s);
-            auto v = rnd(t.numel(), seed++);
+            auto v = rnd(t.numel(), seed);
             std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
-            g.values[size_t(id)].dtype = DType::kF32;
-            g.values[size_t(id)].constant = std::make_shared<Tensor>(std::move(t));
-            n.inputs.push_back(id);
-        }
-        if (residual) input("r", rs);
-        n.num_explicit_inputs = int(n.inputs.size());
-        int oid = g.add_value("y");
-        g.values[size_t(oid)].producer = 0;
-        n.outputs.push_back(oid);
-        g.outputs.push_back(oid);
-        n.attrs = attrs;
-        g.nodes.push_back(std::move(n));
+            return t;
+        };
+        std::vector<testnode::NodeIn> ins{{tensor(xs, 1), false}};
+        uint32_t seed = 100;
+        for (const auto& [s, present] : consts)
+            ins.push_back(present ? testnode::NodeIn{tensor(s, seed++), true} : testnode::NodeIn{Tensor(), false, true});
+        if (residual) ins.push_back({tensor(rs, 2), false});
         CompileOptions opt;
         opt.threads = threads;
         opt.parallel_min_flops = 0;
-        std::shared_ptr<const Plan> plan;
-        Status st = compile_graph(g, opt, &plan);
-        EXPECT_TRUE(st.ok()) << st.message();
-        if (!st.ok()) return {};
-        EXPECT_EQ(plan->pool != nullptr, threads > 1);
-        kernel = plan->steps.empty() || !plan->steps[0].kernel ? "" : plan->steps[0].kernel->describe();
-        Session s(plan);
-        for (size_t i = 0; i < feeds.size(); ++i)
-            std::memcpy(s.input_data(i), feeds[i].data(), plan->inputs[i].nbytes);
-        std::vector<float> out(plan->outputs[0].nbytes / sizeof(float));
-        for (int rep = 0; rep < 3; ++rep) {  // repeated runs reuse the per-thread scratch
-            st = s.run();
-            EXPECT_TRUE(st.ok()) << st.message();
-        }
-        std::memcpy(out.data(), s.output_data(0), plan->outputs[0].nbytes);
+        // Repeated runs reuse the per-thread scratch.
+        testnode::NodeRun n = testnode::run_one_node(op, ins, attrs, 17, {true}, 3, opt);
+        EXPECT_TRUE(n.st.ok()) << n.st.message();
+        if (!n.st.ok()) return {};
+        EXPECT_EQ(n.plan->pool != nullptr, threads > 1);
+        kernel = n.plan->steps.empty() || !n.plan->steps[0].kernel ? "" : n.plan->steps[0].kernel->describe();
+        const Tensor& y = n.outs.at(0);
+        std::vector<float> out(size_t(y.numel()));
+        std::memcpy(out.data(), y.data(), out.size() * sizeof(float));
         return out;
     }
 };
