@@ -21,13 +21,7 @@ namespace {
 
 // ---------------------------------------------------------------- helpers
 
-
-
-Tensor f32(Shape s, const std::vector<float>& v) {
-    Tensor t(DType::kF32, std::move(s));
-    std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
-    return t;
-}
+using testnode::f32;
 
 // Deterministic pseudo-random float tensor in [-1, 1).
 Tensor rnd(Shape s, uint32_t seed) {

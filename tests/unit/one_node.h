@@ -27,6 +27,13 @@ struct NodeRun {
     std::shared_ptr<const Plan> plan;
 };
 
+// A float32 tensor of shape s holding v (v.size() == the shape's element count).
+inline Tensor f32(Shape s, const std::vector<float>& v) {
+    Tensor t(DType::kF32, std::move(s));
+    std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+    return t;
+}
+
 // Tensors with a constant mask (a mask shorter than `ins`: the rest are graph inputs); a tensor of
 // undefined dtype marks an omitted input.
 inline std::vector<NodeIn> node_inputs(const std::vector<Tensor>& ins, const std::vector<bool>& constant) {

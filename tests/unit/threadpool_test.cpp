@@ -104,12 +104,7 @@ struct OneNode {
 
     std::vector<float> run(int threads) const {
         // x and the residual are inputs (seeds 1, 2), the constants seeds 100, 101, ...
-        auto tensor = [](const Shape& s, uint32_t seed) {
-            Tensor t(DType::kF32, s);
-            auto v = rnd(t.numel(), seed);
-            std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
-            return t;
-        };
+        auto tensor = [](const Shape& s, uint32_t seed) { return testnode::f32(s, rnd(shape_numel(s), seed)); };
         std::vector<testnode::NodeIn> ins{{tensor(xs, 1), false}};
         uint32_t seed = 100;
         for (const auto& [s, present] : consts)
