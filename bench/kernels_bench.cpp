@@ -10,6 +10,8 @@
 
 #include "machine_probe.h"
 #include "kernels/conv.h"
+#include "kernels/conv_nhwc.h"
+#include "kernels/weight_alloc.h"
 #include "kernels/conv_cv.h"
 #include "kernels/gemm.h"
 #include "kernels/norm.h"
@@ -310,7 +312,8 @@ void BM_conv(benchmark::State& st, Isa isa) {
     set_conv_flops(st, c.g, dw);
 }
 
-// Depthwise convs per mode. Args: C, H, k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane, 4 blocked),
+// Depthwise convs per mode. Args: C, H, k, stride, mode (0 auto, 1 rows, 2 flat, 3 plane, 4 blocked,
+// 5 channels-last),
 // W (0: W = H).
 void BM_conv_dw(benchmark::State& st, Isa isa) {
     if (int(isa) > int(cpu_isa())) {
@@ -319,6 +322,22 @@ void BM_conv_dw(benchmark::State& st, Isa isa) {
     }
     const int64_t C = st.range(0);
     ConvCase c = make_conv(C, C, st.range(1), st.range(2), st.range(3), isa, true, st.range(5));
+    if (st.range(4) == 5) {  // channels-last (conv_nhwc.h), the layout_nhwc pass's kernel
+        const NhwcDepthwise k(isa, c.g);
+        std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+        k.pack(c.w.data(), c.b.data(), packed.get());
+        st.SetLabel("nhwc");
+        const ConvEpi epi{ConvAct::kClip, 0.0f, 6.0f};
+        // 64-byte aligned like the plan's arena (a pixel of 16k channels is then whole lines).
+        std::shared_ptr<float> x = alloc_weights(c.x.size()), y = alloc_weights(c.y.size());
+        std::copy(c.x.begin(), c.x.end(), x.get());
+        for (auto _ : st) {
+            k.run(x.get(), packed.get(), nullptr, y.get(), epi, 0, c.g.OH);
+            benchmark::DoNotOptimize(y.get());
+        }
+        set_conv_flops(st, c.g, true);
+        return;
+    }
     const ConvDwMode m = conv_dw_mode(isa, c.g, ConvDwMode(st.range(4)));
     if (st.range(4) != 0 && m != ConvDwMode(st.range(4))) {
         st.SkipWithError("mode not available for this shape");
@@ -352,8 +371,8 @@ void conv_dw_sizes(benchmark::internal::Benchmark* b) {
              // The face detector's (240x320 input) depthwise layers: H, k, s, W.
              {16, 120, 3, 1, 160}, {32, 120, 3, 2, 160}, {32, 60, 3, 1, 80}, {32, 60, 3, 2, 80},
              {64, 30, 3, 1, 40}, {64, 30, 3, 2, 40}, {128, 15, 3, 1, 20}, {128, 15, 3, 2, 20},
-             {256, 8, 3, 1, 10}})
-        for (int64_t m : {1, 2, 3, 4}) b->Args({a[0], a[1], a[2], a[3], m, a.size() > 4 ? a[4] : 0});
+             {256, 8, 3, 1, 10}, {16, 8, 3, 1, 16}, {16, 8, 3, 2, 16}})
+        for (int64_t m : {1, 2, 3, 4, 5}) b->Args({a[0], a[1], a[2], a[3], m, a.size() > 4 ? a[4] : 0});
 }
 
 // The reference conv: a direct loop nest (no im2col, no vectors by hand).

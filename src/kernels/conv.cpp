@@ -6,6 +6,7 @@
 #include "kernels/conv_cv_impl.h"
 #include "kernels/dw_plane_impl.h"
 #include "kernels/dw_blocked_impl.h"
+#include "kernels/conv_nhwc_impl.h"
 
 namespace jiffy::kernels {
 

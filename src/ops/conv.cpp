@@ -24,9 +24,11 @@
 #include <type_traits>
 
 #include "kernels/conv.h"
+#include "kernels/conv_nhwc.h"
 #include "kernels/cpu.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
+#include "kernels/weight_alloc.h"
 #include "kernels/winograd.h"
 #include "ops/conv_small.h"
 #include "ops/linalg.h"
@@ -1197,6 +1199,129 @@ Status prep_Conv(OpContext& ctx) {
     });
 }
 
+// ---------------------------------------------------------------- ConvNhwc
+// ConvNhwc (domain "jiffy", made by the layout_nhwc pass; docs/layout.md): a float32 Conv whose
+// input X, output Y and fused residual (input 3) are channels-last, N x H x W x C; W (M x C/group
+// x kh x kw) and B as in Conv, both constant; the Conv's attributes and fused epilogue. Two
+// shapes: pointwise (1x1, stride 1, no padding, one group) and depthwise (group == C == M).
+class ConvNhwcKernel : public Kernel {
+public:
+    ConvNhwcKernel(int64_t N, kernels::Conv2DGeom g, bool depthwise, const float* W, const float* B,
+                   kernels::ConvEpi epi, bool has_res)
+        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
+        const kernels::Isa isa = kernels::active_isa();
+        size_t n;
+        if (depthwise_) {
+            dw_ = kernels::NhwcDepthwise(isa, g_);
+            n = dw_.packed_floats();
+        } else {
+            pw_ = kernels::NhwcPointwise(isa, g_.C, g_.M);
+            n = pw_.packed_floats();
+        }
+        packed_ = kernels::alloc_weights(n);
+        if (depthwise_) dw_.pack(W, B, packed_.get());
+        else pw_.pack(W, B, packed_.get());
+    }
+    // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (pool && chunks >= 2) pool_ = pool, chunks_ = chunks;
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        float* Y = static_cast<float*>(out[0]);
+        const int64_t in_img = g_.H * g_.W * g_.C, out_img = g_.OH * g_.OW * g_.M;
+        const int64_t total = depthwise_ ? g_.OH : g_.OH * g_.OW;
+        const int64_t align = depthwise_ ? 1 : kernels::conv_mr(kernels::active_isa());
+        for (int64_t n = 0; n < N_; ++n) {
+            const float* x = X + n * in_img;
+            const float* r = R ? R + n * out_img : nullptr;
+            float* y = Y + n * out_img;
+            auto part = [&](int64_t b, int64_t e) {
+                if (depthwise_) dw_.run(x, packed_.get(), r, y, epi_, b, e);
+                else pw_.run(x, packed_.get(), r, y, epi_, b, e);
+            };
+            if (!pool_) {
+                part(0, total);
+                continue;
+            }
+            pool_->parallel_for(chunks_, [&](int i) {
+                int64_t b, e;
+                chunk_range(total, chunks_, i, align, &b, &e);
+                part(b, e);
+            });
+        }
+        return {};
+    }
+    std::string describe() const override {
+        return std::string(depthwise_ ? "conv_nhwc_dw " : "conv_nhwc_1x1 ") +
+               kernels::isa_name(kernels::active_isa());
+    }
+
+private:
+    int64_t N_;
+    kernels::Conv2DGeom g_;
+    bool depthwise_;
+    kernels::ConvEpi epi_;
+    bool has_res_;
+    kernels::NhwcPointwise pw_;
+    kernels::NhwcDepthwise dw_;
+    std::shared_ptr<float> packed_;
+    ThreadPool* pool_ = nullptr;
+    int chunks_ = 1;
+};
+
+Status prep_ConvNhwc(OpContext& ctx) {
+    Shape kernel;
+    JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
+    const Shape& x = ctx.in_shape(0);
+    const Shape& w = ctx.in_shape(1);
+    if (ctx.in_dtype(0) != DType::kF32) return ctx.fail_unsupported("X must be float32");
+    if (x.size() != 4) return ctx.fail("X must be N x H x W x C, got shape ", shape_str(x));
+    if (!ctx.in_const(1)) return ctx.fail("W must be a constant");
+    if (ctx.has_input(2) && !ctx.in_const(2)) return ctx.fail("B must be a constant");
+    const int64_t N = x[0], C = x[3], M = w[0], G = ctx.attr_int("group", 1);
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B", M));
+    Geom g;
+    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, Shape{x[1], x[2]}, kernel, false, &g));
+    const bool depthwise = G == C && M == C && w[1] == 1 && C > 1;
+    const bool pointwise = G == 1 && w[1] == C && g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
+                           g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
+    if (!depthwise && !pointwise)
+        return ctx.fail_unsupported("only pointwise (1x1, stride 1, no padding, group 1) and depthwise convs are ",
+                                    "supported channels-last; W ", shape_str(w), ", group ", G, ", X ", shape_str(x));
+    kernels::ConvEpi epi;
+    bool has_res = false;
+    JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
+    const Shape out = {N, g.out[1], g.out[2], M};
+    if (has_res && ctx.in_shape(3) != out)
+        return ctx.fail("_fused_add (input 3) must have the output's shape ", shape_str(out), ", got ",
+                        shape_str(ctx.in_shape(3)));
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
+    kernels::Conv2DGeom geo;
+    geo.C = C;
+    geo.M = M;
+    geo.H = x[1];
+    geo.W = x[2];
+    geo.OH = g.out[1];
+    geo.OW = g.out[2];
+    geo.kh = g.k[1];
+    geo.kw = g.k[2];
+    geo.sh = g.s[1];
+    geo.sw = g.s[2];
+    geo.dh = g.d[1];
+    geo.dw = g.d[2];
+    geo.ph = g.pb[1];
+    geo.pw = g.pb[2];
+    const float* B = ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr;
+    auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res);
+    const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);
+    // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
+    k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));
+    ctx.set_kernel(std::move(k));
+    return {};
+}
+
 Status prep_ConvTranspose(OpContext& ctx) {
     Shape kernel;
     JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
@@ -2155,6 +2280,7 @@ Status prep_LRN(OpContext& ctx) {
 void register_conv_ops(OpRegistry& r) {
     r.add("Conv", prep_Conv);
     r.add("ConvTranspose", prep_ConvTranspose);
+    r.add("ConvNhwc", prep_ConvNhwc, "jiffy");
     r.add("MaxPool", prep_pool<PoolKind::kMax>);
     r.add("AveragePool", prep_pool<PoolKind::kAvg>);
     r.add("LpPool", prep_pool<PoolKind::kLp>);

@@ -12,6 +12,8 @@
 #include <limits>
 #include <map>
 
+#include "kernels/conv_nhwc.h"
+#include "kernels/cpu.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
 
@@ -449,6 +451,19 @@ Status prep_Unsqueeze(OpContext& ctx) {
 
 // ---------------------------------------------------------------- Transpose
 
+class Transpose2dKernel : public Kernel {
+public:
+    Transpose2dKernel(int64_t batch, int64_t rows, int64_t cols) : batch_(batch), rows_(rows), cols_(cols) {}
+    Status run(const void* const* in, void* const* out) const override {
+        kernels::transpose32(kernels::active_isa(), in[0], out[0], batch_, rows_, cols_);
+        return {};
+    }
+    std::string describe() const override { return std::string("transpose_2d ") + kernels::isa_name(kernels::active_isa()); }
+
+private:
+    int64_t batch_, rows_, cols_;
+};
+
 Status prep_Transpose(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(check_data(ctx, 0));
     const Shape& in = ctx.in_shape(0);
@@ -462,6 +477,24 @@ Status prep_Transpose(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(norm_axes(ctx, perm, r, "perm entry", &p));
     Shape out;
     for (int64_t a : p) out.push_back(in[size_t(a)]);
+    // A batched 2-D transpose (an identity prefix, then the rest rotated: NCHW <-> NHWC, the
+    // layout_nhwc pass's conversions) of 4-byte elements: VL x VL blocks in registers.
+    size_t k = 0;
+    while (k < p.size() && p[k] == int64_t(k)) ++k;
+    if (k + 1 < p.size() && dtype_size(ctx.in_dtype(0)) == 4) {
+        const int64_t m = p[k];
+        bool rot = m > int64_t(k);
+        for (size_t d = k; d < p.size() && rot; ++d) {
+            const int64_t want = d < k + (p.size() - size_t(m)) ? m + int64_t(d - k) : int64_t(k) + int64_t(d - k) - (int64_t(p.size()) - m);
+            rot = p[d] == want;
+        }
+        if (rot) {
+            const int64_t batch = prod(in, 0, k), rows = prod(in, k, size_t(m)), cols = prod(in, size_t(m), in.size());
+            JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
+            ctx.set_kernel(std::make_unique<Transpose2dKernel>(batch, rows, cols));
+            return {};
+        }
+    }
     return make_permute(ctx, in, p, out);
 }
 

@@ -989,3 +989,52 @@ TEST(Passes, MalformedElementwiseChainGivesAClearError) {
     st = compile_chain({200}, {1}, {1, 1, 4, 1});
     EXPECT_NE(st.message().find("nor is per-channel"), std::string::npos) << st.message();
 }
+
+// ---------------------------------------------------------------- layout_nhwc
+
+// Depthwise 3x3 (stride s, pad 1, group C) on [1, C, H, W].
+int dw_conv(Builder& b, int x, int64_t C, int64_t H, int64_t W, int64_t s, uint32_t seed, Attrs extra = {}) {
+    int w = b.constant("Wd" + std::to_string(seed), rnd({C, 1, 3, 3}, seed, 0.5f));
+    int bias = b.constant("Bd" + std::to_string(seed), rnd({C}, seed + 1));
+    Attrs a = {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"strides", aints({s, s})},
+               {"group", ai(C)}};
+    for (auto& [k, v] : extra) a[k] = v;
+    return b.node("Conv", {x, w, bias}, {1, C, (H - 1) / s + 1, (W - 1) / s + 1}, a);
+}
+int pw_conv(Builder& b, int x, int64_t C, int64_t M, int64_t H, int64_t W, uint32_t seed, Attrs extra = {}) {
+    int w = b.constant("Wp" + std::to_string(seed), rnd({M, C, 1, 1}, seed, 0.4f));
+    return b.node("Conv", {x, w}, {1, M, H, W}, extra);
+}
+
+TEST(Passes, DepthwiseChainGoesChannelsLast) {
+    Builder b;
+    int x = b.input("x", {1, 16, 9, 11});
+    int d1 = dw_conv(b, x, 16, 9, 11, 1, 3, {{"_fused_act", as("Relu")}});
+    int p1 = pw_conv(b, d1, 16, 32, 9, 11, 5);
+    int d2 = dw_conv(b, p1, 32, 9, 11, 2, 7);
+    b.output(pw_conv(b, d2, 32, 24, 5, 6, 9, {{"_fused_act", as("Clip")}, {"_fused_alpha", af(0.0f)},
+                                             {"_fused_beta", af(6.0f)}}));
+    b.output(b.node("Relu", {p1}, {1, 32, 9, 11}));  // an NCHW reader inside the chain
+    Graph g = check_pass(b, passes::layout_nhwc, 4);
+    // One conversion in, the four convs, a restore for the Relu and one for the graph output.
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "Transpose", "ConvNhwc",
+                                                "ConvNhwc", "Transpose", "Relu"}));
+    std::shared_ptr<const Plan> plan;
+    run(b.g, b.feeds, true, &plan);
+    int nhwc = 0;
+    for (const auto& s : plan->step_info) nhwc += s.op == "ConvNhwc";
+    EXPECT_EQ(nhwc, 4);
+}
+
+TEST(Passes, ChannelsLastNeedsADepthwiseChain) {
+    Builder b;
+    int x = b.input("x", {1, 16, 6, 7});
+    int p1 = pw_conv(b, x, 16, 32, 6, 7, 3);
+    b.output(pw_conv(b, p1, 32, 16, 6, 7, 5));  // 1x1 only: stays NCHW
+    int y = b.input("y", {1, 16, 6, 7}, 9);
+    b.output(dw_conv(b, y, 16, 6, 7, 1, 11));  // a lone depthwise: stays NCHW
+    int z = b.input("z", {1, 32, 6, 7}, 13);
+    b.output(pw_conv(b, dw_conv(b, z, 32, 6, 7, 1, 15), 32, 8, 6, 7, 17));  // 1x1 to 8 channels: not chained
+    Graph g = b.g;
+    EXPECT_EQ(passes::layout_nhwc(g), 0);
+}

@@ -45,13 +45,19 @@ bool run_graph_passes(Graph& g) {
         if (!any) break;
         changed = true;
     }
+    // Once the epilogues are fused: the conv chains to channels-last, then the Transpose pairs
+    // that leaves (a restore to NCHW followed by the model's own Transpose to NHWC) cancelled.
+    const int nhwc = passes::layout_nhwc(g);
+    const int nhwc_merged = nhwc > 0 ? passes::merge_transposes(g) : 0;
+    if (nhwc > 0) changed = true;
     // Once the others reach their fixed point: they match the original elementwise nodes.
     const int chained = passes::fuse_elementwise(g);
     if (chained > 0) changed = true;
     if (stats) {
         std::fprintf(stderr, "graph passes (%s, %zu nodes left):", g.name.c_str(), g.nodes.size());
         for (const Pass& p : list) std::fprintf(stderr, " %s=%d", p.name, p.removed);
-        std::fprintf(stderr, " fuse_elementwise=%d", chained);
+        std::fprintf(stderr, " layout_nhwc=%d(convs) merge_transposes=%d fuse_elementwise=%d", nhwc, nhwc_merged,
+                     chained);
         std::fprintf(stderr, "\n");
     }
     return changed;

@@ -26,6 +26,7 @@ int fuse_residual(Graph& g);        // Conv + Add(other) -> Conv with _fused_res
 int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_act
 int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
 int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
+int layout_nhwc(Graph& g);         // 1x1 + depthwise conv chains -> channels-last jiffy::ConvNhwc
 int fuse_elementwise(Graph& g);     // elementwise chains -> one jiffy::ElementwiseChain (runs last)
 
 int fold_matmul_transpose(Graph& g);  // Transposes around a float MatMul -> strided MatMul

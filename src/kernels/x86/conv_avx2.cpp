@@ -5,3 +5,4 @@
 #include "kernels/conv_cv_impl.h"
 #include "kernels/dw_plane_impl.h"
 #include "kernels/dw_blocked_impl.h"
+#include "kernels/conv_nhwc_impl.h"

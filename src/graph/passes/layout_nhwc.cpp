@@ -1,0 +1,212 @@
+// Channels-last layout for chains of pointwise and depthwise convs (docs/layout.md).
+//
+// A depthwise conv in NCHW vectorizes along the output row: short rows waste lanes (a 20-wide row
+// is 16 + 4 of 32 lanes), every tap at a column offset is a load that straddles cache lines, and
+// the borders need masks. Channels-last, each tap of each output pixel is one aligned vector load
+// of 16 channels and one FMA. The 1x1 convs around it become a GEMM with the pixels as rows and
+// the output channels on the vector axis, as fast as the NCHW one. So a connected chain of float32
+// 1x1 (stride 1, no padding, one group) and depthwise convs with constant weights — MobileNet's
+// and the face detector's blocks — moves to NHWC when it holds a depthwise conv and at least two
+// convs: each becomes a jiffy::ConvNhwc, a Transpose (0, 2, 3, 1) converts each NCHW value the
+// chain reads from outside, and a Transpose (0, 3, 1, 2) restores each value it hands back to NCHW
+// readers or graph outputs. Transposes nobody reads are dropped; merge_transposes then cancels a
+// restore followed by the model's own Transpose to NHWC (the face detector's heads).
+//
+// Env JIFFY_NHWC=0 keeps every conv in NCHW (A/B timing).
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+
+#include "graph/passes/pass_util.h"
+#include "graph/passes/passes.h"
+
+namespace jiffy {
+namespace passes {
+namespace {
+
+bool dims4(const Graph& g, int v, std::vector<int64_t>* d) {
+    if (v < 0) return false;
+    const Value& val = g.values[size_t(v)];
+    if (!val.has_shape || val.dims.size() != 4 || val.dtype != DType::kF32) return false;
+    d->clear();
+    for (const Dim& x : val.dims) {
+        if (x.value < 0) return false;
+        d->push_back(x.value);
+    }
+    return true;
+}
+
+bool all_equal(const Node& n, const char* name, int64_t want) {
+    auto it = n.attrs.find(name);
+    if (it == n.attrs.end()) return true;
+    if (it->second.kind != Attr::kInts) return false;
+    for (int64_t v : it->second.ints)
+        if (v != want) return false;
+    return true;
+}
+
+// 0: not a candidate; 1: pointwise; 2: depthwise.
+int candidate(const Graph& g, const Node& n) {
+    if (!is_op(n, "Conv") || n.outputs.size() != 1 || n.outputs[0] < 0) return 0;
+    const int ni = num_explicit(n);
+    if (ni < 2 || ni > 4) return 0;
+    std::vector<int64_t> x, y, r;
+    if (!dims4(g, n.inputs[0], &x) || !dims4(g, n.outputs[0], &y)) return 0;
+    const Tensor* w = const_of(g, n.inputs[1]);
+    if (!w || w->dtype() != DType::kF32 || w->shape().size() != 4) return 0;
+    if (ni >= 3 && n.inputs[2] >= 0 && !const_of(g, n.inputs[2])) return 0;
+    if (ni == 4) {
+        if (attr_i(n, "_fused_residual", 0) == 0 || !dims4(g, n.inputs[3], &r) || r != y) return 0;
+    }
+    const std::string ap = attr_s(n, "auto_pad", "NOTSET");
+    if (ap != "NOTSET" && ap != "") return 0;
+    const Shape& ws = w->shape();
+    const int64_t G = attr_i(n, "group", 1), C = x[1], M = ws[0];
+    if (!all_equal(n, "dilations", 1) && !(G == C && M == C)) return 0;
+    // Pointwise with fewer than 16 output channels (detection heads) stays NCHW: channels-last
+    // it fills a fraction of the vector (30x40 64 -> 6: ~13 against ~6.5 us).
+    if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && all_equal(n, "strides", 1) && all_equal(n, "pads", 0))
+        return M >= 16 ? 1 : 0;
+    if (G == C && M == C && ws[1] == 1 && C > 1) return 2;
+    return 0;
+}
+
+int find(std::vector<int>& p, int i) {
+    while (p[size_t(i)] != i) i = p[size_t(i)] = p[size_t(p[size_t(i)])];
+    return i;
+}
+
+}  // namespace
+
+int layout_nhwc(Graph& g) {
+    const char* env = std::getenv("JIFFY_NHWC");
+    if (env && std::strcmp(env, "0") == 0) return 0;
+    const size_t n = g.nodes.size();
+    std::vector<int> kind(n, 0);
+    std::vector<int> parent(n);
+    std::iota(parent.begin(), parent.end(), 0);
+    bool any = false;
+    for (size_t i = 0; i < n; ++i) any |= (kind[i] = candidate(g, g.nodes[i])) != 0;
+    if (!any) return 0;
+    // Chains: a candidate reading (as X or residual) another candidate's output.
+    for (size_t i = 0; i < n; ++i) {
+        if (!kind[i]) continue;
+        const Node& nd = g.nodes[i];
+        for (int slot : {0, 3}) {
+            if (slot >= num_explicit(nd)) continue;
+            const int v = nd.inputs[size_t(slot)];
+            const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
+            if (p >= 0 && kind[size_t(p)]) parent[size_t(find(parent, int(i)))] = find(parent, p);
+        }
+    }
+    std::vector<int> size(n, 0), dw(n, 0);
+    for (size_t i = 0; i < n; ++i)
+        if (kind[i]) {
+            const int r = find(parent, int(i));
+            ++size[size_t(r)];
+            if (kind[i] == 2) ++dw[size_t(r)];
+        }
+    std::vector<char> convert(n, 0);
+    int converted = 0;
+    for (size_t i = 0; i < n; ++i)
+        if (kind[i]) {
+            const int r = find(parent, int(i));
+            if (size[size_t(r)] >= 2 && dw[size_t(r)] >= 1) convert[i] = 1, ++converted;
+        }
+    if (!converted) return 0;
+
+    // Rewrite in file order: each converted conv preceded by the conversions of what it reads.
+    std::vector<int> nhwc(g.values.size(), -1);  // NCHW value -> its NHWC twin
+    std::vector<char> made(0);                   // per new node: a Transpose this pass made
+    std::vector<Node> out;
+    out.reserve(n + 2 * size_t(converted));
+    auto permuted = [&](int v, const int64_t* perm, const std::string& suffix) {
+        const int id = g.add_value("");
+        Value& nv = g.values[size_t(id)];
+        const Value& src = g.values[size_t(v)];
+        nv.name = src.name + suffix;
+        nv.dtype = src.dtype;
+        nv.has_shape = true;
+        nv.dims.resize(4);
+        for (size_t k = 0; k < 4; ++k) nv.dims[k] = src.dims[size_t(perm[k])];
+        return id;
+    };
+    auto transpose = [&](int in, int outv, std::vector<int64_t> perm, const std::string& name) {
+        Node t;
+        t.op = "Transpose";
+        t.name = name;
+        t.inputs = {in};
+        t.num_explicit_inputs = 1;
+        t.outputs = {outv};
+        set_ints(t, "perm", std::move(perm));
+        out.push_back(std::move(t));
+        made.push_back(1);
+    };
+    static const int64_t kToNhwc[4] = {0, 2, 3, 1};
+    static const int64_t kToNchw[4] = {0, 3, 1, 2};
+    auto to_nhwc = [&](int v, const std::string& at) {
+        if (nhwc[size_t(v)] < 0) {
+            nhwc.resize(g.values.size() + 1, -1);
+            const int t = permuted(v, kToNhwc, "_nhwc");
+            nhwc.resize(g.values.size(), -1);
+            nhwc[size_t(v)] = t;
+            transpose(v, t, {0, 2, 3, 1}, at + "_to_nhwc");
+        }
+        return nhwc[size_t(v)];
+    };
+    for (size_t i = 0; i < n; ++i) {
+        Node nd = std::move(g.nodes[i]);
+        if (!convert[i]) {
+            out.push_back(std::move(nd));
+            made.push_back(0);
+            continue;
+        }
+        nd.inputs[0] = to_nhwc(nd.inputs[0], nd.name);
+        if (num_explicit(nd) == 4) nd.inputs[3] = to_nhwc(nd.inputs[3], nd.name);
+        const int y = nd.outputs[0];
+        const int yt = permuted(y, kToNhwc, "_nhwc");
+        nhwc.resize(g.values.size(), -1);
+        nhwc[size_t(y)] = yt;
+        nd.outputs[0] = yt;
+        nd.op = "ConvNhwc";
+        nd.domain = "jiffy";
+        const std::string name = nd.name;
+        out.push_back(std::move(nd));
+        made.push_back(0);
+        transpose(yt, y, {0, 3, 1, 2}, name + "_to_nchw");
+    }
+    (void)kToNchw;
+    // Readers of a converted chain's values inside the chain now read the NHWC twins; the
+    // restoring Transposes nobody reads any more go.
+    g.nodes = std::move(out);
+    for (auto& v : g.values) v.producer = -1;
+    for (size_t i = 0; i < g.nodes.size(); ++i)
+        for (int o : g.nodes[i].outputs)
+            if (o >= 0) g.values[size_t(o)].producer = int(i);
+    for (;;) {
+        const Uses u = compute_uses(g);
+        std::vector<Node> kept;
+        std::vector<char> kept_made;
+        bool dropped = false;
+        for (size_t i = 0; i < g.nodes.size(); ++i) {
+            const int o = g.nodes[i].outputs[0];
+            if (made[i] && u.count[size_t(o)] == 0 && !u.pinned[size_t(o)]) {
+                dropped = true;
+                continue;
+            }
+            kept.push_back(std::move(g.nodes[i]));
+            kept_made.push_back(made[i]);
+        }
+        g.nodes = std::move(kept);
+        made = std::move(kept_made);
+        for (auto& v : g.values) v.producer = -1;
+        for (size_t i = 0; i < g.nodes.size(); ++i)
+            for (int o : g.nodes[i].outputs)
+                if (o >= 0) g.values[size_t(o)].producer = int(i);
+        if (!dropped) break;
+    }
+    return converted;
+}
+
+}  // namespace passes
+}  // namespace jiffy

@@ -1,0 +1,108 @@
+// Packing and ISA dispatch of the channels-last conv kernels (conv_nhwc.h); the kernels themselves
+// are in conv_nhwc_impl.h, built per ISA with the other conv kernels.
+#include "kernels/conv_nhwc.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace jiffy::kernels {
+
+void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
+                           const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                           const ConvEpi&, int64_t, int64_t);
+void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t);
+#if defined(__x86_64__)
+void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t);
+void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t);
+void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
+                         const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                         const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_pw_avx2(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
+                       const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                       const ConvEpi&, int64_t, int64_t);
+#endif
+#if defined(__aarch64__)
+void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t);
+void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
+                       const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                       const ConvEpi&, int64_t, int64_t);
+#endif
+
+namespace {
+ConvNhwcPwFn pw_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_nhwc_pw_avx512;
+    if (isa == Isa::kAvx2) return conv_nhwc_pw_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_nhwc_pw_neon;
+#endif
+    (void)isa;
+    return conv_nhwc_pw_portable;
+}
+ConvNhwcDwFn dw_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_nhwc_dw_avx512;
+    if (isa == Isa::kAvx2) return conv_nhwc_dw_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_nhwc_dw_neon;
+#endif
+    (void)isa;
+    return conv_nhwc_dw_portable;
+}
+}  // namespace
+
+void transpose32(Isa isa, const void* xv, void* yv, int64_t batch, int64_t rows, int64_t cols) {
+    const float* x = static_cast<const float*>(xv);
+    float* y = static_cast<float*>(yv);
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return transpose32_avx512(x, y, batch, rows, cols);
+    if (isa == Isa::kAvx2) return transpose32_avx2(x, y, batch, rows, cols);
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return transpose32_neon(x, y, batch, rows, cols);
+#endif
+    (void)isa;
+    transpose32_portable(x, y, batch, rows, cols);
+}
+
+NhwcPointwise::NhwcPointwise(Isa isa, int64_t K, int64_t M) : isa_(isa), K_(K), M_(M), nr_(conv_nr(isa)) {
+    Mp_ = (M + nr_ - 1) / nr_ * nr_;
+}
+
+void NhwcPointwise::pack(const float* W, const float* b, float* dst) const {
+    std::memset(dst, 0, packed_floats() * sizeof(float));
+    for (int64_t n0 = 0; n0 < M_; n0 += nr_) {
+        float* panel = dst + n0 * K_;
+        for (int64_t j = 0; j < std::min(nr_, M_ - n0); ++j)
+            for (int64_t k = 0; k < K_; ++k) panel[k * nr_ + j] = W[(n0 + j) * K_ + k];
+    }
+    if (b) std::memcpy(dst + K_ * Mp_, b, size_t(M_) * sizeof(float));
+}
+
+void NhwcPointwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
+                        int64_t p0, int64_t p1) const {
+    if (p1 > p0) pw_for(isa_)(K_, M_, x, packed, packed + K_ * Mp_, res, y, epi, p0, p1);
+}
+
+NhwcDepthwise::NhwcDepthwise(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) { Cp_ = (g.C + 15) / 16 * 16; }
+
+void NhwcDepthwise::pack(const float* W, const float* b, float* dst) const {
+    std::memset(dst, 0, packed_floats() * sizeof(float));
+    const int64_t khw = g_.kh * g_.kw;
+    for (int64_t c = 0; c < g_.C; ++c)
+        for (int64_t t = 0; t < khw; ++t) dst[t * Cp_ + c] = W[c * khw + t];
+    if (b) std::memcpy(dst + khw * Cp_, b, size_t(g_.C) * sizeof(float));
+}
+
+void NhwcDepthwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
+                        int64_t oy0, int64_t oy1) const {
+    if (oy1 > oy0) dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1);
+}
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,66 @@
+// Channels-last (NHWC) float32 conv kernels: the pointwise (1x1) and depthwise convs of the chains
+// that the layout_nhwc pass moves to channels-last (jiffy::ConvNhwc nodes; docs/layout.md). An
+// image is H x W pixels of C contiguous channels. Per-ISA code: conv_nhwc_impl.h, compiled in the
+// same translation units as conv_impl.h.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/conv.h"
+#include "kernels/cpu.h"
+
+namespace jiffy::kernels {
+
+// 1x1, stride 1, no padding, one group: Y[P, M] = act(X[P, K] . W^T + bias (+ R)), X, Y and R
+// row-major (a pixel's channels contiguous).
+class NhwcPointwise {
+public:
+    NhwcPointwise() = default;
+    NhwcPointwise(Isa isa, int64_t K, int64_t M);
+    // W is M x K row-major (the ONNX weight); b (may be null) M floats. Packed: ceil(M / NR)
+    // panels of K x NR, then the bias zero-padded to the panels' width.
+    size_t packed_floats() const { return size_t((K_ + 1) * Mp_); }
+    void pack(const float* W, const float* b, float* dst) const;
+    // Pixels [p0, p1) (any range: the thread split).
+    void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
+             int64_t p1) const;
+    int64_t K() const { return K_; }
+    int64_t M() const { return M_; }
+
+private:
+    Isa isa_ = Isa::kScalar;
+    int64_t K_ = 0, M_ = 0, nr_ = 8, Mp_ = 0;
+};
+
+// Depthwise (g.C == g.M channels, one filter each; any kernel, stride, padding, dilation) of one
+// image of g.H x g.W pixels into g.OH x g.OW.
+class NhwcDepthwise {
+public:
+    NhwcDepthwise() = default;
+    NhwcDepthwise(Isa isa, const Conv2DGeom& g);
+    // W is C x kh x kw (the ONNX weight), b (may be null) C floats. Packed: kh * kw taps of Cp
+    // floats (C rounded up to 16, zero past C), then the bias (Cp floats).
+    size_t packed_floats() const { return size_t((g_.kh * g_.kw + 1) * Cp_); }
+    void pack(const float* W, const float* b, float* dst) const;
+    // Output rows [oy0, oy1) (any range: the thread split).
+    void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t oy0,
+             int64_t oy1) const;
+    const Conv2DGeom& geom() const { return g_; }
+
+private:
+    Isa isa_ = Isa::kScalar;
+    Conv2DGeom g_;
+    int64_t Cp_ = 0;
+};
+
+// y[b][j][i] = x[b][i][j] (b < batch, i < rows, j < cols) for 4-byte elements, bit for bit: the
+// Transpose op's kernel for permutations that are a batched 2-D transpose (NCHW <-> NHWC).
+void transpose32(Isa isa, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols);
+
+// Per-ISA entry points (internal).
+using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float* wp, const float* bias,
+                              const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1);
+using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
+                              const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1);
+
+}  // namespace jiffy::kernels

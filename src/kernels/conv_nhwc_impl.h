@@ -1,0 +1,424 @@
+// The channels-last (NHWC) conv kernels (conv_nhwc.h), compiled per ISA: included right after
+// kernels/conv_impl.h in the same translation unit, whose vector helpers (V, VL, NR, MR, ld, st,
+// ld_n, st_n, bc, act_v, deferred_act, ld_pair, st_pair) they use. Exports
+// conv_nhwc_pw_<JIFFY_CONV_SUFFIX> and conv_nhwc_dw_<JIFFY_CONV_SUFFIX>.
+//
+// Pointwise: Y[P, M] = X[P, K] . W^T, the pixels as the microkernel's MR rows (each a broadcast
+// of X[p, k], read in place: a pixel's K channels are contiguous) and NR output channels on the
+// vector axis (W packed at prepare as K x NR column panels, zero past M); bias, residual and
+// activation on the registers. The same MR x NR register block as the NCHW GEMM.
+// Depthwise: every tap of R adjacent output pixels is one vector load of VL channels (a pixel's
+// channels are contiguous) and one FMA with the tap's weight vector (packed tap-major, khw x Cp):
+// no lane is wasted on short rows and no load straddles a row border, whatever the plane size —
+// the reason for the layout (docs/layout.md).
+#include "kernels/conv_nhwc.h"
+
+namespace jiffy::kernels {
+namespace {
+
+// ------------------------------------------------------------------------- pointwise
+
+// Rows [0, mr) of C[., n0 .. n0 + nv) = act(A . B + bias (+ R)); A's rows lda apart, B one K x NR
+// panel, C and R rows ldc apart. PART: nv < NR (masked stores); HALF: nv <= VL (one vector).
+template <int mr, ConvAct A, bool PART, bool HALF>
+inline void nhwc_pw_block(int64_t K, const float* __restrict a, int64_t lda, const float* __restrict b,
+                          const float* bias, const float* R, float* C, int64_t ldc, int64_t nv, const ConvEpi& e) {
+    V c0[mr], c1[mr];
+    const V b0 = ld(bias), b1 = HALF ? V{} : ld(bias + VL);
+#pragma GCC unroll 16
+    for (int i = 0; i < mr; ++i) c0[i] = b0, c1[i] = b1;
+    for (int64_t k = 0; k < K; ++k) {
+        const V w0 = ld(b + k * NR);
+        const V w1 = HALF ? V{} : ld(b + k * NR + VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; ++i) {
+            const V av = bc(a[i * lda + k]);
+            c0[i] += av * w0;
+            if constexpr (!HALF) c1[i] += av * w1;
+        }
+    }
+    store_block<mr, A, PART>(c0, c1, C, ldc, R, e, nv);
+}
+
+// mr pixel rows, every output channel panel.
+template <ConvAct A, int mr>
+void nhwc_pw_rows(int64_t K, int64_t M, const float* a, const float* wp, const float* bias, const float* R,
+                  float* C, const ConvEpi& e) {
+    for (int64_t n0 = 0; n0 < M; n0 += NR) {
+        const int64_t nv = std::min<int64_t>(NR, M - n0);
+        const float* b = wp + n0 * K;  // panel n0 / NR: K x NR floats
+        const float* r = R ? R + n0 : nullptr;
+        if (nv == NR)
+            nhwc_pw_block<mr, A, false, false>(K, a, K, b, bias + n0, r, C + n0, M, nv, e);
+        else if (nv <= VL)
+            nhwc_pw_block<mr, A, true, true>(K, a, K, b, bias + n0, r, C + n0, M, nv, e);
+        else
+            nhwc_pw_block<mr, A, true, false>(K, a, K, b, bias + n0, r, C + n0, M, nv, e);
+    }
+}
+
+using NhwcPwFn = void (*)(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
+                          const ConvEpi&);
+template <ConvAct A, int... I>
+constexpr std::array<NhwcPwFn, sizeof...(I)> make_nhwc_pw_table(std::integer_sequence<int, I...>) {
+    return {&nhwc_pw_rows<A, I + 1>...};
+}
+
+template <ConvAct A>
+void nhwc_pw_range(int64_t K, int64_t M, const float* x, const float* wp, const float* bias, const float* res,
+                   float* y, const ConvEpi& e, int64_t p0, int64_t p1) {
+    static constexpr auto table = make_nhwc_pw_table<A>(std::make_integer_sequence<int, MR>{});
+    int64_t p = p0;
+    for (; p + MR <= p1; p += MR) nhwc_pw_rows<A, MR>(K, M, x + p * K, wp, bias, res ? res + p * M : nullptr, y + p * M, e);
+    if (p < p1) table[size_t(p1 - p - 1)](K, M, x + p * K, wp, bias, res ? res + p * M : nullptr, y + p * M, e);
+    deferred_act<A>(y + p0 * M, (p1 - p0) * M, e);
+}
+
+void nhwc_pw(int64_t K, int64_t M, const float* x, const float* wp, const float* bias, const float* res, float* y,
+             const ConvEpi& e, int64_t p0, int64_t p1) {
+    switch (e.act) {
+        case ConvAct::kRelu: return nhwc_pw_range<ConvAct::kRelu>(K, M, x, wp, bias, res, y, e, p0, p1);
+        case ConvAct::kLeakyRelu: return nhwc_pw_range<ConvAct::kLeakyRelu>(K, M, x, wp, bias, res, y, e, p0, p1);
+        case ConvAct::kClip: return nhwc_pw_range<ConvAct::kClip>(K, M, x, wp, bias, res, y, e, p0, p1);
+        case ConvAct::kHardSigmoid: return nhwc_pw_range<ConvAct::kHardSigmoid>(K, M, x, wp, bias, res, y, e, p0, p1);
+        case ConvAct::kHardSwish: return nhwc_pw_range<ConvAct::kHardSwish>(K, M, x, wp, bias, res, y, e, p0, p1);
+        default: return nhwc_pw_range<ConvAct::kNone>(K, M, x, wp, bias, res, y, e, p0, p1);
+    }
+}
+
+// ------------------------------------------------------------------------- depthwise
+
+// Geometry of the depthwise loops, in floats.
+struct NdSteps {
+    int64_t rstep;  // one kernel row down the input (dh rows)
+    int64_t cstep;  // one kernel column right (dw pixels)
+    int64_t pstep;  // one output pixel right (sw pixels)
+    int64_t wrow;   // one kernel row of packed weights (kw taps of Cp)
+    int64_t Cp;     // one tap of packed weights
+    int64_t C;      // one output pixel
+};
+
+// R adjacent output pixels x NB channel vectors (the last one the first nc lanes with TAIL), every
+// kernel column inside the row, kernel rows [0, nky) (`in` and `wt` at the first valid kernel row
+// and the block's first channel). R x NB independent sums hide the FMA latency; the channel
+// vectors are immediate offsets from one pointer. KW > 0: kw known at compile time.
+template <int KW, int R, int NB, bool TAIL, ConvAct A>
+inline __attribute__((always_inline)) void nd_strip(const float* in, const float* wt, int64_t nky, int64_t kw,
+                                                    const NdSteps& s, const float* bias, const float* res,
+                                                    float* out, int64_t nc, const ConvEpi& e) {
+    auto LD = [&](const float* p, int v) __attribute__((always_inline)) {
+        return TAIL && v == NB - 1 ? ld_n(p, nc) : ld(p);
+    };
+    V acc[R][NB];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NB; ++v) acc[r][v] = ld(bias + v * VL);
+    // Pixel r of the strip is base r / 4 plus offset o[r % 4]: two base pointers and three offset
+    // registers whatever R, and the asm barrier keeps GCC from turning every (pixel, tap) address
+    // into an induction variable of its own (it ran out of registers and spilled them all).
+    const int64_t nkx = KW > 0 ? KW : kw;
+    const int64_t o1 = s.pstep, o2 = 2 * s.pstep, o3 = 3 * s.pstep, o4 = 4 * s.pstep;
+    for (int64_t ky = 0; ky < nky; ++ky) {
+        const float* p = in + ky * s.rstep;
+        const float* w = wt + ky * s.wrow;
+#pragma GCC unroll 1
+        for (int64_t kx = 0; kx < nkx; ++kx) {
+            asm("" : "+r"(p), "+r"(w));
+            const float* q = p + o4;
+#pragma GCC unroll 4
+            for (int v = 0; v < NB; ++v) {
+                const V wv = ld(w + v * VL);
+#pragma GCC unroll 16
+                for (int r = 0; r < R; ++r) {
+                    const float* b = (r < 4 ? p : q) + v * VL;
+                    const int rr = r % 4;
+                    const float* a = rr == 0 ? b : rr == 1 ? b + o1 : rr == 2 ? b + o2 : b + o3;
+                    acc[r][v] += wv * LD(a, v);
+                }
+            }
+            p += s.cstep;
+            w += s.Cp;
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+        for (int v = 0; v < NB; ++v) {
+            V x = acc[r][v];
+            if (res) x += LD(res + r * s.C + v * VL, v);
+            x = act_v<A>(x, e);
+            if (TAIL && v == NB - 1) st_n(out + r * s.C + v * VL, x, nc);
+            else st(out + r * s.C + v * VL, x);
+        }
+}
+
+// One output pixel whose kernel columns [kx0, kx1) are inside the row, NB channel vectors.
+template <int NB, bool TAIL, ConvAct A>
+inline void nd_pixel(const float* in, const float* wt, int64_t nky, int64_t kx0, int64_t kx1, const NdSteps& s,
+                     const float* bias, const float* res, float* out, int64_t nc, const ConvEpi& e) {
+    auto LD = [&](const float* p, int v) __attribute__((always_inline)) {
+        return TAIL && v == NB - 1 ? ld_n(p, nc) : ld(p);
+    };
+    V acc[NB];
+#pragma GCC unroll 4
+    for (int v = 0; v < NB; ++v) acc[v] = ld(bias + v * VL);
+    for (int64_t ky = 0; ky < nky; ++ky)
+        for (int64_t kx = kx0; kx < kx1; ++kx) {
+            const float* p = in + ky * s.rstep + kx * s.cstep;
+            const float* w = wt + ky * s.wrow + kx * s.Cp;
+#pragma GCC unroll 4
+            for (int v = 0; v < NB; ++v) acc[v] += ld(w + v * VL) * LD(p + v * VL, v);
+        }
+#pragma GCC unroll 4
+    for (int v = 0; v < NB; ++v) {
+        V x = acc[v];
+        if (res) x += LD(res + v * VL, v);
+        x = act_v<A>(x, e);
+        if (TAIL && v == NB - 1) st_n(out + v * VL, x, nc);
+        else st(out + v * VL, x);
+    }
+}
+
+// Strips of fewer than R pixels (a row's last interior pixels).
+template <int KW, int R, int NB, bool TAIL, ConvAct A>
+inline void nd_strip_n(int64_t n, const float* in, const float* wt, int64_t nky, int64_t kw, const NdSteps& s,
+                       const float* bias, const float* res, float* out, int64_t nc, const ConvEpi& e) {
+    if constexpr (R > 1) {
+        if (n >= R / 2) {
+            nd_strip<KW, R / 2, NB, TAIL, A>(in, wt, nky, kw, s, bias, res, out, nc, e);
+            n -= R / 2;
+            in += R / 2 * s.pstep;
+            res = res ? res + R / 2 * s.C : nullptr;
+            out += R / 2 * s.C;
+        }
+        if (n > 0) nd_strip_n<KW, R / 2, NB, TAIL, A>(n, in, wt, nky, kw, s, bias, res, out, nc, e);
+    }
+}
+
+// Output rows [oy0, oy1) of channels [c0, c0 + (NB - 1) * VL + nc).
+template <int KW, int SW, int NB, bool TAIL, ConvAct A>
+void nd_block(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+              const ConvEpi& e, int64_t oy0, int64_t oy1, int64_t c0, int64_t nc) {
+    constexpr int R = NB >= 4 ? 4 : 8;
+    const int64_t C = g.C, Cp = (C + 15) / 16 * 16;
+    const int64_t sw = SW > 0 ? SW : g.sw;
+    NdSteps s;
+    s.rstep = g.dh * g.W * C;
+    s.cstep = g.dw * C;
+    s.pstep = sw * C;
+    s.wrow = g.kw * Cp;
+    s.Cp = Cp;
+    s.C = C;
+    // Output columns [lo, hi) read every kernel column inside the row.
+    const int64_t lo = std::min(g.OW, (g.pw + sw - 1) / sw);
+    const int64_t span = g.W - 1 - (g.kw - 1) * g.dw + g.pw;
+    const int64_t hi = std::max(lo, std::min(g.OW, span < 0 ? 0 : span / sw + 1));
+    const float* bs = bias + c0;
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const int64_t iy0 = oy * g.sh - g.ph;
+        const int64_t ky0 = iy0 >= 0 ? 0 : (-iy0 + g.dh - 1) / g.dh;
+        const int64_t ky1 = std::min(g.kh, g.H - iy0 <= 0 ? 0 : (g.H - iy0 + g.dh - 1) / g.dh);
+        const int64_t nky = std::max<int64_t>(0, ky1 - ky0);
+        const float* xr = x + (iy0 + ky0 * g.dh) * g.W * C + c0;  // input row of kernel row ky0, column 0
+        const float* wt = wp + ky0 * s.wrow + c0;
+        float* yr = y + oy * g.OW * C + c0;
+        const float* rr = res ? res + oy * g.OW * C + c0 : nullptr;
+        auto pixel = [&](int64_t ox) {
+            const int64_t ix0 = ox * sw - g.pw;
+            const int64_t kx0 = ix0 >= 0 ? 0 : (-ix0 + g.dw - 1) / g.dw;
+            const int64_t kx1 = std::min(g.kw, g.W - ix0 <= 0 ? 0 : (g.W - ix0 + g.dw - 1) / g.dw);
+            nd_pixel<NB, TAIL, A>(xr + ix0 * C, wt, nky, kx0, std::max(kx0, kx1), s, bs, rr ? rr + ox * C : nullptr,
+                                  yr + ox * C, nc, e);
+        };
+        for (int64_t ox = 0; ox < lo; ++ox) pixel(ox);
+        int64_t ox = lo;
+        for (; ox + R <= hi; ox += R)
+            nd_strip<KW, R, NB, TAIL, A>(xr + (ox * sw - g.pw) * C, wt, nky, g.kw, s, bs, rr ? rr + ox * C : nullptr,
+                                         yr + ox * C, nc, e);
+        if (ox < hi)
+            nd_strip_n<KW, R, NB, TAIL, A>(hi - ox, xr + (ox * sw - g.pw) * C, wt, nky, g.kw, s, bs,
+                                           rr ? rr + ox * C : nullptr, yr + ox * C, nc, e);
+        for (ox = hi; ox < g.OW; ++ox) pixel(ox);
+    }
+}
+
+template <int KW, int SW, ConvAct A>
+void nd_rows(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+             const ConvEpi& e, int64_t oy0, int64_t oy1) {
+    // Row bands of a few output rows, every channel block per band: the band's input rows stay
+    // in L1/L2 while each channel block sweeps them. Blocks of 4 channel vectors, then 2, then 1
+    // (the last one partial where C is not a multiple of VL).
+    const int64_t band = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, g.OW * g.C));
+    const int64_t full = g.C / VL * VL, rest = g.C - full;
+    for (int64_t r0 = oy0; r0 < oy1; r0 += band) {
+        const int64_t r1 = std::min(oy1, r0 + band);
+        int64_t c0 = 0;
+        for (; c0 + 4 * VL <= full; c0 += 4 * VL) nd_block<KW, SW, 4, false, A>(g, x, wp, bias, res, y, e, r0, r1, c0, VL);
+        for (; c0 + 2 * VL <= full; c0 += 2 * VL) nd_block<KW, SW, 2, false, A>(g, x, wp, bias, res, y, e, r0, r1, c0, VL);
+        for (; c0 < full; c0 += VL) nd_block<KW, SW, 1, false, A>(g, x, wp, bias, res, y, e, r0, r1, c0, VL);
+        if (rest) nd_block<KW, SW, 1, true, A>(g, x, wp, bias, res, y, e, r0, r1, c0, rest);
+    }
+    deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
+}
+
+// ---- kernels 3x3 / 5x5, stride 1 / 2, dilation 1: a register window per kernel row.
+// R adjacent output pixels of one channel vector: each kernel row's (R - 1) * S + KW input
+// vectors are loaded once into registers and reused by every kernel column (stride 1, 3x3: 10
+// loads for 24 FMAs instead of 24 + 3), the KW weights of the row too. CHECK: input columns
+// outside [0, W) read as zero (the row's border strips); only the first n <= R pixels are stored
+// (a row's last strip). TAIL: the first nc channels of the vector.
+template <int KW, int S, int R, bool CHECK, bool TAIL, ConvAct A>
+inline __attribute__((always_inline)) void nw_strip(const float* in, const float* wt, int64_t nky, int64_t ix0,
+                                                    int64_t W, int64_t rstep, int64_t C, int64_t Cp, V b,
+                                                    const float* res, float* out, int64_t n, int64_t nc,
+                                                    const ConvEpi& e) {
+    constexpr int NI = (R - 1) * S + KW;
+    V acc[R];
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) acc[r] = b;
+    for (int64_t ky = 0; ky < nky; ++ky) {
+        const float* row = in + ky * rstep;  // input column ix0 of the kernel row
+        const float* w = wt + ky * KW * Cp;
+        V xi[NI];
+#pragma GCC unroll 32
+        for (int j = 0; j < NI; ++j) {
+            if (CHECK && (ix0 + j < 0 || ix0 + j >= W)) xi[j] = V{};
+            else xi[j] = TAIL ? ld_n(row + j * C, nc) : ld(row + j * C);
+        }
+#pragma GCC unroll 5
+        for (int kx = 0; kx < KW; ++kx) {
+            const V wv = ld(w + kx * Cp);
+#pragma GCC unroll 16
+            for (int r = 0; r < R; ++r) acc[r] += wv * xi[r * S + kx];
+        }
+    }
+#pragma GCC unroll 16
+    for (int r = 0; r < R; ++r) {
+        if (CHECK && r >= n) break;
+        V v = acc[r];
+        if (res) v += TAIL ? ld_n(res + r * C, nc) : ld(res + r * C);
+        v = act_v<A>(v, e);
+        if (TAIL) st_n(out + r * C, v, nc);
+        else st(out + r * C, v);
+    }
+}
+
+template <int KW, int S, bool TAIL, ConvAct A>
+void nw_rows(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+             const ConvEpi& e, int64_t oy0, int64_t oy1, int64_t c0, int64_t nc) {
+    constexpr int R = KW == 5 && S == 2 ? 6 : 8;
+    const int64_t C = g.C, Cp = (C + 15) / 16 * 16, W = g.W, OW = g.OW, rstep = W * C;
+    // Strips of R pixels from the row's start; the ones whose window leaves the row checked.
+    const int64_t lo = std::min(OW, (g.pw + S - 1) / S);  // first pixel whose window starts inside
+    const int64_t span = W - KW + g.pw;                    // last window start inside: ox * S - pw <= W - KW
+    const int64_t hi = span < 0 ? 0 : std::min(OW, span / S + 1);  // pixels [lo, hi) read inside the row
+    const V b = TAIL ? ld_n(bias + c0, nc) : ld(bias + c0);
+    for (int64_t oy = oy0; oy < oy1; ++oy) {
+        const int64_t iy0 = oy * g.sh - g.ph;
+        const int64_t ky0 = iy0 >= 0 ? 0 : -iy0;
+        const int64_t nky = std::max<int64_t>(0, std::min<int64_t>(g.kh, g.H - iy0) - ky0);
+        const float* xr = x + (iy0 + ky0) * rstep + c0;
+        const float* wt = wp + ky0 * KW * Cp + c0;
+        float* yr = y + oy * OW * C + c0;
+        const float* rr = res ? res + oy * OW * C + c0 : nullptr;
+        for (int64_t ox = 0; ox < OW; ox += R) {
+            const int64_t n = std::min<int64_t>(R, OW - ox), ix0 = ox * S - g.pw;
+            const float* rs = rr ? rr + ox * C : nullptr;
+            if (ox >= lo && ox + R <= hi)
+                nw_strip<KW, S, R, false, TAIL, A>(xr + ix0 * C, wt, nky, ix0, W, rstep, C, Cp, b, rs, yr + ox * C, n, nc, e);
+            else
+                nw_strip<KW, S, R, true, TAIL, A>(xr + ix0 * C, wt, nky, ix0, W, rstep, C, Cp, b, rs, yr + ox * C, n, nc, e);
+        }
+    }
+}
+
+template <int KW, int S, ConvAct A>
+void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+            const ConvEpi& e, int64_t oy0, int64_t oy1) {
+    // Bands of output rows whose input rows stay in L1 while every channel vector sweeps them.
+    const int64_t band = std::max<int64_t>(1, 8192 / std::max<int64_t>(1, g.OW * g.C));
+    const int64_t full = g.C / VL * VL;
+    for (int64_t r0 = oy0; r0 < oy1; r0 += band) {
+        const int64_t r1 = std::min(oy1, r0 + band);
+        for (int64_t c0 = 0; c0 < full; c0 += VL) nw_rows<KW, S, false, A>(g, x, wp, bias, res, y, e, r0, r1, c0, VL);
+        if (full < g.C) nw_rows<KW, S, true, A>(g, x, wp, bias, res, y, e, r0, r1, full, g.C - full);
+    }
+    deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
+}
+
+template <ConvAct A>
+void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+            const ConvEpi& e, int64_t oy0, int64_t oy1) {
+    if (g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5) &&
+        (g.sw == 1 || g.sw == 2)) {
+        if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+        if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+        if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+        return nw_act<5, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+    }
+    if (g.kw == 3 && g.sw == 1) return nd_rows<3, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+    if (g.kw == 3 && g.sw == 2) return nd_rows<3, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+    if (g.kw == 5 && g.sw == 1) return nd_rows<5, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+    if (g.kw == 5 && g.sw == 2) return nd_rows<5, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+    nd_rows<0, 0, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+}
+
+void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
+             const ConvEpi& e, int64_t oy0, int64_t oy1) {
+    switch (e.act) {
+        case ConvAct::kRelu: return nd_act<ConvAct::kRelu>(g, x, wp, bias, res, y, e, oy0, oy1);
+        case ConvAct::kLeakyRelu: return nd_act<ConvAct::kLeakyRelu>(g, x, wp, bias, res, y, e, oy0, oy1);
+        case ConvAct::kClip: return nd_act<ConvAct::kClip>(g, x, wp, bias, res, y, e, oy0, oy1);
+        case ConvAct::kHardSigmoid: return nd_act<ConvAct::kHardSigmoid>(g, x, wp, bias, res, y, e, oy0, oy1);
+        case ConvAct::kHardSwish: return nd_act<ConvAct::kHardSwish>(g, x, wp, bias, res, y, e, oy0, oy1);
+        default: return nd_act<ConvAct::kNone>(g, x, wp, bias, res, y, e, oy0, oy1);
+    }
+}
+
+// ------------------------------------------------------------------------- transpose
+
+// y[b][j][i] = x[b][i][j] for b < batch, i < rows, j < cols (4-byte elements, moved bit for bit):
+// VL x VL blocks transposed in registers (transpose_block), masked at the edges.
+void transpose32(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
+    for (int64_t bi = 0; bi < batch; ++bi, x += rows * cols, y += rows * cols)
+        for (int64_t i0 = 0; i0 < rows; i0 += VL) {
+            const int64_t nr = std::min<int64_t>(VL, rows - i0);
+            for (int64_t j0 = 0; j0 < cols; j0 += VL) {
+                const int64_t nc = std::min<int64_t>(VL, cols - j0);
+                V r[VL];
+                const float* src = x + i0 * cols + j0;
+#pragma GCC unroll 16
+                for (int i = 0; i < VL; ++i) r[i] = i < nr ? (nc == VL ? ld(src + i * cols) : ld_n(src + i * cols, nc)) : V{};
+                transpose_block(r);
+                float* dst = y + j0 * rows + i0;
+#pragma GCC unroll 16
+                for (int j = 0; j < VL; ++j) {
+                    if (j >= nc) break;
+                    if (nr == VL) st(dst + j * rows, r[j]);
+                    else st_n(dst + j * rows, r[j], nr);
+                }
+            }
+        }
+}
+
+}  // namespace
+
+void JIFFY_CONV_CAT(conv_nhwc_pw_, JIFFY_CONV_SUFFIX)(int64_t K, int64_t M, const float* x, const float* wp,
+                                                      const float* bias, const float* res, float* y, const ConvEpi& e,
+                                                      int64_t p0, int64_t p1) {
+    nhwc_pw(K, M, x, wp, bias, res, y, e, p0, p1);
+}
+
+void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, int64_t batch, int64_t rows,
+                                                      int64_t cols) {
+    transpose32(x, y, batch, rows, cols);
+}
+
+void JIFFY_CONV_CAT(conv_nhwc_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,
+                                                      const float* bias, const float* res, float* y, const ConvEpi& e,
+                                                      int64_t oy0, int64_t oy1) {
+    nhwc_dw(g, x, wp, bias, res, y, e, oy0, oy1);
+}
+
+}  // namespace jiffy::kernels

@@ -1,0 +1,150 @@
+// Channels-last conv kernels (kernels/conv_nhwc.h) and the batched 2-D transpose, on every ISA the
+// CPU has, against the float64 reference (conv_ref.h, which is NCHW: inputs and outputs are
+// transposed around it): odd channel counts (masked channel tails), planes narrower than a strip,
+// every border case of 3x3 / 5x5 / 7x7 kernels with strides 1 and 2, dilation, residuals and
+// activations.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "conv_ref.h"
+#include "isa_util.h"
+#include "kernels/conv_nhwc.h"
+#include "kernels/weight_alloc.h"
+
+using namespace jiffy;
+using namespace jiffy::kernels;
+using jiffy::testisa::rnd;
+
+namespace {
+
+// [C][P] <-> [P][C]
+std::vector<float> to_nhwc(const std::vector<float>& x, int64_t C, int64_t P) {
+    std::vector<float> y(x.size());
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < P; ++p) y[size_t(p * C + c)] = x[size_t(c * P + p)];
+    return y;
+}
+
+struct DwCase {
+    int64_t C, H, W, k, s, pad, dil;
+};
+
+Conv2DGeom geom(const DwCase& d, int64_t M) {
+    Conv2DGeom g;
+    g.C = d.C;
+    g.M = M;
+    g.H = d.H;
+    g.W = d.W;
+    g.kh = g.kw = d.k;
+    g.sh = g.sw = d.s;
+    g.dh = g.dw = d.dil;
+    g.ph = g.pw = d.pad;
+    g.OH = (d.H + 2 * d.pad - (d.k - 1) * d.dil - 1) / d.s + 1;
+    g.OW = (d.W + 2 * d.pad - (d.k - 1) * d.dil - 1) / d.s + 1;
+    return g;
+}
+
+void expect_near(const std::vector<float>& got, const std::vector<double>& want_nchw, int64_t C, int64_t P,
+                 const char* what, Isa isa) {
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < P; ++p) {
+            const double want = want_nchw[size_t(c * P + p)];
+            const float v = got[size_t(p * C + c)];
+            ASSERT_NEAR(v, want, 1e-5 * (1 + std::abs(want)))
+                << what << " " << isa_name(isa) << " channel " << c << " pixel " << p;
+        }
+}
+
+}  // namespace
+
+TEST(ConvNhwc, DepthwiseMatchesReference) {
+    const std::vector<DwCase> cases = {
+        {16, 12, 20, 3, 1, 1, 1}, {32, 9, 11, 3, 2, 1, 1}, {37, 7, 7, 3, 1, 1, 1}, {64, 5, 3, 3, 1, 1, 1},
+        {5, 6, 17, 3, 2, 1, 1},   {24, 14, 14, 5, 1, 2, 1}, {40, 13, 9, 5, 2, 2, 1}, {16, 8, 8, 3, 1, 0, 1},
+        {20, 10, 12, 7, 1, 3, 1}, {18, 11, 13, 3, 1, 2, 2}, {48, 2, 2, 3, 1, 1, 1}, {16, 1, 19, 3, 2, 1, 1},
+        {96, 4, 5, 5, 2, 2, 1},
+    };
+    const ConvEpi epis[] = {{ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f}, {ConvAct::kHardSwish},
+                            {ConvAct::kSigmoid}, {ConvAct::kRelu}};
+    int idx = 0;
+    for (const DwCase& d : cases)
+        for (Isa isa : testisa::isas()) {
+            const ConvEpi& e = epis[idx % 5];
+            const bool with_res = idx % 3 == 1;
+            ++idx;
+            const Conv2DGeom g = geom(d, d.C);
+            const int64_t P = g.OH * g.OW;
+            const auto x = rnd(d.C * d.H * d.W, 11 + uint32_t(idx));
+            const auto w = rnd(d.C * d.k * d.k, 5 + uint32_t(idx), 0.5f);
+            const auto b = rnd(d.C, 3);
+            const auto r = rnd(d.C * P, 9);
+            const auto want = testisa::conv_ref(g, x, w, b.data(), with_res ? r.data() : nullptr, e, d.C);
+            const NhwcDepthwise k(isa, g);
+            std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+            k.pack(w.data(), b.data(), packed.get());
+            const auto xn = to_nhwc(x, d.C, d.H * d.W), rn = to_nhwc(r, d.C, P);
+            std::vector<float> y(size_t(d.C * P) + 16, -7.0f);
+            // In two row ranges (a thread split), the second one first.
+            const int64_t mid = g.OH / 2;
+            k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, mid, g.OH);
+            k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, mid);
+            expect_near(y, want, d.C, P, "depthwise", isa);
+            for (size_t i = size_t(d.C * P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+        }
+}
+
+TEST(ConvNhwc, PointwiseMatchesReference) {
+    struct PwCase {
+        int64_t K, M, P;
+    };
+    const PwCase cases[] = {{16, 32, 100}, {7, 5, 13}, {33, 70, 29}, {64, 16, 12}, {3, 48, 1}, {128, 256, 37}, {24, 17, 25}};
+    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, -1.0f, 1.0f}, {ConvAct::kTanh}};
+    int idx = 0;
+    for (const PwCase& c : cases)
+        for (Isa isa : testisa::isas()) {
+            const ConvEpi& e = epis[idx % 4];
+            const bool with_res = idx % 2 == 0;
+            ++idx;
+            Conv2DGeom g;
+            g.C = c.K;
+            g.M = c.M;
+            g.H = g.OH = 1;
+            g.W = g.OW = c.P;
+            const auto x = rnd(c.K * c.P, 21 + uint32_t(idx));
+            const auto w = rnd(c.M * c.K, 8 + uint32_t(idx), 0.3f);
+            const auto b = rnd(c.M, 4);
+            const auto r = rnd(c.M * c.P, 2);
+            const auto want = testisa::conv_ref(g, x, w, b.data(), with_res ? r.data() : nullptr, e);
+            const NhwcPointwise k(isa, c.K, c.M);
+            std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+            k.pack(w.data(), b.data(), packed.get());
+            const auto xn = to_nhwc(x, c.K, c.P), rn = to_nhwc(r, c.M, c.P);
+            std::vector<float> y(size_t(c.M * c.P) + 16, -7.0f);
+            const int64_t mid = c.P / 3;
+            k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, mid);
+            k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, mid, c.P);
+            expect_near(y, want, c.M, c.P, "pointwise", isa);
+            for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+        }
+}
+
+TEST(ConvNhwc, Transpose32MovesBitsExactly) {
+    for (Isa isa : testisa::isas())
+        for (auto [B, R, C] : std::vector<std::array<int64_t, 3>>{{1, 16, 19200}, {2, 5, 7}, {1, 17, 33}, {3, 1, 9}, {1, 40, 1}}) {
+            std::vector<float> x = rnd(B * R * C, 3);
+            x[0] = testisa::kNaN;
+            std::vector<float> y(x.size() + 16, -7.0f);
+            transpose32(isa, x.data(), y.data(), B, R, C);
+            for (int64_t b = 0; b < B; ++b)
+                for (int64_t i = 0; i < R; ++i)
+                    for (int64_t j = 0; j < C; ++j) {
+                        const float a = x[size_t((b * R + i) * C + j)], t = y[size_t((b * C + j) * R + i)];
+                        ASSERT_EQ(std::memcmp(&a, &t, 4), 0) << isa_name(isa) << " " << b << "," << i << "," << j;
+                    }
+            for (size_t i = x.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f);
+        }
+}
