@@ -11,10 +11,10 @@ void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const f
                            const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t);
-void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t);
+void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 #if defined(__x86_64__)
-void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t);
-void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t);
+void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                          const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -25,7 +25,7 @@ void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const floa
                        const ConvEpi&, int64_t, int64_t);
 #endif
 #if defined(__aarch64__)
-void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t);
+void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -57,18 +57,25 @@ ConvNhwcDwFn dw_for(Isa isa) {
 }
 }  // namespace
 
-void transpose32(Isa isa, const void* xv, void* yv, int64_t batch, int64_t rows, int64_t cols) {
+void transpose32(Isa isa, const void* xv, void* yv, int64_t rows, int64_t cols, int64_t i0, int64_t i1, int64_t j0,
+                 int64_t j1) {
     const float* x = static_cast<const float*>(xv);
     float* y = static_cast<float*>(yv);
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return transpose32_avx512(x, y, batch, rows, cols);
-    if (isa == Isa::kAvx2) return transpose32_avx2(x, y, batch, rows, cols);
+    if (isa == Isa::kAvx512) return transpose32_avx512(x, y, rows, cols, i0, i1, j0, j1);
+    if (isa == Isa::kAvx2) return transpose32_avx2(x, y, rows, cols, i0, i1, j0, j1);
 #endif
 #if defined(__aarch64__)
-    if (isa == Isa::kNeon) return transpose32_neon(x, y, batch, rows, cols);
+    if (isa == Isa::kNeon) return transpose32_neon(x, y, rows, cols, i0, i1, j0, j1);
 #endif
     (void)isa;
-    transpose32_portable(x, y, batch, rows, cols);
+    transpose32_portable(x, y, rows, cols, i0, i1, j0, j1);
+}
+
+void transpose32(Isa isa, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols) {
+    for (int64_t b = 0; b < batch; ++b)
+        transpose32(isa, static_cast<const float*>(x) + b * rows * cols, static_cast<float*>(y) + b * rows * cols, rows,
+                    cols, 0, rows, 0, cols);
 }
 
 NhwcPointwise::NhwcPointwise(Isa isa, int64_t K, int64_t M) : isa_(isa), K_(K), M_(M), nr_(conv_nr(isa)) {

@@ -56,6 +56,9 @@ private:
 // y[b][j][i] = x[b][i][j] (b < batch, i < rows, j < cols) for 4-byte elements, bit for bit: the
 // Transpose op's kernel for permutations that are a batched 2-D transpose (NCHW <-> NHWC).
 void transpose32(Isa isa, const void* x, void* y, int64_t batch, int64_t rows, int64_t cols);
+// One matrix (rows x cols), only y[j][i] for i in [i0, i1), j in [j0, j1) (a thread's share).
+void transpose32(Isa isa, const void* x, void* y, int64_t rows, int64_t cols, int64_t i0, int64_t i1, int64_t j0,
+                 int64_t j1);
 
 // Per-ISA entry points (internal).
 using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float* wp, const float* bias,

@@ -378,28 +378,28 @@ void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* 
 
 // ------------------------------------------------------------------------- transpose
 
-// y[b][j][i] = x[b][i][j] for b < batch, i < rows, j < cols (4-byte elements, moved bit for bit):
-// VL x VL blocks transposed in registers (transpose_block), masked at the edges.
-void transpose32(const float* x, float* y, int64_t batch, int64_t rows, int64_t cols) {
-    for (int64_t bi = 0; bi < batch; ++bi, x += rows * cols, y += rows * cols)
-        for (int64_t i0 = 0; i0 < rows; i0 += VL) {
-            const int64_t nr = std::min<int64_t>(VL, rows - i0);
-            for (int64_t j0 = 0; j0 < cols; j0 += VL) {
-                const int64_t nc = std::min<int64_t>(VL, cols - j0);
-                V r[VL];
-                const float* src = x + i0 * cols + j0;
+// y[j][i] = x[i][j] for i in [i0, i1), j in [j0, j1) of a rows x cols matrix (4-byte elements,
+// moved bit for bit): VL x VL blocks transposed in registers (transpose_block), masked at the edges.
+void transpose32(const float* x, float* y, int64_t rows, int64_t cols, int64_t i0, int64_t i1, int64_t j0,
+                 int64_t j1) {
+    for (int64_t ib = i0; ib < i1; ib += VL) {
+        const int64_t nr = std::min<int64_t>(VL, i1 - ib);
+        for (int64_t jb = j0; jb < j1; jb += VL) {
+            const int64_t nc = std::min<int64_t>(VL, j1 - jb);
+            V r[VL];
+            const float* src = x + ib * cols + jb;
 #pragma GCC unroll 16
-                for (int i = 0; i < VL; ++i) r[i] = i < nr ? (nc == VL ? ld(src + i * cols) : ld_n(src + i * cols, nc)) : V{};
-                transpose_block(r);
-                float* dst = y + j0 * rows + i0;
+            for (int i = 0; i < VL; ++i) r[i] = i < nr ? (nc == VL ? ld(src + i * cols) : ld_n(src + i * cols, nc)) : V{};
+            transpose_block(r);
+            float* dst = y + jb * rows + ib;
 #pragma GCC unroll 16
-                for (int j = 0; j < VL; ++j) {
-                    if (j >= nc) break;
-                    if (nr == VL) st(dst + j * rows, r[j]);
-                    else st_n(dst + j * rows, r[j], nr);
-                }
+            for (int j = 0; j < VL; ++j) {
+                if (j >= nc) break;
+                if (nr == VL) st(dst + j * rows, r[j]);
+                else st_n(dst + j * rows, r[j], nr);
             }
         }
+    }
 }
 
 }  // namespace
@@ -410,9 +410,9 @@ void JIFFY_CONV_CAT(conv_nhwc_pw_, JIFFY_CONV_SUFFIX)(int64_t K, int64_t M, cons
     nhwc_pw(K, M, x, wp, bias, res, y, e, p0, p1);
 }
 
-void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, int64_t batch, int64_t rows,
-                                                      int64_t cols) {
-    transpose32(x, y, batch, rows, cols);
+void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, int64_t rows, int64_t cols,
+                                                      int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    transpose32(x, y, rows, cols, i0, i1, j0, j1);
 }
 
 void JIFFY_CONV_CAT(conv_nhwc_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,

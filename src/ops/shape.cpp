@@ -16,6 +16,7 @@
 #include "kernels/cpu.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
+#include "runtime/threadpool.h"
 
 namespace jiffy {
 namespace {
@@ -453,15 +454,38 @@ Status prep_Unsqueeze(OpContext& ctx) {
 
 class Transpose2dKernel : public Kernel {
 public:
-    Transpose2dKernel(int64_t batch, int64_t rows, int64_t cols) : batch_(batch), rows_(rows), cols_(cols) {}
+    // pool (may be null): large transposes split along their longer axis into `chunks` parts, so
+    // that each thread reads the pixels it (or its conv) wrote: a serial transpose of what two
+    // threads just wrote waits on the other core's cache (face detector, 1.2 MB: ~220 against ~5 us).
+    Transpose2dKernel(int64_t batch, int64_t rows, int64_t cols, ThreadPool* pool, int chunks)
+        : batch_(batch), rows_(rows), cols_(cols), pool_(chunks > 1 ? pool : nullptr), chunks_(chunks) {}
     Status run(const void* const* in, void* const* out) const override {
-        kernels::transpose32(kernels::active_isa(), in[0], out[0], batch_, rows_, cols_);
+        const kernels::Isa isa = kernels::active_isa();
+        for (int64_t b = 0; b < batch_; ++b) {
+            const float* x = static_cast<const float*>(in[0]) + b * rows_ * cols_;
+            float* y = static_cast<float*>(out[0]) + b * rows_ * cols_;
+            if (!pool_) {
+                kernels::transpose32(isa, x, y, rows_, cols_, 0, rows_, 0, cols_);
+                continue;
+            }
+            const bool by_rows = rows_ >= cols_;
+            pool_->parallel_for(chunks_, [&](int i) {
+                int64_t b0, b1;
+                chunk_range(by_rows ? rows_ : cols_, chunks_, i, 16, &b0, &b1);
+                if (by_rows) kernels::transpose32(isa, x, y, rows_, cols_, b0, b1, 0, cols_);
+                else kernels::transpose32(isa, x, y, rows_, cols_, 0, rows_, b0, b1);
+            });
+        }
         return {};
     }
-    std::string describe() const override { return std::string("transpose_2d ") + kernels::isa_name(kernels::active_isa()); }
+    std::string describe() const override {
+        return std::string("transpose_2d ") + kernels::isa_name(kernels::active_isa()) + (pool_ ? " threads" : "");
+    }
 
 private:
     int64_t batch_, rows_, cols_;
+    ThreadPool* pool_;
+    int chunks_;
 };
 
 Status prep_Transpose(OpContext& ctx) {
@@ -491,7 +515,9 @@ Status prep_Transpose(OpContext& ctx) {
         if (rot) {
             const int64_t batch = prod(in, 0, k), rows = prod(in, k, size_t(m)), cols = prod(in, size_t(m), in.size());
             JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
-            ctx.set_kernel(std::make_unique<Transpose2dKernel>(batch, rows, cols));
+            const int64_t n = batch * rows * cols;
+            ctx.set_kernel(std::make_unique<Transpose2dKernel>(batch, rows, cols, ctx.options().pool.get(),
+                                                               parallel_chunks(ctx.options(), 64 * n)));
             return {};
         }
     }

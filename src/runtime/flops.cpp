@@ -15,7 +15,7 @@ int64_t step_flops(const StepInfo& s) {
         if (s.in_shapes.empty() || s.out_shapes.empty()) return 0;
         const Shape& x = s.in_shapes[0];
         const Shape& y = s.out_shapes[0];
-        if (s.op == "Conv" && s.in_shapes.size() >= 2) {
+        if ((s.op == "Conv" || s.op == "ConvNhwc") && s.in_shapes.size() >= 2) {  // ConvNhwc: the same count
             const Shape& w = s.in_shapes[1];  // M x C/g x k...
             total += 2 * prod(y) * prod(w, 1);
         } else if (s.op == "ConvTranspose" && s.in_shapes.size() >= 2) {
