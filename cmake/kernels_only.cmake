@@ -19,7 +19,8 @@ if(JIFFY_BUILD_TESTS)
                                     ${CMAKE_SOURCE_DIR}/tests/unit/pool_kernel_test.cpp
                                     ${CMAKE_SOURCE_DIR}/tests/unit/conv_cv_test.cpp
                                     ${CMAKE_SOURCE_DIR}/tests/unit/gemv_narrow_test.cpp
-                                    ${CMAKE_SOURCE_DIR}/tests/unit/winograd_test.cpp)
+                                    ${CMAKE_SOURCE_DIR}/tests/unit/winograd_test.cpp
+                                    ${CMAKE_SOURCE_DIR}/tests/unit/conv_nhwc_test.cpp)
   target_link_libraries(jiffy_kernel_tests PRIVATE jiffy_kernels gtest gtest_main Threads::Threads)
   # Each ISA forced through JIFFY_ISA (the tests also loop over every ISA the CPU has); under a
   # cross build, ctest runs them through CMAKE_CROSSCOMPILING_EMULATOR (qemu-aarch64).
