@@ -193,6 +193,24 @@ Status forward_geometry(const OpContext& ctx, const Shape& in_sp, const Shape& k
     return {};
 }
 
+// The 2-D kernel geometry (channels left 0) of a forward window op with at most 2 spatial dims.
+kernels::Conv2DGeom conv2d_geom(const Geom& g) {
+    kernels::Conv2DGeom geo;
+    geo.H = g.in[1];
+    geo.W = g.in[2];
+    geo.OH = g.out[1];
+    geo.OW = g.out[2];
+    geo.kh = g.k[1];
+    geo.kw = g.k[2];
+    geo.sh = g.s[1];
+    geo.sw = g.s[2];
+    geo.dh = g.d[1];
+    geo.dw = g.d[2];
+    geo.ph = g.pb[1];
+    geo.pw = g.pb[2];
+    return geo;
+}
+
 // Row tables for the two outer spatial dims. For iteration row a = (a0, a1) over A0 x A1 and
 // outer kernel tap t = (k0, k1), the mapped row is b_j = a_j * s_j - p_j + k_j * d_j; entries
 // [begin[a], begin[a+1]) list the taps whose mapped row lies inside [0, B_j), with the tap index
@@ -1102,19 +1120,7 @@ Status prep_Conv(OpContext& ctx) {
             g.pe[size_t(i)] != 0)
             pointwise = false;
     if (ctx.in_dtype(0) == DType::kF32 && g.nd <= 2 && d.out_plane > 0 && d.N > 0) {
-        kernels::Conv2DGeom geo;
-        geo.H = g.in[1];
-        geo.W = g.in[2];
-        geo.OH = g.out[1];
-        geo.OW = g.out[2];
-        geo.kh = g.k[1];
-        geo.kw = g.k[2];
-        geo.sh = g.s[1];
-        geo.sw = g.s[2];
-        geo.dh = g.d[1];
-        geo.dw = g.d[2];
-        geo.ph = g.pb[1];
-        geo.pw = g.pb[2];
+        kernels::Conv2DGeom geo = conv2d_geom(g);
         const bool depthwise = d.G > 1 && d.Cg == 1 && d.Mg == 1;
         // Small planes (stride 1, OW == W): output channels on the vector (conv_cv.h); few output
         // pixels (strided 1-D audio convs): the transposed GEMM of small_conv.h.
@@ -1298,21 +1304,9 @@ Status prep_ConvNhwc(OpContext& ctx) {
         return ctx.fail("_fused_add (input 3) must have the output's shape ", shape_str(out), ", got ",
                         shape_str(ctx.in_shape(3)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
-    kernels::Conv2DGeom geo;
+    kernels::Conv2DGeom geo = conv2d_geom(g);
     geo.C = C;
     geo.M = M;
-    geo.H = x[1];
-    geo.W = x[2];
-    geo.OH = g.out[1];
-    geo.OW = g.out[2];
-    geo.kh = g.k[1];
-    geo.kw = g.k[2];
-    geo.sh = g.s[1];
-    geo.sw = g.s[2];
-    geo.dh = g.d[1];
-    geo.dw = g.d[2];
-    geo.ph = g.pb[1];
-    geo.pw = g.pb[2];
     const float* B = ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr;
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res);
     const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);
