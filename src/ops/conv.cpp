@@ -1216,6 +1216,7 @@ public:
                    kernels::ConvEpi epi, bool has_res)
         : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
         const kernels::Isa isa = kernels::active_isa();
+        mr_ = kernels::conv_mr(isa);
         size_t n;
         if (depthwise_) {
             dw_ = kernels::NhwcDepthwise(isa, g_);
@@ -1238,7 +1239,7 @@ public:
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = g_.H * g_.W * g_.C, out_img = g_.OH * g_.OW * g_.M;
         const int64_t total = depthwise_ ? g_.OH : g_.OH * g_.OW;
-        const int64_t align = depthwise_ ? 1 : kernels::conv_mr(kernels::active_isa());
+        const int64_t align = depthwise_ ? 1 : mr_;
         for (int64_t n = 0; n < N_; ++n) {
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
@@ -1275,6 +1276,7 @@ private:
     std::shared_ptr<float> packed_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
+    int64_t mr_ = 1;  // the pixel split's alignment (the ISA's microkernel rows)
 };
 
 Status prep_ConvNhwc(OpContext& ctx) {

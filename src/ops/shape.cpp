@@ -458,9 +458,10 @@ public:
     // that each thread reads the pixels it (or its conv) wrote: a serial transpose of what two
     // threads just wrote waits on the other core's cache (face detector, 1.2 MB: ~220 against ~5 us).
     Transpose2dKernel(int64_t batch, int64_t rows, int64_t cols, ThreadPool* pool, int chunks)
-        : batch_(batch), rows_(rows), cols_(cols), pool_(chunks > 1 ? pool : nullptr), chunks_(chunks) {}
+        : batch_(batch), rows_(rows), cols_(cols), pool_(chunks > 1 ? pool : nullptr), chunks_(chunks),
+          isa_(kernels::active_isa()) {}
     Status run(const void* const* in, void* const* out) const override {
-        const kernels::Isa isa = kernels::active_isa();
+        const kernels::Isa isa = isa_;
         for (int64_t b = 0; b < batch_; ++b) {
             const float* x = static_cast<const float*>(in[0]) + b * rows_ * cols_;
             float* y = static_cast<float*>(out[0]) + b * rows_ * cols_;
@@ -486,6 +487,7 @@ private:
     int64_t batch_, rows_, cols_;
     ThreadPool* pool_;
     int chunks_;
+    kernels::Isa isa_;
 };
 
 Status prep_Transpose(OpContext& ctx) {

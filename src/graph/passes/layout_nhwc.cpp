@@ -123,7 +123,7 @@ int layout_nhwc(Graph& g) {
 
     // Rewrite in file order: each converted conv preceded by the conversions of what it reads.
     std::vector<int> nhwc(g.values.size(), -1);  // NCHW value -> its NHWC twin
-    std::vector<char> made(0);                   // per new node: a Transpose this pass made
+    std::vector<char> made;                      // per new node: a Transpose this pass made
     std::vector<Node> out;
     out.reserve(n + 2 * size_t(converted));
     auto permuted = [&](int v, const int64_t* perm, const std::string& suffix) {
@@ -149,10 +149,8 @@ int layout_nhwc(Graph& g) {
         made.push_back(1);
     };
     static const int64_t kToNhwc[4] = {0, 2, 3, 1};
-    static const int64_t kToNchw[4] = {0, 3, 1, 2};
     auto to_nhwc = [&](int v, const std::string& at) {
         if (nhwc[size_t(v)] < 0) {
-            nhwc.resize(g.values.size() + 1, -1);
             const int t = permuted(v, kToNhwc, "_nhwc");
             nhwc.resize(g.values.size(), -1);
             nhwc[size_t(v)] = t;
@@ -181,7 +179,6 @@ int layout_nhwc(Graph& g) {
         made.push_back(0);
         transpose(yt, y, {0, 3, 1, 2}, name + "_to_nchw");
     }
-    (void)kToNchw;
     // Readers of a converted chain's values inside the chain now read the NHWC twins; the
     // restoring Transposes nobody reads any more go.
     g.nodes = std::move(out);
@@ -195,8 +192,8 @@ int layout_nhwc(Graph& g) {
         std::vector<char> kept_made;
         bool dropped = false;
         for (size_t i = 0; i < g.nodes.size(); ++i) {
-            const int o = g.nodes[i].outputs[0];
-            if (made[i] && u.count[size_t(o)] == 0 && !u.pinned[size_t(o)]) {
+            const int o = made[i] ? g.nodes[i].outputs[0] : -1;  // a Transpose made here: one output
+            if (o >= 0 && u.count[size_t(o)] == 0 && !u.pinned[size_t(o)]) {
                 dropped = true;
                 continue;
             }
