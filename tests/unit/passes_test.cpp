@@ -1038,3 +1038,18 @@ TEST(Passes, ChannelsLastNeedsADepthwiseChain) {
     Graph g = b.g;
     EXPECT_EQ(passes::layout_nhwc(g), 0);
 }
+
+TEST(Passes, ChannelsLastChainWithBatchAndResidual) {
+    // N = 2, a depthwise + 1x1 chain whose last 1x1 adds the chain's input back (MobileNetV2's
+    // inverted residual), 24 channels (a masked tail on AVX-512).
+    Builder b;
+    int x = b.input("x", {2, 24, 7, 9});
+    int w1 = b.constant("W1", rnd({24, 1, 3, 3}, 3, 0.5f));
+    int d1 = b.node("Conv", {x, w1}, {2, 24, 7, 9},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(24)},
+                     {"_fused_act", as("Relu")}});
+    int w2 = b.constant("W2", rnd({24, 24, 1, 1}, 5, 0.3f));
+    b.output(b.node("Conv", {d1, w2, -1, x}, {2, 24, 7, 9}, {{"_fused_residual", ai(1)}}));
+    Graph g = check_pass(b, passes::layout_nhwc, 2);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "Transpose"}));
+}
