@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "kernels/conv.h"
@@ -117,6 +118,21 @@ inline V act_v(V v, const ConvEpi& e) {
     } else {
         v = act_raw_v<A>(v, e);
         return e.clamp ? clamp_v(v, e) : v;
+    }
+}
+
+// f(std::integral_constant<ConvAct, A>{}) with A the instantiation a kernel uses for `act`: the
+// activations applied on the registers as themselves, kNone for none and for Sigmoid / Tanh (left
+// to deferred_act). The one switch of every kernel family's activation dispatch.
+template <typename F>
+inline decltype(auto) with_act(ConvAct act, F&& f) {
+    switch (act) {
+        case ConvAct::kRelu: return f(std::integral_constant<ConvAct, ConvAct::kRelu>{});
+        case ConvAct::kLeakyRelu: return f(std::integral_constant<ConvAct, ConvAct::kLeakyRelu>{});
+        case ConvAct::kClip: return f(std::integral_constant<ConvAct, ConvAct::kClip>{});
+        case ConvAct::kHardSigmoid: return f(std::integral_constant<ConvAct, ConvAct::kHardSigmoid>{});
+        case ConvAct::kHardSwish: return f(std::integral_constant<ConvAct, ConvAct::kHardSwish>{});
+        default: return f(std::integral_constant<ConvAct, ConvAct::kNone>{});
     }
 }
 
@@ -828,14 +844,7 @@ void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, c
 using TransOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
                             const float*, float*, const ConvEpi&);
 TransOutFn trans_out_fn(ConvAct act) {
-    switch (act) {
-        case ConvAct::kRelu: return trans_out<ConvAct::kRelu>;
-        case ConvAct::kLeakyRelu: return trans_out<ConvAct::kLeakyRelu>;
-        case ConvAct::kClip: return trans_out<ConvAct::kClip>;
-        case ConvAct::kHardSigmoid: return trans_out<ConvAct::kHardSigmoid>;
-        case ConvAct::kHardSwish: return trans_out<ConvAct::kHardSwish>;
-        default: return trans_out<ConvAct::kNone>;
-    }
+    return with_act(act, [](auto a) -> TransOutFn { return trans_out<decltype(a)::value>; });
 }
 
 // Transposed mode (ConvGemmArgs::trans): Yt[P, Mpad] = col^T . Wt, pixels as the microkernel's
@@ -1672,14 +1681,7 @@ void dw_act(const Conv2DGeom& g, const float* x, const float* w, const float* bi
 
 void depthwise(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                const float* res, float* y, const ConvEpi& e, float* scratch, ConvDwMode m, int64_t r0, int64_t r1) {
-    switch (e.act) {
-        case ConvAct::kRelu: return dw_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-        case ConvAct::kLeakyRelu: return dw_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-        case ConvAct::kClip: return dw_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-        case ConvAct::kHardSigmoid: return dw_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-        case ConvAct::kHardSwish: return dw_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-        default: return dw_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch, m, r0, r1);
-    }
+    with_act(e.act, [&](auto a) { dw_act<decltype(a)::value>(g, x, w, bias, res, y, e, scratch, m, r0, r1); });
 }
 
 }  // namespace

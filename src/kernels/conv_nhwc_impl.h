@@ -76,14 +76,7 @@ void nhwc_pw_range(int64_t K, int64_t M, const float* x, const float* wp, const 
 
 void nhwc_pw(int64_t K, int64_t M, const float* x, const float* wp, const float* bias, const float* res, float* y,
              const ConvEpi& e, int64_t p0, int64_t p1) {
-    switch (e.act) {
-        case ConvAct::kRelu: return nhwc_pw_range<ConvAct::kRelu>(K, M, x, wp, bias, res, y, e, p0, p1);
-        case ConvAct::kLeakyRelu: return nhwc_pw_range<ConvAct::kLeakyRelu>(K, M, x, wp, bias, res, y, e, p0, p1);
-        case ConvAct::kClip: return nhwc_pw_range<ConvAct::kClip>(K, M, x, wp, bias, res, y, e, p0, p1);
-        case ConvAct::kHardSigmoid: return nhwc_pw_range<ConvAct::kHardSigmoid>(K, M, x, wp, bias, res, y, e, p0, p1);
-        case ConvAct::kHardSwish: return nhwc_pw_range<ConvAct::kHardSwish>(K, M, x, wp, bias, res, y, e, p0, p1);
-        default: return nhwc_pw_range<ConvAct::kNone>(K, M, x, wp, bias, res, y, e, p0, p1);
-    }
+    with_act(e.act, [&](auto a) { nhwc_pw_range<decltype(a)::value>(K, M, x, wp, bias, res, y, e, p0, p1); });
 }
 
 // ------------------------------------------------------------------------- depthwise
@@ -370,14 +363,7 @@ void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
 
 void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
              const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    switch (e.act) {
-        case ConvAct::kRelu: return nd_act<ConvAct::kRelu>(g, x, wp, bias, res, y, e, oy0, oy1);
-        case ConvAct::kLeakyRelu: return nd_act<ConvAct::kLeakyRelu>(g, x, wp, bias, res, y, e, oy0, oy1);
-        case ConvAct::kClip: return nd_act<ConvAct::kClip>(g, x, wp, bias, res, y, e, oy0, oy1);
-        case ConvAct::kHardSigmoid: return nd_act<ConvAct::kHardSigmoid>(g, x, wp, bias, res, y, e, oy0, oy1);
-        case ConvAct::kHardSwish: return nd_act<ConvAct::kHardSwish>(g, x, wp, bias, res, y, e, oy0, oy1);
-        default: return nd_act<ConvAct::kNone>(g, x, wp, bias, res, y, e, oy0, oy1);
-    }
+    with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1); });
 }
 
 // ------------------------------------------------------------------------- transpose

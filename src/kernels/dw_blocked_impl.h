@@ -163,14 +163,7 @@ void dwb_act(const Conv2DGeom& g, const float* x, const float* w, const float* b
 
 void dw_blocked(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
                 const ConvEpi& e, float* scratch) {
-    switch (e.act) {
-        case ConvAct::kRelu: return dwb_act<ConvAct::kRelu>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kLeakyRelu: return dwb_act<ConvAct::kLeakyRelu>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kClip: return dwb_act<ConvAct::kClip>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSigmoid: return dwb_act<ConvAct::kHardSigmoid>(g, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSwish: return dwb_act<ConvAct::kHardSwish>(g, x, w, bias, res, y, e, scratch);
-        default: return dwb_act<ConvAct::kNone>(g, x, w, bias, res, y, e, scratch);
-    }
+    with_act(e.act, [&](auto a) { dwb_act<decltype(a)::value>(g, x, w, bias, res, y, e, scratch); });
 }
 
 }  // namespace

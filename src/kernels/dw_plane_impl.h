@@ -122,14 +122,7 @@ void dwp_act(const Conv2DGeom& g, const DwPlane& d, const float* x, const float*
 void dw_plane(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
               const ConvEpi& e, float* scratch) {
     const DwPlane d = dw_plane_dims(g, VL);
-    switch (e.act) {
-        case ConvAct::kRelu: return dwp_act<ConvAct::kRelu>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kLeakyRelu: return dwp_act<ConvAct::kLeakyRelu>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kClip: return dwp_act<ConvAct::kClip>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSigmoid: return dwp_act<ConvAct::kHardSigmoid>(g, d, x, w, bias, res, y, e, scratch);
-        case ConvAct::kHardSwish: return dwp_act<ConvAct::kHardSwish>(g, d, x, w, bias, res, y, e, scratch);
-        default: return dwp_act<ConvAct::kNone>(g, d, x, w, bias, res, y, e, scratch);
-    }
+    with_act(e.act, [&](auto a) { dwp_act<decltype(a)::value>(g, d, x, w, bias, res, y, e, scratch); });
 }
 
 }  // namespace
