@@ -461,26 +461,25 @@ public:
         : batch_(batch), rows_(rows), cols_(cols), pool_(chunks > 1 ? pool : nullptr), chunks_(chunks),
           isa_(kernels::active_isa()) {}
     Status run(const void* const* in, void* const* out) const override {
-        const kernels::Isa isa = isa_;
+        if (!pool_) {
+            kernels::transpose32(isa_, in[0], out[0], batch_, rows_, cols_);
+            return {};
+        }
+        const bool by_rows = rows_ >= cols_;
         for (int64_t b = 0; b < batch_; ++b) {
             const float* x = static_cast<const float*>(in[0]) + b * rows_ * cols_;
             float* y = static_cast<float*>(out[0]) + b * rows_ * cols_;
-            if (!pool_) {
-                kernels::transpose32(isa, x, y, rows_, cols_, 0, rows_, 0, cols_);
-                continue;
-            }
-            const bool by_rows = rows_ >= cols_;
             pool_->parallel_for(chunks_, [&](int i) {
                 int64_t b0, b1;
                 chunk_range(by_rows ? rows_ : cols_, chunks_, i, 16, &b0, &b1);
-                if (by_rows) kernels::transpose32(isa, x, y, rows_, cols_, b0, b1, 0, cols_);
-                else kernels::transpose32(isa, x, y, rows_, cols_, 0, rows_, b0, b1);
+                if (by_rows) kernels::transpose32(isa_, x, y, rows_, cols_, b0, b1, 0, cols_);
+                else kernels::transpose32(isa_, x, y, rows_, cols_, 0, rows_, b0, b1);
             });
         }
         return {};
     }
     std::string describe() const override {
-        return std::string("transpose_2d ") + kernels::isa_name(kernels::active_isa()) + (pool_ ? " threads" : "");
+        return std::string("transpose_2d ") + kernels::isa_name(isa_) + (pool_ ? " threads" : "");
     }
 
 private:

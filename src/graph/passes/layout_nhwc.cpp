@@ -9,8 +9,8 @@
 // and the face detector's blocks — moves to NHWC when it holds a depthwise conv and at least two
 // convs: each becomes a jiffy::ConvNhwc, a Transpose (0, 2, 3, 1) converts each NCHW value the
 // chain reads from outside, and a Transpose (0, 3, 1, 2) restores each value it hands back to NCHW
-// readers or graph outputs. Transposes nobody reads are dropped; merge_transposes then cancels a
-// restore followed by the model's own Transpose to NHWC (the face detector's heads).
+// readers or graph outputs (only where one reads it); merge_transposes then cancels a
+// restore followed by the model's own Transpose to NHWC.
 //
 // Env JIFFY_NHWC=0 keeps every conv in NCHW (A/B timing).
 #include <cstdlib>
@@ -121,9 +121,24 @@ int layout_nhwc(Graph& g) {
         }
     if (!converted) return 0;
 
+    // A converted conv's output keeps an NCHW restore when something other than a converted conv
+    // after it in file order (reading it as X or residual, so through the NHWC twin) reads it, or
+    // when it is pinned (graph output, subgraph capture).
+    const Uses u = compute_uses(g);
+    std::vector<int> twin_reads(g.values.size(), 0);
+    for (size_t i = 0; i < n; ++i) {
+        if (!convert[i]) continue;
+        const Node& nd = g.nodes[i];
+        for (int slot : {0, 3}) {
+            if (slot >= num_explicit(nd)) continue;
+            const int v = nd.inputs[size_t(slot)];
+            const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
+            if (p >= 0 && size_t(p) < i && convert[size_t(p)]) ++twin_reads[size_t(v)];
+        }
+    }
+
     // Rewrite in file order: each converted conv preceded by the conversions of what it reads.
     std::vector<int> nhwc(g.values.size(), -1);  // NCHW value -> its NHWC twin
-    std::vector<char> made;                      // per new node: a Transpose this pass made
     std::vector<Node> out;
     out.reserve(n + 2 * size_t(converted));
     auto permuted = [&](int v, const int64_t* perm, const std::string& suffix) {
@@ -146,7 +161,6 @@ int layout_nhwc(Graph& g) {
         t.outputs = {outv};
         set_ints(t, "perm", std::move(perm));
         out.push_back(std::move(t));
-        made.push_back(1);
     };
     static const int64_t kToNhwc[4] = {0, 2, 3, 1};
     auto to_nhwc = [&](int v, const std::string& at) {
@@ -162,7 +176,6 @@ int layout_nhwc(Graph& g) {
         Node nd = std::move(g.nodes[i]);
         if (!convert[i]) {
             out.push_back(std::move(nd));
-            made.push_back(0);
             continue;
         }
         nd.inputs[0] = to_nhwc(nd.inputs[0], nd.name);
@@ -176,38 +189,14 @@ int layout_nhwc(Graph& g) {
         nd.domain = "jiffy";
         const std::string name = nd.name;
         out.push_back(std::move(nd));
-        made.push_back(0);
-        transpose(yt, y, {0, 3, 1, 2}, name + "_to_nchw");
+        if (u.pinned[size_t(y)] || u.count[size_t(y)] > twin_reads[size_t(y)])
+            transpose(yt, y, {0, 3, 1, 2}, name + "_to_nchw");
     }
-    // Readers of a converted chain's values inside the chain now read the NHWC twins; the
-    // restoring Transposes nobody reads any more go.
     g.nodes = std::move(out);
     for (auto& v : g.values) v.producer = -1;
     for (size_t i = 0; i < g.nodes.size(); ++i)
         for (int o : g.nodes[i].outputs)
             if (o >= 0) g.values[size_t(o)].producer = int(i);
-    for (;;) {
-        const Uses u = compute_uses(g);
-        std::vector<Node> kept;
-        std::vector<char> kept_made;
-        bool dropped = false;
-        for (size_t i = 0; i < g.nodes.size(); ++i) {
-            const int o = made[i] ? g.nodes[i].outputs[0] : -1;  // a Transpose made here: one output
-            if (o >= 0 && u.count[size_t(o)] == 0 && !u.pinned[size_t(o)]) {
-                dropped = true;
-                continue;
-            }
-            kept.push_back(std::move(g.nodes[i]));
-            kept_made.push_back(made[i]);
-        }
-        g.nodes = std::move(kept);
-        made = std::move(kept_made);
-        for (auto& v : g.values) v.producer = -1;
-        for (size_t i = 0; i < g.nodes.size(); ++i)
-            for (int o : g.nodes[i].outputs)
-                if (o >= 0) g.values[size_t(o)].producer = int(i);
-        if (!dropped) break;
-    }
     return converted;
 }
 
