@@ -75,6 +75,13 @@ struct Graph {
         if (!n.empty()) by_name[n] = id;
         return id;
     }
+    // Sets every Value::producer from the node list (after nodes were added, removed or reordered).
+    void index_producers() {
+        for (auto& v : values) v.producer = -1;
+        for (size_t i = 0; i < nodes.size(); ++i)
+            for (int o : nodes[i].outputs)
+                if (o >= 0) values[size_t(o)].producer = int(i);
+    }
     // "node 'conv1' (Conv)" for error messages.
     std::string node_label(int node) const;
 };

@@ -95,10 +95,7 @@ bool Compiler::materialize_and_optimize() {
         kept.push_back(std::move(g_.nodes[i]));
     }
     g_.nodes = std::move(kept);
-    for (auto& v : g_.values) v.producer = -1;
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-        for (int o : g_.nodes[i].outputs)
-            if (o >= 0) g_.values[size_t(o)].producer = int(i);
+    g_.index_producers();
     if (run_graph_passes(g_)) changed = true;
     return changed;
 }
@@ -328,10 +325,7 @@ Status Compiler::inline_if(int ni, const Tensor& cond) {
     }
     g_.nodes.erase(g_.nodes.begin() + ni);
     for (auto& n : added) g_.nodes.push_back(std::move(n));
-    for (auto& v : g_.values) v.producer = -1;
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
-        for (int o : g_.nodes[i].outputs)
-            if (o >= 0) g_.values[size_t(o)].producer = int(i);
+    g_.index_producers();
     return Status(kRestart, "restart");
 }
 

@@ -193,10 +193,7 @@ int layout_nhwc(Graph& g) {
             transpose(yt, y, {0, 3, 1, 2}, name + "_to_nchw");
     }
     g.nodes = std::move(out);
-    for (auto& v : g.values) v.producer = -1;
-    for (size_t i = 0; i < g.nodes.size(); ++i)
-        for (int o : g.nodes[i].outputs)
-            if (o >= 0) g.values[size_t(o)].producer = int(i);
+    g.index_producers();
     return converted;
 }
 

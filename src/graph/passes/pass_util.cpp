@@ -183,10 +183,7 @@ int rewrite_all(Graph& g, const Rewrite& rewrite) {
         for (size_t i = 0; i < g.nodes.size(); ++i)
             if (!dead[i]) kept.push_back(std::move(g.nodes[i]));
         g.nodes = std::move(kept);
-        for (auto& v : g.values) v.producer = -1;
-        for (size_t i = 0; i < g.nodes.size(); ++i)
-            for (int o : g.nodes[i].outputs)
-                if (o >= 0) g.values[size_t(o)].producer = int(i);
+        g.index_producers();
     }
     return removed;
 }
