@@ -301,6 +301,9 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
         {1, 4, 19, 11, 9, 5, 3, 2, 1, 1, 2, 1, 2, 0, 2, 1},    // stride 2 x 1, dilated columns
         {1, 3, 9, 8, 5, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 1},      // even kernel, dilation = stride
         {1, 2, 3, 40, 6, 1, 3, 1, 4, 1, 1, 0, 5, 0, 5, 1},     // pads wider than the stride
+        // K chunks that start inside a tap (the packing steps (c, ky, kx) from the chunk's start):
+        {1, 31, 9, 10, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // K = 279: chunks of 140
+        {1, 29, 12, 11, 18, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1},  // K = 261, dilated
         // MobileNetV3's 16-channel layers on large planes (odd sizes, P > 1024: tiled planes,
         // prefetches past the tile), and the 16 = 8 + 8 row blocks:
         {1, 3, 75, 69, 16, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1},   // stem 3 -> 16 3x3 s2 on 75x69
