@@ -8,7 +8,7 @@
 namespace jiffy::kernels {
 
 void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
-                           const ConvEpi&, int64_t, int64_t);
+                           const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t);
 void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -16,18 +16,18 @@ void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64
 void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
-                         const ConvEpi&, int64_t, int64_t);
+                         const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                          const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_pw_avx2(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t);
+                       const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t);
 #endif
 #if defined(__aarch64__)
 void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t);
+                       const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t);
 #endif
@@ -93,8 +93,8 @@ void NhwcPointwise::pack(const float* W, const float* b, float* dst) const {
 }
 
 void NhwcPointwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
-                        int64_t p0, int64_t p1) const {
-    if (p1 > p0) pw_for(isa_)(K_, M_, x, packed, packed + K_ * Mp_, res, y, epi, p0, p1);
+                        int64_t p0, int64_t p1, int64_t x_plane) const {
+    if (p1 > p0) pw_for(isa_)(K_, M_, x, packed, packed + K_ * Mp_, res, y, epi, p0, p1, x_plane);
 }
 
 NhwcDepthwise::NhwcDepthwise(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) { Cp_ = (g.C + 15) / 16 * 16; }

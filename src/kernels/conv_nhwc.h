@@ -21,9 +21,11 @@ public:
     // panels of K x NR, then the bias zero-padded to the panels' width.
     size_t packed_floats() const { return size_t((K_ + 1) * Mp_); }
     void pack(const float* W, const float* b, float* dst) const;
-    // Pixels [p0, p1) (any range: the thread split).
+    // Pixels [p0, p1) (any range: the thread split). x_plane > 0: X is one NCHW image instead
+    // (K planes of x_plane pixels; the layout_nhwc pass's chain entries that only 1x1s read,
+    // which then need no Transpose before them); Y and R stay channels-last.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
-             int64_t p1) const;
+             int64_t p1, int64_t x_plane = 0) const;
     int64_t K() const { return K_; }
     int64_t M() const { return M_; }
 
@@ -62,7 +64,8 @@ void transpose32(Isa isa, const void* x, void* y, int64_t rows, int64_t cols, in
 
 // Per-ISA entry points (internal).
 using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float* wp, const float* bias,
-                              const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1);
+                              const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1,
+                              int64_t x_plane);
 using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
                               const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1);
 

@@ -141,7 +141,7 @@ void input_transform(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, 
                 if (iy >= 0 && iy < g.H)
                     copy_n(row, xc + iy * g.W, g.W);
                 else
-                    std::memset(row, 0, size_t(g.W) * sizeof(float));
+                    zero_n(row, g.W);
             }
             const int64_t tx_lo = ty == ty0 ? b0 - ty * TW : 0;
             const int64_t tx_hi = ty == ty1 ? b0 + nt - ty * TW : TW;
@@ -209,7 +209,7 @@ void input_transform(const WinoArgs& a, const float* x, int64_t b0, int64_t nt, 
         }
         if (ntp > nt)
             for (int t = 0; t < NP; ++t)
-                std::memset(vb + (t * C + c) * nb + nt, 0, size_t(ntp - nt) * sizeof(float));
+                zero_n(vb + (t * C + c) * nb + nt, ntp - nt);  // inline: a call per (t, c) cost more
     }
 }
 
@@ -469,7 +469,7 @@ void input_transform_flat(const WinoArgs& a, const float* x, int64_t b0, int64_t
     }
     if (ntp > nt)
         for (int64_t c = 0; c < C; ++c)
-            for (int t = 0; t < A; ++t) std::memset(vb + (t * C + c) * nb + nt, 0, size_t(ntp - nt) * sizeof(float));
+            for (int t = 0; t < A; ++t) zero_n(vb + (t * C + c) * nb + nt, ntp - nt);
 }
 
 // Y for tiles [b0, b0 + nt) of a 1-D kind (flat, normal orientation) from Mt[t][mo][i] + bias,

@@ -1210,11 +1210,14 @@ Status prep_Conv(OpContext& ctx) {
 // input X, output Y and fused residual (input 3) are channels-last, N x H x W x C; W (M x C/group
 // x kh x kw) and B as in Conv, both constant; the Conv's attributes and fused epilogue. Two
 // shapes: pointwise (1x1, stride 1, no padding, one group) and depthwise (group == C == M).
+// Attribute _x_nchw = 1 (pointwise only): X is NCHW (N x C x H x W), read in place by the
+// pointwise kernel; Y and the residual stay channels-last (a chain entry read only by 1x1s needs
+// no Transpose before it).
 class ConvNhwcKernel : public Kernel {
 public:
     ConvNhwcKernel(int64_t N, kernels::Conv2DGeom g, bool depthwise, const float* W, const float* B,
-                   kernels::ConvEpi epi, bool has_res)
-        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
+                   kernels::ConvEpi epi, bool has_res, bool x_nchw)
+        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res), x_plane_(x_nchw ? g.H * g.W : 0) {
         const kernels::Isa isa = kernels::active_isa();
         mr_ = kernels::conv_mr(isa);
         size_t n;
@@ -1246,7 +1249,7 @@ public:
             float* y = Y + n * out_img;
             auto part = [&](int64_t b, int64_t e) {
                 if (depthwise_) dw_.run(x, packed_.get(), r, y, epi_, b, e);
-                else pw_.run(x, packed_.get(), r, y, epi_, b, e);
+                else pw_.run(x, packed_.get(), r, y, epi_, b, e, x_plane_);
             };
             if (!pool_) {
                 part(0, total);
@@ -1261,7 +1264,7 @@ public:
         return {};
     }
     std::string describe() const override {
-        return std::string(depthwise_ ? "conv_nhwc_dw " : "conv_nhwc_1x1 ") +
+        return std::string(depthwise_ ? "conv_nhwc_dw " : x_plane_ ? "conv_nhwc_1x1 nchw-in " : "conv_nhwc_1x1 ") +
                kernels::isa_name(kernels::active_isa());
     }
 
@@ -1271,6 +1274,7 @@ private:
     bool depthwise_;
     kernels::ConvEpi epi_;
     bool has_res_;
+    int64_t x_plane_;  // > 0: X is NCHW (pointwise), planes of this many pixels
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
     std::shared_ptr<float> packed_;
@@ -1285,19 +1289,22 @@ Status prep_ConvNhwc(OpContext& ctx) {
     const Shape& x = ctx.in_shape(0);
     const Shape& w = ctx.in_shape(1);
     if (ctx.in_dtype(0) != DType::kF32) return ctx.fail_unsupported("X must be float32");
-    if (x.size() != 4) return ctx.fail("X must be N x H x W x C, got shape ", shape_str(x));
+    const bool x_nchw = ctx.attr_int("_x_nchw", 0) != 0;
+    if (x.size() != 4)
+        return ctx.fail("X must be ", x_nchw ? "N x C x H x W" : "N x H x W x C", ", got shape ", shape_str(x));
     if (!ctx.in_const(1)) return ctx.fail("W must be a constant");
     if (ctx.has_input(2) && !ctx.in_const(2)) return ctx.fail("B must be a constant");
-    const int64_t N = x[0], C = x[3], M = w[0], G = ctx.attr_int("group", 1);
+    const int64_t N = x[0], C = x_nchw ? x[1] : x[3], M = w[0], G = ctx.attr_int("group", 1);
     if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B", M));
     Geom g;
-    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, Shape{x[1], x[2]}, kernel, false, &g));
+    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, x_nchw ? Shape{x[2], x[3]} : Shape{x[1], x[2]}, kernel, false, &g));
     const bool depthwise = G == C && M == C && w[1] == 1 && C > 1;
     const bool pointwise = G == 1 && w[1] == C && g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
                            g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
     if (!depthwise && !pointwise)
         return ctx.fail_unsupported("only pointwise (1x1, stride 1, no padding, group 1) and depthwise convs are ",
                                     "supported channels-last; W ", shape_str(w), ", group ", G, ", X ", shape_str(x));
+    if (x_nchw && !pointwise) return ctx.fail_unsupported("_x_nchw (an NCHW X) only for a pointwise conv");
     kernels::ConvEpi epi;
     bool has_res = false;
     JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
@@ -1310,7 +1317,8 @@ Status prep_ConvNhwc(OpContext& ctx) {
     geo.C = C;
     geo.M = M;
     const float* B = ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr;
-    auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res);
+    auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
+                                              x_nchw);
     const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);
     // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));

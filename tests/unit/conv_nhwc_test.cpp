@@ -5,6 +5,7 @@
 // activations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -128,6 +129,14 @@ TEST(ConvNhwc, PointwiseMatchesReference) {
             k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, mid);
             k.run(xn.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, mid, c.P);
             expect_near(y, want, c.M, c.P, "pointwise", isa);
+            for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            // The same with X read in place as NCHW (x_plane = P), in three ranges (one unaligned).
+            std::fill(y.begin(), y.end(), -7.0f);
+            const int64_t third = 2 * c.P / 3;
+            k.run(x.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, third, c.P, c.P);
+            k.run(x.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, mid, c.P);
+            k.run(x.data(), packed.get(), with_res ? rn.data() : nullptr, y.data(), e, mid, third, c.P);
+            expect_near(y, want, c.M, c.P, "pointwise NCHW X", isa);
             for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
         }
 }

@@ -1026,6 +1026,44 @@ TEST(Passes, DepthwiseChainGoesChannelsLast) {
     EXPECT_EQ(nhwc, 4);
 }
 
+TEST(Passes, ChannelsLastChainReadsAnNchwEntryInPlace) {
+    // A chain entered through 1x1 convs only (the face detector's after its NCHW depthwise):
+    // they read the NCHW value in place (_x_nchw), no Transpose before them. Batch 2 (per-image
+    // planes), two 1x1 readers of the entry, 20 pixels per plane (a partial microkernel block).
+    Builder b;
+    int x = b.input("x", {2, 16, 4, 5});
+    int w1 = b.constant("W1", rnd({32, 16, 1, 1}, 3, 0.4f));
+    int p1 = b.node("Conv", {x, w1}, {2, 32, 4, 5}, {{"_fused_act", as("Relu")}});
+    int wd = b.constant("Wd", rnd({32, 1, 3, 3}, 5, 0.5f));
+    int d1 = b.node("Conv", {p1, wd}, {2, 32, 4, 5},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(32)}});
+    int w2 = b.constant("W2", rnd({32, 16, 1, 1}, 7, 0.4f));
+    int p2 = b.node("Conv", {x, w2}, {2, 32, 4, 5});  // the second 1x1 reader of x
+    int w3 = b.constant("W3", rnd({32, 32, 1, 1}, 9, 0.4f));
+    b.output(b.node("Conv", {d1, w3, -1, p2}, {2, 32, 4, 5}, {{"_fused_residual", ai(1)}}));
+    Graph g = check_pass(b, passes::layout_nhwc, 4);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"ConvNhwc", "ConvNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
+    int in_place = 0;
+    for (const Node& n : g.nodes)
+        if (n.op == "ConvNhwc" && passes::attr_i(n, "_x_nchw", 0) == 1) {
+            ++in_place;
+            EXPECT_EQ(n.inputs[0], x);
+        }
+    EXPECT_EQ(in_place, 2);
+    // Read as a residual too: converted once, read channels-last by both.
+    Builder c;
+    int y = c.input("y", {1, 16, 4, 5});
+    int cw = c.constant("W1", rnd({16, 1, 3, 3}, 3, 0.5f));
+    int cd = c.node("Conv", {y, cw}, {1, 16, 4, 5},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(16)}});
+    int cw2 = c.constant("W2", rnd({16, 16, 1, 1}, 5, 0.4f));
+    int cp = c.node("Conv", {y, cw2}, {1, 16, 4, 5});
+    int cw3 = c.constant("W3", rnd({16, 16, 1, 1}, 7, 0.4f));
+    c.output(c.node("Conv", {cd, cw3, -1, cp}, {1, 16, 4, 5}, {{"_fused_residual", ai(1)}}));
+    Graph gc = check_pass(c, passes::layout_nhwc, 3);
+    EXPECT_EQ(ops(gc), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
+}
+
 TEST(Passes, ChannelsLastNeedsADepthwiseChain) {
     Builder b;
     int x = b.input("x", {1, 16, 6, 7});
