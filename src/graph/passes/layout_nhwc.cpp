@@ -77,6 +77,21 @@ int candidate(const Graph& g, const Node& n) {
     return 0;
 }
 
+// f(i, slot, v, p) for the X (slot 0) and residual (slot 3) input v of every node i with
+// sel[i] != 0; p: v's producer (-1 for graph inputs and constants).
+template <typename T, typename F>
+void conv_reads(const Graph& g, const std::vector<T>& sel, F&& f) {
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+        if (!sel[i]) continue;
+        const Node& nd = g.nodes[i];
+        for (int slot : {0, 3}) {
+            if (slot >= num_explicit(nd)) continue;
+            const int v = nd.inputs[size_t(slot)];
+            f(i, slot, v, v >= 0 ? g.values[size_t(v)].producer : -1);
+        }
+    }
+}
+
 int find(std::vector<int>& p, int i) {
     while (p[size_t(i)] != i) i = p[size_t(i)] = p[size_t(p[size_t(i)])];
     return i;
@@ -95,16 +110,9 @@ int layout_nhwc(Graph& g) {
     for (size_t i = 0; i < n; ++i) any |= (kind[i] = candidate(g, g.nodes[i])) != 0;
     if (!any) return 0;
     // Chains: a candidate reading (as X or residual) another candidate's output.
-    for (size_t i = 0; i < n; ++i) {
-        if (!kind[i]) continue;
-        const Node& nd = g.nodes[i];
-        for (int slot : {0, 3}) {
-            if (slot >= num_explicit(nd)) continue;
-            const int v = nd.inputs[size_t(slot)];
-            const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
-            if (p >= 0 && kind[size_t(p)]) parent[size_t(find(parent, int(i)))] = find(parent, p);
-        }
-    }
+    conv_reads(g, kind, [&](size_t i, int, int, int p) {
+        if (p >= 0 && kind[size_t(p)]) parent[size_t(find(parent, int(i)))] = find(parent, p);
+    });
     std::vector<int> size(n, 0), dw(n, 0);
     for (size_t i = 0; i < n; ++i)
         if (kind[i]) {
@@ -126,33 +134,19 @@ int layout_nhwc(Graph& g) {
     // when it is pinned (graph output, subgraph capture).
     const Uses u = compute_uses(g);
     std::vector<int> twin_reads(g.values.size(), 0);
-    for (size_t i = 0; i < n; ++i) {
-        if (!convert[i]) continue;
-        const Node& nd = g.nodes[i];
-        for (int slot : {0, 3}) {
-            if (slot >= num_explicit(nd)) continue;
-            const int v = nd.inputs[size_t(slot)];
-            const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
-            if (p >= 0 && size_t(p) < i && convert[size_t(p)]) ++twin_reads[size_t(v)];
-        }
-    }
+    conv_reads(g, convert, [&](size_t i, int, int v, int p) {
+        if (p >= 0 && size_t(p) < i && convert[size_t(p)]) ++twin_reads[size_t(v)];
+    });
 
     // An NCHW value from outside the chains that converted convs read only as the X of pointwise
     // convs is read in place (ConvNhwc _x_nchw = 1: the pointwise kernel's broadcasts read any
     // layout) instead of through a Transpose (face detector: 16 x 120x160, ~40 us).
     std::vector<char> direct(g.values.size(), 0);  // 1: pointwise X reads only; 2: another read
-    for (size_t i = 0; i < n; ++i) {
-        if (!convert[i]) continue;
-        const Node& nd = g.nodes[i];
-        for (int slot : {0, 3}) {
-            if (slot >= num_explicit(nd)) continue;
-            const int v = nd.inputs[size_t(slot)];
-            const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
-            if (v < 0 || (p >= 0 && convert[size_t(p)])) continue;
-            if (slot == 0 && kind[i] == 1 && direct[size_t(v)] != 2) direct[size_t(v)] = 1;
-            else direct[size_t(v)] = 2;
-        }
-    }
+    conv_reads(g, convert, [&](size_t i, int slot, int v, int p) {
+        if (v < 0 || (p >= 0 && convert[size_t(p)])) return;
+        if (slot == 0 && kind[i] == 1 && direct[size_t(v)] != 2) direct[size_t(v)] = 1;
+        else direct[size_t(v)] = 2;
+    });
 
     // Rewrite in file order: each converted conv preceded by the conversions of what it reads.
     std::vector<int> nhwc(g.values.size(), -1);  // NCHW value -> its NHWC twin
