@@ -190,6 +190,42 @@ TEST(Winograd, TransposedChannelSplitIsBitwiseEqual) {
         }
 }
 
+// A split by tiles (as the thread pool does it) gives the same bits as one run, in the transposed
+// orientation (each part its tiles into the shared pixel-major yt, then the second stage by
+// channels, finish_tiles): 3x3, 1x3 and 3x1 kernels, tile ranges that start and end inside a tile
+// row, edge tiles past the plane (odd sizes), a residual and a deferred activation (Sigmoid).
+TEST(Winograd, TileSplitIsBitwiseEqual) {
+    for (Isa isa : jiffy::testisa::isas())
+        for (int m : {2, 4})
+            for (int kind : {0, 1, 2}) {
+                Conv2DGeom g = geom(24, 37, 11, 13, 1, 1);
+                if (kind == 1) g.kh = 1, g.ph = 0, g.OH = g.H;
+                if (kind == 2) g.kw = 1, g.pw = 0, g.OW = g.W;
+                if (!Winograd::suits(g)) continue;
+                const int64_t P = g.OH * g.OW, ks = g.kh * g.kw;
+                const std::vector<float> x = rnd(g.C * g.H * g.W, 15), w = rnd(g.M * g.C * ks, 16, 0.3f),
+                                         b = rnd(g.M, 17), r = rnd(g.M * P, 18);
+                const ConvEpi e{ConvAct::kSigmoid};
+                Winograd wg(isa, g, m, true);
+                std::vector<float> wp(wg.packed_w_floats());
+                wg.pack_w(w.data(), wp.data());
+                std::vector<float> whole(size_t(g.M * P)), scratch(wg.scratch_floats());
+                wg.run(x.data(), wp.data(), b.data(), r.data(), whole.data(), scratch.data(), e);
+                const int64_t T = wg.args().T;
+                std::vector<float> parts(size_t(g.M * P) + 16, 12345.0f), yt(wg.yt_floats());
+                const int64_t cuts[] = {0, T / 3, T / 3 + 1, (2 * T) / 3 + 1, T};  // one part of 1 tile
+                for (int i = 3; i >= 0; --i)  // the parts in reverse order
+                    wg.run_tiles(x.data(), wp.data(), b.data(), r.data(), parts.data(), scratch.data(), e,
+                                 cuts[i], cuts[i + 1], yt.data());
+                const int64_t nr = conv_nr(isa);
+                wg.finish_tiles(yt.data(), b.data(), r.data(), parts.data(), e, nr, g.M);
+                wg.finish_tiles(yt.data(), b.data(), r.data(), parts.data(), e, 0, nr);
+                for (size_t i = size_t(g.M * P); i < parts.size(); ++i) ASSERT_EQ(parts[i], 12345.0f);
+                parts.resize(size_t(g.M * P));
+                EXPECT_EQ(whole, parts) << isa_name(isa) << " F(" << m << ",3) kind " << kind;
+            }
+}
+
 TEST(Winograd, Suits3x3And1DStride1) {
     Conv2DGeom g = geom(8, 8, 10, 10, 1, 1);
     EXPECT_TRUE(Winograd::suits(g));
