@@ -562,7 +562,6 @@ void pad_image(const ConvGemmArgs& a, const float* x, float* xp, int64_t py0, in
     }
 }
 
-
 // Copies one group's C planes into the stride-1 planes of the split mode (ConvGemmArgs::split):
 // plane (c, r, kx) row i, column j = x[c][i * sh + rph[r] - ph][j * sw + kx * dw - pw], zero
 // outside the image; the slack after each plane and channel is zeroed too. Each input row is
