@@ -476,6 +476,60 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
     // Graph inputs (and subgraph captures) are bound by the caller.
     std::vector<int> in_values = g_.inputs;
     for (int c : g_.captures) in_values.push_back(c);
+    // In-place Concat (docs/memory.md): a Concat whose inputs are each a contiguous stretch of its
+    // output (nothing but size-1 dims before the axis) and are each written by a step, read by this
+    // Concat once and neither graph inputs nor outputs, is dropped: its inputs ("parts") live at
+    // their offsets inside its output's bytes, so their producers write the concatenation directly.
+    std::vector<int> part_of(nv, -1);     // a part's Concat output
+    std::vector<size_t> part_off(nv, 0);  // the part's byte offset in it
+    std::vector<char> in_place_concat(nv, 0);
+    {
+        const std::set<int> graph_outs(g_.outputs.begin(), g_.outputs.end());
+        const std::set<int> graph_ins(in_values.begin(), in_values.end());
+        std::set<int> produced, concat_outs;
+        for (const PStep& s : steps_)
+            for (int o : s.outs)
+                if (o >= 0) produced.insert(o);
+        std::vector<PStep> kept;
+        for (PStep& s : steps_) {
+            const Node& n = g_.nodes[size_t(s.node)];
+            const int o = s.outs.empty() ? -1 : s.outs[0];
+            bool ok = n.domain.empty() && n.op == "Concat" && o >= 0 && !info_[size_t(o)].constant &&
+                      info_[size_t(o)].dtype != DType::kString && part_of[size_t(o)] < 0 &&
+                      std::count(g_.outputs.begin(), g_.outputs.end(), o) <= 1;
+            if (ok) {
+                const Shape& sh = info_[size_t(o)].shape;
+                auto it = n.attrs.find("axis");
+                int64_t axis = it != n.attrs.end() ? it->second.i : 1;
+                if (axis < 0) axis += int64_t(sh.size());
+                ok = axis >= 0 && axis < int64_t(sh.size());
+                for (int64_t d = 0; ok && d < axis; ++d) ok = sh[size_t(d)] == 1;
+            }
+            size_t off = 0;
+            for (size_t i = 0; ok && i < s.ins.size(); ++i) {
+                const int in = s.ins[i];
+                if (in < 0) continue;
+                ok = rt(in) == in && produced.count(in) && !info_[size_t(in)].constant && !graph_ins.count(in) &&
+                     !graph_outs.count(in) && !concat_outs.count(in) && part_of[size_t(in)] < 0 &&
+                     std::count(s.ins.begin(), s.ins.end(), in) == 1 && nbytes(in) > 0 && off % kAlign == 0;
+                off += nbytes(in);
+            }
+            if (!ok || off != nbytes(o)) {
+                kept.push_back(std::move(s));
+                continue;
+            }
+            off = 0;
+            for (int in : s.ins) {
+                if (in < 0) continue;
+                part_of[size_t(in)] = o;
+                part_off[size_t(in)] = off;
+                off += nbytes(in);
+            }
+            concat_outs.insert(o);
+            in_place_concat[size_t(o)] = 1;
+        }
+        steps_ = std::move(kept);
+    }
     for (size_t i = 0; i < in_values.size(); ++i) {
         int v = in_values[i];
         const TensorInfo& t = info_[size_t(v)];
@@ -509,7 +563,8 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         s.nbytes = nbytes(v);
         s.value = v;
         int sid = add_slot(s);
-        if (step_outputs.count(v) && out_slot_for_value[size_t(v)] < 0 && slot_of[size_t(v)] < 0) {
+        if ((step_outputs.count(v) || in_place_concat[size_t(v)]) && out_slot_for_value[size_t(v)] < 0 &&
+            slot_of[size_t(v)] < 0) {
             out_slot_for_value[size_t(v)] = sid;
             slot_of[size_t(v)] = sid;
         } else {
@@ -537,9 +592,40 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
     };
     std::vector<Live> lives;
     std::vector<int> live_of(nv, -1);
+    struct PartSlot {
+        int slot, concat;
+    };
+    std::vector<PartSlot> part_slots;  // arena parts: offset = their Concat output's + part_off
     for (size_t si = 0; si < steps_.size(); ++si) {
         for (int o : steps_[si].outs) {
             if (o < 0 || slot_of[size_t(o)] >= 0) continue;
+            if (const int c = part_of[size_t(o)]; c >= 0) {
+                Slot s;
+                s.nbytes = nbytes(o);
+                s.value = o;
+                if (slot_of[size_t(c)] >= 0 && plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput) {
+                    s = plan->slots[size_t(slot_of[size_t(c)])];
+                    s.out_byte = part_off[size_t(o)];
+                    s.nbytes = nbytes(o);
+                    s.value = o;
+                    slot_of[size_t(o)] = add_slot(s);
+                    continue;
+                }
+                if (live_of[size_t(c)] < 0) {  // the first part written opens the Concat output's life
+                    live_of[size_t(c)] = int(lives.size());
+                    lives.push_back(Live{c, int(si), int(si), (nbytes(c) + kAlign - 1) / kAlign * kAlign});
+                    Slot cs;
+                    cs.kind = Slot::kArena;
+                    cs.nbytes = nbytes(c);
+                    cs.value = c;
+                    slot_of[size_t(c)] = add_slot(cs);
+                }
+                live_of[size_t(o)] = live_of[size_t(c)];
+                s.kind = Slot::kArena;
+                slot_of[size_t(o)] = add_slot(s);
+                part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
+                continue;
+            }
             live_of[size_t(o)] = int(lives.size());
             lives.push_back(Live{o, int(si), int(si), (nbytes(o) + kAlign - 1) / kAlign * kAlign});
             Slot s;
@@ -589,6 +675,9 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         placed.push_back(li);
         plan->slots[size_t(slot_of[size_t(L.value)])].offset = off;
     }
+    for (const PartSlot& p : part_slots)
+        plan->slots[size_t(p.slot)].offset =
+            plan->slots[size_t(slot_of[size_t(p.concat)])].offset + part_off[size_t(plan->slots[size_t(p.slot)].value)];
     plan->arena_bytes = arena;
     if (arena > opt_.max_bytes)
         return invalid("the plan needs an arena of ", arena, " bytes, over the memory limit of ",

@@ -55,6 +55,7 @@ struct Slot {
     enum Kind : uint8_t { kArena, kConst, kInput, kOutput };
     Kind kind = kArena;
     size_t offset = 0;          // kArena: byte offset; kInput/kOutput: I/O index
+    size_t out_byte = 0;        // kOutput: byte offset in that output (a part of an in-place Concat)
     const void* data = nullptr; // kConst
     size_t nbytes = 0;
     int value = -1;             // id in the compiled graph (for diagnostics)

@@ -38,7 +38,7 @@ void Session::resolve() {
             case Slot::kArena: return arena_.get() + s.offset;
             case Slot::kConst: return const_cast<void*>(s.data);
             case Slot::kInput: return inputs_[s.offset];
-            case Slot::kOutput: return outputs_[s.offset];
+            case Slot::kOutput: return static_cast<uint8_t*>(outputs_[s.offset]) + s.out_byte;
         }
         return nullptr;
     };

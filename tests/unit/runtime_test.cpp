@@ -133,6 +133,74 @@ TEST(Compile, ArenaReusesDeadValues) {
     EXPECT_EQ(plan->arena_bytes, 2u * 4096u);  // ping-pong, not 4 buffers
 }
 
+// A Concat whose inputs are contiguous stretches of its output is dropped: their producers write
+// into it (docs/memory.md "In-place Concat"). Results must not change, in the arena or in a graph
+// output, and the cases it must leave alone keep their Concat step.
+TEST(Compile, ConcatWritesItsPartsInPlace) {
+    auto build = [](std::vector<int64_t> dims, int variant, bool cat_is_output) {
+        G b;
+        int x = b.input("x", DType::kF32, dims);
+        int a = b.node("Relu", {x}, "a");
+        int n = b.node("Neg", {x}, "n");
+        int k = b.node("Abs", {x}, "k");
+        std::vector<int> parts = {a, n, k};
+        if (variant == 1) parts = {x, n, k};  // a graph input: no step writes it
+        if (variant == 2) parts = {a, n, a};  // the same value twice
+        int cat = b.node("Concat", parts, "cat");
+        b.g.nodes.back().attrs["axis"].kind = Attr::kInt;
+        b.g.nodes.back().attrs["axis"].i = 1;
+        // `a` is read again after the Concat's last reader, with a new value `u` alive then (which
+        // would take the Concat's bytes were a's life not extended to that read).
+        int y = cat_is_output ? cat : b.node("Neg", {cat}, "y");
+        int u = b.node("Neg", {x}, "u");
+        b.g.outputs = {y, b.node("Add", {a, u}, "tail")};
+        return b;
+    };
+    auto check = [&](std::vector<int64_t> dims, int variant, bool cat_is_output, bool expect_in_place) {
+        SCOPED_TRACE(::testing::Message() << "dims " << dims.size() << " batch " << dims[0] << " variant "
+                                          << variant << " output " << cat_is_output);
+        G b = build(dims, variant, cat_is_output);
+        std::shared_ptr<const Plan> plan;
+        setenv("JIFFY_PASSES", "0", 1);
+        const Status st = compile_graph(b.g, CompileOptions{}, &plan);
+        unsetenv("JIFFY_PASSES");
+        ASSERT_TRUE(st.ok()) << st.message();
+        int concats = 0;
+        for (const StepInfo& si : plan->step_info) concats += si.op == "Concat";
+        EXPECT_EQ(concats, expect_in_place ? 0 : 1);
+        const int64_t per = dims[1] * dims[2] * dims[3], batch = dims[0];
+        std::vector<float> in(size_t(batch * per));
+        for (size_t i = 0; i < in.size(); ++i) in[i] = float(int(i * 37 % 23) - 11) * 0.25f;
+        std::vector<float> bound(size_t(3 * batch * per), -99.f);
+        for (int pass = 0; pass < 2; ++pass) {  // the session's own output buffer, then the caller's
+            Session s(plan);
+            if (pass == 1) s.bind_output(0, bound.data());
+            std::memcpy(s.input_data(0), in.data(), in.size() * 4);
+            ASSERT_TRUE(s.run().ok());
+            const float* y = static_cast<const float*>(s.output_data(0));
+            if (pass == 1) y = bound.data();
+            const float* tail = static_cast<const float*>(s.output_data(1));
+            for (int64_t bi = 0; bi < batch; ++bi)
+                for (int64_t j = 0; j < 3; ++j)
+                    for (int64_t i = 0; i < per; ++i) {
+                        const float v = in[size_t(bi * per + i)];
+                        const int which = variant == 1 && j == 0 ? 3 : variant == 2 && j == 2 ? 0 : int(j);
+                        const float want = which == 0 ? std::max(v, 0.f) : which == 1 ? -v : which == 2 ? std::fabs(v) : v;
+                        const float got = y[size_t((bi * 3 + j) * per + i)];
+                        ASSERT_EQ(got, cat_is_output ? want : -want) << "batch " << bi << " part " << j << " at " << i;
+                    }
+            for (int64_t i = 0; i < batch * per; ++i) ASSERT_EQ(tail[i], std::max(in[size_t(i)], 0.f) - in[size_t(i)]);
+        }
+    };
+    for (bool out : {false, true}) {
+        check({1, 4, 4, 4}, 0, out, true);    // 256-byte parts
+        check({1, 1, 3, 5}, 0, out, false);   // 60 bytes: a part would start off a 64-byte line
+        check({2, 4, 4, 4}, 0, out, false);   // batch 2: parts are strided in the output
+        check({1, 4, 4, 4}, 1, out, false);
+        check({1, 4, 4, 4}, 2, out, false);
+    }
+}
+
 TEST(Compile, SymbolicDimsResolvedFromOtherInputs) {
     G b;
     int a = b.input("a", DType::kF32, {-1, 3}, {"N", ""});
