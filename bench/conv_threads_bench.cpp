@@ -178,11 +178,14 @@ void parts(const ConvShape& c, int rounds) {
         chunk_range(T, 2, 1, 1, &tm, &te);
         chunk_range(c.M, 2, 0, nr, &c0, &c1);
         chunk_range(c.M, 2, 1, nr, &c1, &c2);
+        const std::vector<int64_t> shared = wk.shared_tile_rows({0, tm});
         for (int h = 0; h < 2; ++h) {
-            const int64_t a = h ? tm : 0, e = h ? te : tm, m0 = h ? c1 : 0, m1 = h ? c2 : c1;
+            const int64_t a = h ? tm : 0, e = h ? te : tm;
             to = std::max(to, time_us([&] {
                 wk.run_tiles(x.data(), pw.data(), b.data(), nullptr, y.data(), sc.data(), epi, a, e, yt.data());
-                wk.finish_tiles(yt.data(), b.data(), nullptr, y.data(), epi, m0, m1);
+                // The caller's part also writes the shared tile rows (ConvFastKernel::run_parallel).
+                if (h == 0)
+                    for (int64_t tr : shared) wk.finish_rows(yt.data(), b.data(), nullptr, y.data(), epi, tr, tr + 1);
             }, reps, rounds));
         }
         chunk_range(c.M, 2, 0, c.M >= 2 * mr ? mr : 8, &c0, &c1);

@@ -815,15 +815,17 @@ inline __attribute__((always_inline)) void transpose_block(V (&r)[VL]) {
     }
 }
 
-// Y rows [m0, m1) (every pixel) = Yt[:, m0 .. m1)^T (+ bias, may be null) (+ res), then the
-// activation A, from the P x Mp Yt (also the channel-vector conv's output stage, conv_cv_impl.h):
-// VL x VL blocks transposed in registers (transpose_block). Sigmoid / Tanh (A = kNone) run per
-// row afterwards.
+// Y rows [m0, m1), pixels [pa, pb) (pb 0: every pixel) = Yt[pa .. pb, m0 .. m1)^T (+ bias, may
+// be null) (+ res), then the activation A, from the P x Mp Yt (also the channel-vector conv's
+// output stage, conv_cv_impl.h): VL x VL blocks transposed in registers (transpose_block).
+// Sigmoid / Tanh (A = kNone) run per row afterwards. Each output is computed alike whatever the
+// range (the Winograd tile split writes its pixel rows as they complete).
 template <ConvAct A>
 void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
-               const float* res, float* y, const ConvEpi& e) {
-    for (int64_t p0 = 0; p0 < P; p0 += VL) {
-        const int64_t np = std::min<int64_t>(VL, P - p0);
+               const float* res, float* y, const ConvEpi& e, int64_t pa, int64_t pb) {
+    if (pb <= 0) pb = P;
+    for (int64_t p0 = pa; p0 < pb; p0 += VL) {
+        const int64_t np = std::min<int64_t>(VL, pb - p0);
         for (int64_t c0 = m0; c0 < m1; c0 += VL) {  // c0 + VL <= Mp: the loads stay in Yt
             V r[VL];
             for (int i = 0; i < VL; ++i) r[i] = i < np ? ld(yt + (p0 + i) * Mp + c0) : V{};
@@ -843,11 +845,15 @@ void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, c
             }
         }
     }
-    deferred_act<A>(y + m0 * P, (m1 - m0) * P, e);
+    if (pa == 0 && pb == P) {
+        deferred_act<A>(y + m0 * P, (m1 - m0) * P, e);
+    } else {
+        for (int64_t c = m0; c < m1; ++c) deferred_act<A>(y + c * P + pa, pb - pa, e);
+    }
 }
 
 using TransOutFn = void (*)(const float*, int64_t, int64_t, int64_t, int64_t, const float*,
-                            const float*, float*, const ConvEpi&);
+                            const float*, float*, const ConvEpi&, int64_t, int64_t);
 TransOutFn trans_out_fn(ConvAct act) {
     return with_act(act, [](auto a) -> TransOutFn { return trans_out<decltype(a)::value>; });
 }
@@ -920,7 +926,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
                                      nullptr, false, nullptr, none, pa, nullptr, nullptr);
             }
-            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e);
+            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e, 0, 0);
         }
     }
 }

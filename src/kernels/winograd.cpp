@@ -146,15 +146,23 @@ void Winograd::run_tiles(const float* x, const float* wpacked, const float* bias
     wino_fn(isa_)(a, x, wpacked, bias, res, y, scratch, epi);
 }
 
-void Winograd::finish_tiles(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
-                            int64_t m0, int64_t m1) const {
-    if (!a_.trans || m1 <= m0) return;
+void Winograd::finish_rows(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
+                           int64_t tr0, int64_t tr1) const {
+    if (!a_.trans || tr1 <= tr0) return;
     WinoArgs a = a_;
     a.out_only = true;
     a.yt = const_cast<float*>(yt);
-    a.m0 = m0;
-    a.m1 = m1;
+    a.tr0 = tr0;
+    a.tr1 = tr1;
     wino_fn(isa_)(a, nullptr, nullptr, bias, res, y, nullptr, epi);
+}
+
+std::vector<int64_t> Winograd::shared_tile_rows(const std::vector<int64_t>& starts) const {
+    std::vector<int64_t> rows;
+    if (!a_.trans) return rows;
+    for (int64_t b : starts)
+        if (b % a_.TW != 0 && b < a_.T && (rows.empty() || rows.back() != b / a_.TW)) rows.push_back(b / a_.TW);
+    return rows;
 }
 
 // Estimated speedup of F(m,3) over the direct conv: the multiplies saved (9 m^2 / alpha^2), times

@@ -48,11 +48,12 @@ struct WinoArgs {
     int64_t Mpad = 0;               // trans: M rounded up to NR
     // A split by tiles across threads (Winograd::run_tiles): tiles [t0, t1) only (t1 0: all);
     // the transposed orientation then writes its pixel-major P x Mpad output to `yt` (shared by
-    // the threads) instead of Y. out_only: only Y channels [m0, m1) from that yt (second stage).
+    // the threads), and Y for the tile rows wholly inside [t0, t1). out_only: only Y's pixels of
+    // tile rows [tr0, tr1) from that yt (the rows two parts share, once both are done).
     int64_t t0 = 0, t1 = 0;
     float* yt = nullptr;
     bool out_only = false;
-    int64_t m0 = 0, m1 = 0;
+    int64_t tr0 = 0, tr1 = 0;
 };
 
 // A Winograd variant: tile size m (2 or 4; 0: the direct conv) and orientation.
@@ -88,12 +89,16 @@ public:
              float* scratch, const ConvEpi& epi) const;
     // A split by tiles (each thread its own scratch; results equal run()'s bitwise): tiles
     // [t0, t1) of the image. Normal orientation: writes their pixels of Y. Transposed: writes
-    // their pixels of yt (yt_floats(), shared by the threads), then, once every tile is done,
-    // finish_tiles(channels [m0, m1), m0 a multiple of NR) writes Y from yt.
+    // their pixels of yt (yt_floats(), shared by the threads) and Y's pixel rows of the tile rows
+    // wholly inside [t0, t1); once every part is done, finish_rows(tr0, tr1) writes Y's pixels of
+    // tile rows [tr0, tr1) from yt: those split between parts (shared_tile_rows).
     void run_tiles(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                    float* scratch, const ConvEpi& epi, int64_t t0, int64_t t1, float* yt) const;
-    void finish_tiles(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
-                      int64_t m0, int64_t m1) const;
+    void finish_rows(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
+                     int64_t tr0, int64_t tr1) const;
+    // The tile rows that the split into tile ranges starting at `starts` (ascending, the first 0)
+    // leaves to finish_rows (transposed orientation), each once, ascending.
+    std::vector<int64_t> shared_tile_rows(const std::vector<int64_t>& starts) const;
     size_t yt_floats() const { return a_.trans ? size_t(a_.g.OH * a_.g.OW * a_.Mpad) : 0; }
 
     const WinoArgs& args() const { return a_; }

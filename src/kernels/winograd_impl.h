@@ -556,12 +556,20 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
     float* mb = vb + NP * C * nb;      // NP x nb x Mp
     float* yt = mb + NP * nb * Mp;     // P x Mp
     float* rb = yt + P * Mp + 64;      // alpha x RW padded input rows
-    if (a.yt) yt = a.yt;               // a tile split's shared output (Y left to finish_tiles)
+    if (a.yt) yt = a.yt;               // a tile split's shared output
     std::memset(rb, 0, size_t(A * a.RW) * sizeof(float));
     const bool wpf = NP * C * Mp > 262144;  // U past L2
     const float* uend = wp + NP * C * Mp;
     const ConvEpi none{};
     const int64_t tb = a.t1 > 0 ? a.t0 : 0, te = a.t1 > 0 ? a.t1 : a.T;
+    // Y's pixel rows go out as soon as every tile of theirs is done, their Yt rows still in L2
+    // (before, all of Yt at the end: the line detector's 32-channel 160x160 layers' 3.3 MB Yt made
+    // a round trip through L3). Only the tile rows wholly inside [tb, te): those a tile split
+    // shares between two parts are left to the split's finish_rows.
+    const int64_t th = D == 1 ? 1 : m;  // pixel rows per tile row
+    const TransOutFn out = trans_out_fn(e.act);
+    int64_t next_tr = (tb + a.TW - 1) / a.TW;
+    const int64_t end_tr = te / a.TW;
     for (int64_t b0 = tb; b0 < te; b0 += nb) {
         const int64_t nt = std::min(nb, te - b0);
         if (D != 0 && a.flat) {
@@ -589,8 +597,11 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
                 }
         }
         output_transform_t<m, D>(a, mb, b0, nt, yt);
+        if (const int64_t done_tr = std::min(end_tr, (b0 + nt) / a.TW); done_tr > next_tr) {
+            out(yt, Mp, P, 0, g.M, bias, res, y, e, next_tr * th * g.OW, std::min(done_tr * th, g.OH) * g.OW);
+            next_tr = done_tr;
+        }
     }
-    if (!a.yt) trans_out_fn(e.act)(yt, Mp, P, 0, g.M, bias, res, y, e);
 }
 
 template <int m, int D>
@@ -659,8 +670,10 @@ void wino_kind(const WinoArgs& a, const float* x, const float* wp, const float* 
 void JIFFY_CONV_CAT(winograd_, JIFFY_CONV_SUFFIX)(const WinoArgs& a, const float* x, const float* wp,
                                                   const float* bias, const float* res, float* y,
                                                   float* scratch, const ConvEpi& e) {
-    if (a.out_only) {  // the second stage of a tile split (transposed): Y channels [m0, m1)
-        trans_out_fn(e.act)(a.yt, a.Mpad, a.g.OH * a.g.OW, a.m0, a.m1, bias, res, y, e);
+    if (a.out_only) {  // a tile split's shared tile rows [tr0, tr1) (transposed): their Y pixels
+        const int64_t th = a.kind == 1 ? 1 : a.m, OW = a.g.OW;
+        trans_out_fn(e.act)(a.yt, a.Mpad, a.g.OH * OW, 0, a.g.M, bias, res, y, e, a.tr0 * th * OW,
+                            std::min(a.tr1 * th, a.g.OH) * OW);
         return;
     }
     if (a.kind == 1)

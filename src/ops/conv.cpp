@@ -633,11 +633,13 @@ public:
                     for (int t = 0; t < chunks; ++t) {
                         Part p;
                         chunk_range(a.T, chunks, t, 1, &p.b0, &p.b1);
-                        chunk_range(M, chunks, t, nr, &p.c0, &p.c1);  // the transposed second stage
                         p.scratch.resize(wino_k_.scratch_floats());
                         parts_.push_back(std::move(p));
                     }
                     yt_.resize(wino_k_.yt_floats());
+                    std::vector<int64_t> starts;
+                    for (const Part& p : parts_) starts.push_back(p.b0);
+                    shared_rows_ = wino_k_.shared_tile_rows(starts);
                     pool_ = pool;
                     return;
                 }
@@ -736,13 +738,8 @@ private:
                     wino_k_.run_tiles(x, wpacked_.data(), B, r, y, p.scratch.data(), epi_, p.b0, p.b1, yt);
                 };
                 pool_->parallel_for(n_parts, tiles);
-                if (wino_k_.args().trans) {
-                    auto finish = [&](int t) {
-                        const Part& p = parts_[size_t(t)];
-                        wino_k_.finish_tiles(yt, B, r, y, epi_, p.c0, p.c1);
-                    };
-                    pool_->parallel_for(n_parts, finish);
-                }
+                // The few tile rows two parts share (at most one per part boundary), on the caller.
+                for (int64_t tr : shared_rows_) wino_k_.finish_rows(yt, B, r, y, epi_, tr, tr + 1);
                 continue;
             }
             if (split_ == Split::kPixels) {
@@ -775,6 +772,7 @@ private:
 
     Split split_ = Split::kChannels;
     mutable std::vector<float> yt_;  // by tiles, transposed Winograd: the shared P x Mpad output
+    std::vector<int64_t> shared_rows_;  // by tiles, transposed: tile rows split between parts
     ThreadPool* pool_ = nullptr;
     std::vector<Part> parts_;
     ConvDims d_;

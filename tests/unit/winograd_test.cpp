@@ -191,9 +191,10 @@ TEST(Winograd, TransposedChannelSplitIsBitwiseEqual) {
 }
 
 // A split by tiles (as the thread pool does it) gives the same bits as one run, in the transposed
-// orientation (each part its tiles into the shared pixel-major yt, then the second stage by
-// channels, finish_tiles): 3x3, 1x3 and 3x1 kernels, tile ranges that start and end inside a tile
-// row, edge tiles past the plane (odd sizes), a residual and a deferred activation (Sigmoid).
+// orientation (each part its tiles into the shared pixel-major yt and Y's rows of its own whole
+// tile rows, then finish_rows for the tile rows that parts share): 3x3, 1x3 and 3x1 kernels, tile
+// ranges that start and end inside a tile row (one part within a single row), edge tiles past the
+// plane (odd sizes), a residual and a deferred activation (Sigmoid).
 TEST(Winograd, TileSplitIsBitwiseEqual) {
     for (Isa isa : jiffy::testisa::isas())
         for (int m : {2, 4})
@@ -217,9 +218,9 @@ TEST(Winograd, TileSplitIsBitwiseEqual) {
                 for (int i = 3; i >= 0; --i)  // the parts in reverse order
                     wg.run_tiles(x.data(), wp.data(), b.data(), r.data(), parts.data(), scratch.data(), e,
                                  cuts[i], cuts[i + 1], yt.data());
-                const int64_t nr = conv_nr(isa);
-                wg.finish_tiles(yt.data(), b.data(), r.data(), parts.data(), e, nr, g.M);
-                wg.finish_tiles(yt.data(), b.data(), r.data(), parts.data(), e, 0, nr);
+                const std::vector<int64_t> shared = wg.shared_tile_rows({cuts[0], cuts[1], cuts[2], cuts[3]});
+                ASSERT_FALSE(shared.empty());
+                for (int64_t tr : shared) wg.finish_rows(yt.data(), b.data(), r.data(), parts.data(), e, tr, tr + 1);
                 for (size_t i = size_t(g.M * P); i < parts.size(); ++i) ASSERT_EQ(parts[i], 12345.0f);
                 parts.resize(size_t(g.M * P));
                 EXPECT_EQ(whole, parts) << isa_name(isa) << " F(" << m << ",3) kind " << kind;
