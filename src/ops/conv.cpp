@@ -525,8 +525,8 @@ private:
 
 // Float32 1-D/2-D Conv on the fast kernels: im2col + packed GEMM (ConvGemm) or, for depthwise
 // convs, the direct vectorized kernel. The ISA is chosen at prepare. NOT REENTRANT: the im2col
-// tile (and the packed weights when W is not constant) live in mutable scratch owned by the
-// kernel; a later change moves that scratch into the arena.
+// tile and the other per-run buffers live in the plan's shared scratch (bind_scratch), the packed
+// weights when W is not constant in a mutable member.
 class ConvFastKernel : public Kernel {
 public:
     ConvFastKernel(const ConvDims& d, kernels::Isa isa, const kernels::Conv2DGeom& geo,
@@ -534,7 +534,7 @@ public:
         : d_(d), isa_(isa), geo_(geo), depthwise_(depthwise), epi_(epi), has_res_(has_res) {
         if (depthwise_) {
             dw_mode_ = kernels::conv_dw_mode(isa, geo);
-            scratch_.resize(kernels::conv_dw_scratch_floats(geo));
+            scratch_n_ = kernels::conv_dw_scratch_floats(geo);
             return;
         }
         // 3x3 / 1x3 / 3x1 stride-1 convs with known weights: Winograd where its cost model says it wins.
@@ -542,14 +542,14 @@ public:
         wino_m_ = wino_.m;
         if (wino_m_) {
             wino_k_ = kernels::Winograd(isa, geo, wino_m_, wino_.trans);
-            scratch_.resize(wino_k_.scratch_floats());
+            scratch_n_ = wino_k_.scratch_floats();
             wpacked_.resize(wino_k_.packed_w_floats());
             w_const_ = true;
             wino_k_.pack_w(w_const, wpacked_.data());
             return;
         }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
-        scratch_.resize(gemm_.scratch_floats());
+        scratch_n_ = gemm_.scratch_floats();
         wpacked_.resize(gemm_.packed_w_floats());
         w_const_ = w_const != nullptr;
         if (w_const_) gemm_.pack_w(w_const, wpacked_.data());
@@ -564,16 +564,17 @@ public:
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
         if (!depthwise_ && !w_const_) gemm_.pack_w(W, wpacked_.data());
         if (!parts_.empty()) return run_parallel(X, W, B, R, Y);
+        float* scratch = scr_->data();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* r = R ? R + n * out_img : nullptr;
             if (depthwise_)
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
-                                        scratch_.data(), dw_mode_);
+                                        scratch, dw_mode_);
             else if (wino_m_)
-                wino_k_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
+                wino_k_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch,
                             epi_);
             else
-                gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch_.data(),
+                gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch,
                           epi_);
         }
         return {};
@@ -633,10 +634,10 @@ public:
                     for (int t = 0; t < chunks; ++t) {
                         Part p;
                         chunk_range(a.T, chunks, t, 1, &p.b0, &p.b1);
-                        p.scratch.resize(wino_k_.scratch_floats());
+                        p.sn = size_t(wino_k_.scratch_floats());
                         parts_.push_back(std::move(p));
                     }
-                    yt_.resize(wino_k_.yt_floats());
+                    yt_n_ = wino_k_.yt_floats();
                     std::vector<int64_t> starts;
                     for (const Part& p : parts_) starts.push_back(p.b0);
                     shared_rows_ = wino_k_.shared_tile_rows(starts);
@@ -654,7 +655,7 @@ public:
                     Part p;
                     chunk_range(a.P, chunks, t, gemm_.pixel_align(), &p.b0, &p.b1);
                     if (p.b1 <= p.b0) continue;
-                    p.scratch.resize(gemm_.scratch_floats());
+                    p.sn = size_t(gemm_.scratch_floats());
                     parts_.push_back(std::move(p));
                 }
                 if (parts_.size() < 2) {
@@ -677,7 +678,7 @@ public:
                 g.M = p.c1 - p.c0;
                 if (wino_m_) {  // each part transforms the whole input (sums as on one thread)
                     p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
-                    p.scratch.resize(p.wino.scratch_floats());
+                    p.sn = size_t(p.wino.scratch_floats());
                     p.w.resize(p.wino.packed_w_floats());
                     p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
                     parts_.push_back(std::move(p));
@@ -690,7 +691,7 @@ public:
                     parts_.clear();
                     return;
                 }
-                p.scratch.resize(p.gemm.scratch_floats());
+                p.sn = size_t(p.gemm.scratch_floats());
                 p.w.resize(p.gemm.packed_w_floats());
                 p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
                 parts_.push_back(std::move(p));
@@ -701,7 +702,7 @@ public:
                 Part p;
                 chunk_range(M, chunks, t, 1, &p.c0, &p.c1);
                 if (p.c1 <= p.c0) continue;
-                p.scratch.resize(kernels::conv_dw_scratch_floats(geo_));
+                p.sn = size_t(kernels::conv_dw_scratch_floats(geo_));
                 parts_.push_back(std::move(p));
             }
         }
@@ -712,6 +713,19 @@ public:
         pool_ = pool;
     }
 
+    // After set_parallel: the conv's scratch in the plan's shared scratch (runtime/scratch.h); a
+    // split gives each part (and the transposed Winograd tile split's shared output) its stretch.
+    void bind_scratch(SharedScratch* s) {
+        scr_ = s;
+        size_t n = parts_.empty() ? scratch_n_ : 0;
+        for (Part& p : parts_) {
+            p.so = n;
+            n += (p.sn + 15) / 16 * 16;  // 64-byte aligned stretches
+        }
+        yt_o_ = n;
+        s->reserve(n + yt_n_);
+    }
+
 private:
     enum class Split { kChannels, kPixels, kTiles };
     struct Part {
@@ -720,22 +734,23 @@ private:
         kernels::ConvGemm gemm;  // by channels, GEMM path: the conv restricted to those channels
         kernels::Winograd wino;  // or the Winograd path
         std::vector<float> w;    // its packed weights
-        mutable std::vector<float> scratch;
+        size_t sn = 0, so = 0;  // its scratch: floats, offset in the shared scratch
     };
 
     Status run_parallel(const float* X, const float* W, const float* B, const float* R, float* Y) const {
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
         const int64_t P = geo_.OH * geo_.OW, HW = geo_.H * geo_.W, khw = geo_.kh * geo_.kw;
         const int n_parts = int(parts_.size());
+        float* base = scr_->data();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
             if (split_ == Split::kTiles) {
-                float* yt = yt_.data();
+                float* yt = base + yt_o_;
                 auto tiles = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    wino_k_.run_tiles(x, wpacked_.data(), B, r, y, p.scratch.data(), epi_, p.b0, p.b1, yt);
+                    wino_k_.run_tiles(x, wpacked_.data(), B, r, y, base + p.so, epi_, p.b0, p.b1, yt);
                 };
                 pool_->parallel_for(n_parts, tiles);
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
@@ -745,7 +760,7 @@ private:
             if (split_ == Split::kPixels) {
                 auto pixels = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    gemm_.run_pixels(x, wpacked_.data(), B, r, y, p.scratch.data(), epi_, p.b0, p.b1);
+                    gemm_.run_pixels(x, wpacked_.data(), B, r, y, base + p.so, epi_, p.b0, p.b1);
                 };
                 pool_->parallel_for(n_parts, pixels);
                 continue;
@@ -758,11 +773,11 @@ private:
                     kernels::Conv2DGeom g = geo_;
                     g.C = g.M = p.c1 - p.c0;
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
-                                            p.scratch.data(), dw_mode_);
+                                            base + p.so, dw_mode_);
                 } else if (wino_m_) {
-                    p.wino.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
+                    p.wino.run(x, p.w.data(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 } else {
-                    p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, p.scratch.data(), epi_);
+                    p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 }
             };
             pool_->parallel_for(n_parts, part);
@@ -771,7 +786,7 @@ private:
     }
 
     Split split_ = Split::kChannels;
-    mutable std::vector<float> yt_;  // by tiles, transposed Winograd: the shared P x Mpad output
+    size_t yt_n_ = 0, yt_o_ = 0;  // by tiles, transposed Winograd: the shared P x Mpad output
     std::vector<int64_t> shared_rows_;  // by tiles, transposed: tile rows split between parts
     ThreadPool* pool_ = nullptr;
     std::vector<Part> parts_;
@@ -787,7 +802,8 @@ private:
     kernels::WinoPick wino_;  // m = 2 or 4: Winograd F(m,3) (wino_k_) instead of gemm_
     int wino_m_ = 0;          // wino_.m
     kernels::Winograd wino_k_;
-    mutable std::vector<float> scratch_;
+    size_t scratch_n_ = 0;          // floats of scratch on one thread (the parts': Part::sn)
+    SharedScratch* scr_ = nullptr;  // the plan's (bind_scratch)
     mutable std::vector<float> wpacked_;
 };
 
@@ -1166,6 +1182,7 @@ Status prep_Conv(OpContext& ctx) {
                 const int64_t flops = 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW;
                 inner->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
                                     ctx.in_const(1)->as<float>());
+                inner->bind_scratch(ctx.options().scratch.get());
                 ctx.set_kernel(std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, std::move(inner)));
                 return {};
             }
@@ -1189,6 +1206,7 @@ Status prep_Conv(OpContext& ctx) {
             // (9 rounds; MobileNetV2 / V3 unchanged within noise).
             k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops),
                             wc ? wc->as<float>() : nullptr);
+            k->bind_scratch(ctx.options().scratch.get());
             ctx.set_kernel(std::move(k));
             return {};
         }

@@ -785,17 +785,26 @@ Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_p
     if (const char* e = std::getenv("JIFFY_PAR_MIN_GEMV_BYTES"); e && *e) opt.parallel_min_gemv_bytes = std::atoll(e);
     if (opt.threads > 1 && !opt.pool) opt.pool = std::make_shared<ThreadPool>(opt.threads);
     if (opt.threads <= 1) opt.pool.reset();
+    opt.scratch = std::make_shared<SharedScratch>();  // never another plan's (they may run concurrently)
     Compiler c(g, opt);
     JIFFY_RETURN_IF_ERROR(c.run(nullptr, out));
-    if (opt.pool && *out) std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+    if (*out) {
+        std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+        std::const_pointer_cast<Plan>(*out)->scratch = opt.scratch;
+    }
     return {};
 }
 
 Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& inputs,
-                             const CompileOptions& opt, std::shared_ptr<const Plan>* out) {
+                             const CompileOptions& opt_in, std::shared_ptr<const Plan>* out) {
+    CompileOptions opt = opt_in;
+    if (!opt.scratch) opt.scratch = std::make_shared<SharedScratch>();
     Compiler c(body, opt);
     JIFFY_RETURN_IF_ERROR(c.run(&inputs, out));
-    if (opt.pool && *out) std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+    if (*out) {
+        std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+        std::const_pointer_cast<Plan>(*out)->scratch = opt.scratch;
+    }
     return {};
 }
 

@@ -13,6 +13,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "ops/op.h"
+#include "runtime/scratch.h"
 #include "runtime/threadpool.h"
 
 namespace jiffy {
@@ -33,6 +34,10 @@ struct CompileOptions {
     // parallel_min_flops (2 x multiply-adds) split their outer loop across it.
     int threads = 1;
     std::shared_ptr<ThreadPool> pool;
+    // The plan's shared per-run kernel scratch (scratch.h): compile_graph makes a new one for each
+    // plan; the plans of a node's subgraphs (If / Loop / Scan bodies, run inside that node's step)
+    // share their parent's.
+    std::shared_ptr<SharedScratch> scratch;
     // 0.5 MFLOP (~5 us on one core): measured against 2 MFLOP on all 20 models with 2 threads,
     // no model slower, the CNNs 10-20% faster (MobileNetV2's small depthwise layers now split).
     int64_t parallel_min_flops = 500'000;
@@ -81,6 +86,7 @@ int64_t step_flops(const StepInfo& s);
 
 struct Plan {
     std::shared_ptr<ThreadPool> pool;  // threads > 1 only; declared first: outlives the kernels
+    std::shared_ptr<SharedScratch> scratch;  // the kernels' shared per-run scratch (scratch.h)
     std::vector<IoDesc> inputs, outputs;
     std::vector<Slot> slots;
     std::vector<int32_t> step_in, step_out;  // slot ids, -1 for omitted

@@ -1,6 +1,9 @@
 // Reads the ONNX Runtime references made by scripts/make_refs.sh (.cache/refs/<model>/).
 #pragma once
+#include <algorithm>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -69,7 +72,24 @@ inline Status run_model(const std::string& path, const RefCase& rc, std::shared_
     Session s(plan);
     for (size_t i = 0; i < plan->inputs.size(); ++i)
         std::memcpy(s.input_data(i), rc.inputs.at(plan->inputs[i].name)->data(), plan->inputs[i].nbytes);
+    // The kernels' shared scratch (runtime/scratch.h) holds nothing from one step to the next, nor
+    // from prepare or an earlier run: fill it with NaN before each of two runs, which must agree.
+    auto poison = [&] {
+        if (plan->scratch && plan->scratch->floats())
+            std::fill_n(plan->scratch->data(), plan->scratch->floats(), std::numeric_limits<float>::quiet_NaN());
+    };
+    poison();
     JIFFY_RETURN_IF_ERROR(s.run());
+    std::vector<std::vector<uint8_t>> first;
+    for (size_t i = 0; i < plan->outputs.size(); ++i) {
+        const auto* p = static_cast<const uint8_t*>(s.output_data(i));
+        first.emplace_back(p, p + plan->outputs[i].nbytes);
+    }
+    poison();
+    JIFFY_RETURN_IF_ERROR(s.run());
+    for (size_t i = 0; i < plan->outputs.size(); ++i)
+        if (std::memcmp(first[i].data(), s.output_data(i), first[i].size()) != 0)
+            return internal_error("output ", plan->outputs[i].name, " differs between two runs");
     for (size_t i = 0; i < plan->outputs.size(); ++i) {
         const IoDesc& d = plan->outputs[i];
         Tensor t(d.dtype, d.shape);
