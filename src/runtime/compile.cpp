@@ -599,31 +599,26 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
     for (size_t si = 0; si < steps_.size(); ++si) {
         for (int o : steps_[si].outs) {
             if (o < 0 || slot_of[size_t(o)] >= 0) continue;
-            if (const int c = part_of[size_t(o)]; c >= 0) {
-                Slot s;
-                s.nbytes = nbytes(o);
-                s.value = o;
-                if (slot_of[size_t(c)] >= 0 && plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput) {
-                    s = plan->slots[size_t(slot_of[size_t(c)])];
-                    s.out_byte = part_off[size_t(o)];
-                    s.nbytes = nbytes(o);
-                    s.value = o;
-                    slot_of[size_t(o)] = add_slot(s);
-                    continue;
-                }
-                if (live_of[size_t(c)] < 0) {  // the first part written opens the Concat output's life
+            if (const int c = part_of[size_t(o)]; c >= 0) {  // a part of an in-place Concat
+                const bool in_output =
+                    slot_of[size_t(c)] >= 0 && plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput;
+                if (!in_output && live_of[size_t(c)] < 0) {  // the first part written opens c's life
                     live_of[size_t(c)] = int(lives.size());
                     lives.push_back(Live{c, int(si), int(si), (nbytes(c) + kAlign - 1) / kAlign * kAlign});
                     Slot cs;
-                    cs.kind = Slot::kArena;
                     cs.nbytes = nbytes(c);
                     cs.value = c;
                     slot_of[size_t(c)] = add_slot(cs);
                 }
-                live_of[size_t(o)] = live_of[size_t(c)];
-                s.kind = Slot::kArena;
+                Slot s = plan->slots[size_t(slot_of[size_t(c)])];  // kOutput: the same output index
+                if (in_output) s.out_byte = part_off[size_t(o)];
+                s.nbytes = nbytes(o);
+                s.value = o;
                 slot_of[size_t(o)] = add_slot(s);
-                part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
+                if (!in_output) {  // its offset is set once c is placed
+                    live_of[size_t(o)] = live_of[size_t(c)];
+                    part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
+                }
                 continue;
             }
             live_of[size_t(o)] = int(lives.size());

@@ -414,7 +414,9 @@ int cmd_inspect(const Args& a) {
         r += "], \"parameters\": " + std::to_string(params);
         if (plan) {
             r += ", \"flops\": " + std::to_string(plan->flops()) + ", \"arena_bytes\": " +
-                 std::to_string(plan->arena_bytes) + ", \"steps\": " + std::to_string(plan->steps.size());
+                 std::to_string(plan->arena_bytes) + ", \"scratch_bytes\": " +
+                 std::to_string(plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0)) +
+                 ", \"steps\": " + std::to_string(plan->steps.size());
         } else {
             r += ", \"plan_error\": " + json_str(plan_err);
         }
@@ -434,8 +436,10 @@ int cmd_inspect(const Args& a) {
     for (const auto& k : unsup) std::printf("  %s\n", k.c_str());
     std::printf("parameters: %lld\n", (long long)params);
     if (plan) {
-        std::printf("plan: %zu steps, FLOPs %lld, arena %zu bytes, constants %llu bytes\n", plan->steps.size(),
-                    (long long)plan->flops(), plan->arena_bytes, (unsigned long long)plan->constant_bytes);
+        std::printf("plan: %zu steps, FLOPs %lld, arena %zu bytes, scratch %zu bytes, constants %llu bytes\n",
+                    plan->steps.size(), (long long)plan->flops(), plan->arena_bytes,
+                    plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0),
+                    (unsigned long long)plan->constant_bytes);
         for (const IoDesc& d : plan->outputs)
             std::printf("  output %s %s %s\n", d.name.c_str(), dtype_name(d.dtype), shape_str(d.shape).c_str());
         if (a.steps) {
