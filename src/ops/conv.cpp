@@ -543,16 +543,16 @@ public:
         if (wino_m_) {
             wino_k_ = kernels::Winograd(isa, geo, wino_m_, wino_.trans);
             scratch_n_ = wino_k_.scratch_floats();
-            wpacked_.resize(wino_k_.packed_w_floats());
+            wpacked_ = kernels::alloc_weights(wino_k_.packed_w_floats());
             w_const_ = true;
-            wino_k_.pack_w(w_const, wpacked_.data());
+            wino_k_.pack_w(w_const, wpacked_.get());
             return;
         }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
         scratch_n_ = gemm_.scratch_floats();
-        wpacked_.resize(gemm_.packed_w_floats());
+        wpacked_ = kernels::alloc_weights(gemm_.packed_w_floats());
         w_const_ = w_const != nullptr;
-        if (w_const_) gemm_.pack_w(w_const, wpacked_.data());
+        if (w_const_) gemm_.pack_w(w_const, wpacked_.get());
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -562,7 +562,7 @@ public:
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
-        if (!depthwise_ && !w_const_) gemm_.pack_w(W, wpacked_.data());
+        if (!depthwise_ && !w_const_) gemm_.pack_w(W, wpacked_.get());
         if (!parts_.empty()) return run_parallel(X, W, B, R, Y);
         float* scratch = scr_->data();
         for (int64_t n = 0; n < d_.N; ++n) {
@@ -571,10 +571,10 @@ public:
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
                                         scratch, dw_mode_);
             else if (wino_m_)
-                wino_k_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch,
+                wino_k_.run(X + n * in_img, wpacked_.get(), B, r, Y + n * out_img, scratch,
                             epi_);
             else
-                gemm_.run(X + n * in_img, wpacked_.data(), B, r, Y + n * out_img, scratch,
+                gemm_.run(X + n * in_img, wpacked_.get(), B, r, Y + n * out_img, scratch,
                           epi_);
         }
         return {};
@@ -679,8 +679,8 @@ public:
                 if (wino_m_) {  // each part transforms the whole input (sums as on one thread)
                     p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
                     p.sn = size_t(p.wino.scratch_floats());
-                    p.w.resize(p.wino.packed_w_floats());
-                    p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
+                    p.w = kernels::alloc_weights(p.wino.packed_w_floats());
+                    p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.get());
                     parts_.push_back(std::move(p));
                     continue;
                 }
@@ -692,8 +692,8 @@ public:
                     return;
                 }
                 p.sn = size_t(p.gemm.scratch_floats());
-                p.w.resize(p.gemm.packed_w_floats());
-                p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.data());
+                p.w = kernels::alloc_weights(p.gemm.packed_w_floats());
+                p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.get());
                 parts_.push_back(std::move(p));
             }
         } else {
@@ -733,7 +733,7 @@ private:
         int64_t b0 = 0, b1 = 0;  // by pixels / tiles: output pixels / Winograd tiles [b0, b1)
         kernels::ConvGemm gemm;  // by channels, GEMM path: the conv restricted to those channels
         kernels::Winograd wino;  // or the Winograd path
-        std::vector<float> w;    // its packed weights
+        std::shared_ptr<float> w;  // its packed weights (kernels::alloc_weights: huge pages)
         size_t sn = 0, so = 0;  // its scratch: floats, offset in the shared scratch
     };
 
@@ -750,7 +750,7 @@ private:
                 float* yt = base + yt_o_;
                 auto tiles = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    wino_k_.run_tiles(x, wpacked_.data(), B, r, y, base + p.so, epi_, p.b0, p.b1, yt);
+                    wino_k_.run_tiles(x, wpacked_.get(), B, r, y, base + p.so, epi_, p.b0, p.b1, yt);
                 };
                 pool_->parallel_for(n_parts, tiles);
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
@@ -760,7 +760,7 @@ private:
             if (split_ == Split::kPixels) {
                 auto pixels = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    gemm_.run_pixels(x, wpacked_.data(), B, r, y, base + p.so, epi_, p.b0, p.b1);
+                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + p.so, epi_, p.b0, p.b1);
                 };
                 pool_->parallel_for(n_parts, pixels);
                 continue;
@@ -775,9 +775,9 @@ private:
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
                                             base + p.so, dw_mode_);
                 } else if (wino_m_) {
-                    p.wino.run(x, p.w.data(), b, rr, y + p.c0 * P, base + p.so, epi_);
+                    p.wino.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 } else {
-                    p.gemm.run(x, p.w.data(), b, rr, y + p.c0 * P, base + p.so, epi_);
+                    p.gemm.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 }
             };
             pool_->parallel_for(n_parts, part);
@@ -804,7 +804,9 @@ private:
     kernels::Winograd wino_k_;
     size_t scratch_n_ = 0;          // floats of scratch on one thread (the parts': Part::sn)
     SharedScratch* scr_ = nullptr;  // the plan's (bind_scratch)
-    mutable std::vector<float> wpacked_;
+    // Packed weights (filled per run when W is not constant): kernels::alloc_weights, on huge pages
+    // from 64 KiB up (ResNet-50's ~100 MB of them stream from DRAM every run).
+    std::shared_ptr<float> wpacked_;
 };
 
 template <typename T>
@@ -879,8 +881,8 @@ public:
             for (int64_t m = 0; m < d.M; ++m)
                 for (int64_t t = 0; t < taps; ++t)
                     a[size_t((m * taps + t) * d.C + c)] = W[(c * d.M + m) * taps + t];
-        wpacked_.resize(gemm_.packed_w_floats());
-        gemm_.pack_w(a.data(), wpacked_.data());
+        wpacked_ = kernels::alloc_weights(gemm_.packed_w_floats());
+        gemm_.pack_w(a.data(), wpacked_.get());
         scratch_.resize(gemm_.scratch_floats());
         col_.resize(size_t(rows * d.in_plane));
     }
@@ -894,7 +896,7 @@ public:
         const int64_t dh = g_.d[1], dw = g_.d[2], ph = g_.pb[1], pw = g_.pb[2];
         const kernels::ConvEpi none{};
         for (int64_t n = 0; n < d_.N; ++n) {
-            gemm_.run(X + n * d_.C * d_.in_plane, wpacked_.data(), nullptr, nullptr, col_.data(),
+            gemm_.run(X + n * d_.C * d_.in_plane, wpacked_.get(), nullptr, nullptr, col_.data(),
                       scratch_.data(), none);
             float* y = Y + n * d_.M * d_.out_plane;
             for (int64_t m = 0; m < d_.M; ++m) {
@@ -924,7 +926,7 @@ private:
     ConvDims d_;
     Geom g_;
     kernels::ConvGemm gemm_;
-    std::vector<float> wpacked_;
+    std::shared_ptr<float> wpacked_;  // kernels::alloc_weights
     mutable std::vector<float> scratch_, col_;
 };
 
