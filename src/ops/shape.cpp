@@ -719,12 +719,30 @@ Status prep_Slice(OpContext& ctx) {
     bool done;
     JIFFY_RETURN_IF_ERROR(start_table(ctx, out, &done));
     if (done) return {};
+    // A dim taken whole (from 0, step 1) merges into the dim outside it when that one steps by 1:
+    // the pair is one run of out[a] * in[b] elements. A slice of whole trailing dims (channels
+    // [8, 16) of an NCHW image) is then one contiguous copy instead of a row table (the line
+    // detector's two 1x8x160x160 slices: 1280 rows of 640 bytes each).
+    Shape lin = in, lout = out;
     Shape stride = strides_of(in);
+    for (size_t b = lout.size(); b-- > 1;) {
+        const size_t a = b - 1;
+        if (first[b] != 0 || step[b] != 1 || lout[b] != lin[b] || step[a] != 1) continue;
+        first[a] *= lin[b];
+        lout[a] *= lin[b];
+        lin[a] *= lin[b];
+        stride[a] = stride[b];
+        first.erase(first.begin() + std::ptrdiff_t(b));
+        step.erase(step.begin() + std::ptrdiff_t(b));
+        lout.erase(lout.begin() + std::ptrdiff_t(b));
+        lin.erase(lin.begin() + std::ptrdiff_t(b));
+        stride.erase(stride.begin() + std::ptrdiff_t(b));
+    }
     Tables tb;
-    tb.shape = out;
-    for (size_t d = 0; d < size_t(r); ++d) {
-        std::vector<int64_t> t(size_t(out[d]));
-        for (int64_t o = 0; o < out[d]; ++o) t[size_t(o)] = (first[d] + o * step[d]) * stride[d];
+    tb.shape = lout;
+    for (size_t d = 0; d < lout.size(); ++d) {
+        std::vector<int64_t> t(size_t(lout[d]));
+        for (int64_t o = 0; o < lout[d]; ++o) t[size_t(o)] = (first[d] + o * step[d]) * stride[d];
         tb.t.push_back(std::move(t));
     }
     return make_table_kernel(ctx, tb);

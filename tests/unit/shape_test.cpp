@@ -311,6 +311,44 @@ TEST(ShapeOps, SliceClampingAndNegativeSteps) {
     expect_error(run1("Slice", {x, i64({2}, {0, 0}), i64({1}, {3})}), "starts has 2 entries but ends has 1");
 }
 
+// Dims taken whole merge into the dim outside them when it steps by 1 (one contiguous copy for a
+// channel range of an NCHW image); steps, ends inside a dim and negative steps keep their tables.
+TEST(ShapeOps, SliceMergesWholeInnerDims) {
+    const Tensor x = iota_f32({2, 3, 4, 5});
+    struct Case {
+        std::vector<int64_t> starts, ends, axes, steps;
+    };
+    const Case cases[] = {
+        {{1}, {3}, {1}, {1}},              // channels [1, 3): one run per image
+        {{1}, {2}, {0}, {1}},              // the second image: one run
+        {{0, 1}, {3, 3}, {1, 2}, {1, 1}},  // rows [1, 3) of every channel
+        {{0}, {4}, {2}, {2}},              // every other row (step 2: rows stay separate)
+        {{1, 0}, {3, 5}, {1, 3}, {1, 1}},  // channels [1, 3), columns whole (given explicitly)
+        {{1, 4}, {3, 0}, {1, 3}, {1, -1}}, // columns reversed: no merge into the channel dim
+        {{1, 2}, {3, 5}, {1, 3}, {1, 1}},  // columns [2, 5): not whole
+    };
+    for (const Case& c : cases) {
+        std::vector<int64_t> lo = {0, 0, 0, 0}, n = {2, 3, 4, 5}, st = {1, 1, 1, 1};
+        for (size_t i = 0; i < c.axes.size(); ++i) {
+            const size_t a = size_t(c.axes[i]);
+            lo[a] = c.starts[i];
+            st[a] = c.steps[i];
+            n[a] = c.steps[i] > 0 ? (c.ends[i] - c.starts[i] + c.steps[i] - 1) / c.steps[i]
+                                  : (c.starts[i] - c.ends[i] - c.steps[i] - 1) / -c.steps[i];
+        }
+        std::vector<double> want;
+        for (int64_t i0 = 0; i0 < n[0]; ++i0)
+            for (int64_t i1 = 0; i1 < n[1]; ++i1)
+                for (int64_t i2 = 0; i2 < n[2]; ++i2)
+                    for (int64_t i3 = 0; i3 < n[3]; ++i3)
+                        want.push_back(double((((lo[0] + i0 * st[0]) * 3 + lo[1] + i1 * st[1]) * 4 + lo[2] + i2 * st[2]) * 5 +
+                                             lo[3] + i3 * st[3]));
+        const int64_t k = int64_t(c.axes.size());
+        expect_values(run1("Slice", {x, i64({k}, c.starts), i64({k}, c.ends), i64({k}, c.axes), i64({k}, c.steps)}),
+                      0, {n[0], n[1], n[2], n[3]}, want);
+    }
+}
+
 // ---------------------------------------------------------------- Gather family
 
 TEST(ShapeOps, GatherIndicesAndBounds) {
