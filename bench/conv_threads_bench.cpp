@@ -176,8 +176,6 @@ void parts(const ConvShape& c, int rounds) {
         int64_t t0_, tm, te;
         chunk_range(T, 2, 0, 1, &t0_, &tm);
         chunk_range(T, 2, 1, 1, &tm, &te);
-        chunk_range(c.M, 2, 0, nr, &c0, &c1);
-        chunk_range(c.M, 2, 1, nr, &c1, &c2);
         const std::vector<int64_t> shared = wk.shared_tile_rows({0, tm});
         for (int h = 0; h < 2; ++h) {
             const int64_t a = h ? tm : 0, e = h ? te : tm;

@@ -108,7 +108,7 @@ void cv_group(const ConvCvArgs& a, const float* x, const float* wp, const float*
         }
     }
     // Out to Y: VL x VL blocks transposed in registers, residual and activation (bias is in Yt).
-    trans_out_fn(e.act)(yt, Mp, P, 0, M, nullptr, res, y, e, 0, 0);
+    trans_out_fn(e.act)(yt, Mp, P, 0, M, nullptr, res, y, e, 0, P);
 }
 
 }  // namespace

@@ -815,15 +815,13 @@ inline __attribute__((always_inline)) void transpose_block(V (&r)[VL]) {
     }
 }
 
-// Y rows [m0, m1), pixels [pa, pb) (pb 0: every pixel) = Yt[pa .. pb, m0 .. m1)^T (+ bias, may
-// be null) (+ res), then the activation A, from the P x Mp Yt (also the channel-vector conv's
+// Y rows [m0, m1), pixels [pa, pb) of P = Yt[pa .. pb, m0 .. m1)^T (+ bias, may be null) (+ res), then the activation A, from the P x Mp Yt (also the channel-vector conv's
 // output stage, conv_cv_impl.h): VL x VL blocks transposed in registers (transpose_block).
 // Sigmoid / Tanh (A = kNone) run per row afterwards. Each output is computed alike whatever the
 // range (the Winograd tile split writes its pixel rows as they complete).
 template <ConvAct A>
 void trans_out(const float* yt, int64_t Mp, int64_t P, int64_t m0, int64_t m1, const float* bias,
                const float* res, float* y, const ConvEpi& e, int64_t pa, int64_t pb) {
-    if (pb <= 0) pb = P;
     for (int64_t p0 = pa; p0 < pb; p0 += VL) {
         const int64_t np = std::min<int64_t>(VL, pb - p0);
         for (int64_t c0 = m0; c0 < m1; c0 += VL) {  // c0 + VL <= Mp: the loads stay in Yt
@@ -926,7 +924,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
                                      nullptr, false, nullptr, none, pa, nullptr, nullptr);
             }
-            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e, 0, 0);
+            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e, 0, P);
         }
     }
 }

@@ -542,6 +542,15 @@ void output_transform_flat(const WinoArgs& a, const float* mb, int64_t b0, int64
     }
 }
 
+// Transposed orientation: Y's pixels of tile rows [tr0, tr1) from the P x Mpad Yt (trans_out:
+// bias, residual, activation).
+inline void tile_rows_out(const WinoArgs& a, const float* yt, const float* bias, const float* res, float* y,
+                          const ConvEpi& e, int64_t tr0, int64_t tr1) {
+    const int64_t th = a.kind == 1 ? 1 : a.m, OW = a.g.OW;  // pixel rows per tile row
+    trans_out_fn(e.act)(yt, a.Mpad, a.g.OH * OW, 0, a.g.M, bias, res, y, e, tr0 * th * OW,
+                        std::min(tr1 * th, a.g.OH) * OW);
+}
+
 // The transposed orientation (WinoArgs::trans): per block, V[t]^T (nt x C) . U[t]^T (C x Mpad)
 // with the tiles as the microkernel's rows and NR output channels on its lanes, the output
 // transform into the pixel-major Yt, and at the end Y = Yt^T + bias (+ res), activation.
@@ -566,8 +575,6 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
     // (before, all of Yt at the end: the line detector's 32-channel 160x160 layers' 3.3 MB Yt made
     // a round trip through L3). Only the tile rows wholly inside [tb, te): those a tile split
     // shares between two parts are left to the split's finish_rows.
-    const int64_t th = D == 1 ? 1 : m;  // pixel rows per tile row
-    const TransOutFn out = trans_out_fn(e.act);
     int64_t next_tr = (tb + a.TW - 1) / a.TW;
     const int64_t end_tr = te / a.TW;
     for (int64_t b0 = tb; b0 < te; b0 += nb) {
@@ -598,7 +605,7 @@ void wino_run_t(const WinoArgs& a, const float* x, const float* wp, const float*
         }
         output_transform_t<m, D>(a, mb, b0, nt, yt);
         if (const int64_t done_tr = std::min(end_tr, (b0 + nt) / a.TW); done_tr > next_tr) {
-            out(yt, Mp, P, 0, g.M, bias, res, y, e, next_tr * th * g.OW, std::min(done_tr * th, g.OH) * g.OW);
+            tile_rows_out(a, yt, bias, res, y, e, next_tr, done_tr);
             next_tr = done_tr;
         }
     }
@@ -670,10 +677,8 @@ void wino_kind(const WinoArgs& a, const float* x, const float* wp, const float* 
 void JIFFY_CONV_CAT(winograd_, JIFFY_CONV_SUFFIX)(const WinoArgs& a, const float* x, const float* wp,
                                                   const float* bias, const float* res, float* y,
                                                   float* scratch, const ConvEpi& e) {
-    if (a.out_only) {  // a tile split's shared tile rows [tr0, tr1) (transposed): their Y pixels
-        const int64_t th = a.kind == 1 ? 1 : a.m, OW = a.g.OW;
-        trans_out_fn(e.act)(a.yt, a.Mpad, a.g.OH * OW, 0, a.g.M, bias, res, y, e, a.tr0 * th * OW,
-                            std::min(a.tr1 * th, a.g.OH) * OW);
+    if (a.out_only) {  // a tile split's shared tile rows [tr0, tr1) (transposed)
+        tile_rows_out(a, a.yt, bias, res, y, e, a.tr0, a.tr1);
         return;
     }
     if (a.kind == 1)

@@ -486,7 +486,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
     {
         const std::set<int> graph_outs(g_.outputs.begin(), g_.outputs.end());
         const std::set<int> graph_ins(in_values.begin(), in_values.end());
-        std::set<int> produced, concat_outs;
+        std::set<int> produced;
         for (const PStep& s : steps_)
             for (int o : s.outs)
                 if (o >= 0) produced.insert(o);
@@ -495,7 +495,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
             const Node& n = g_.nodes[size_t(s.node)];
             const int o = s.outs.empty() ? -1 : s.outs[0];
             bool ok = n.domain.empty() && n.op == "Concat" && o >= 0 && !info_[size_t(o)].constant &&
-                      info_[size_t(o)].dtype != DType::kString && part_of[size_t(o)] < 0 &&
+                      info_[size_t(o)].dtype != DType::kString &&
                       std::count(g_.outputs.begin(), g_.outputs.end(), o) <= 1;
             if (ok) {
                 const Shape& sh = info_[size_t(o)].shape;
@@ -510,7 +510,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                 const int in = s.ins[i];
                 if (in < 0) continue;
                 ok = rt(in) == in && produced.count(in) && !info_[size_t(in)].constant && !graph_ins.count(in) &&
-                     !graph_outs.count(in) && !concat_outs.count(in) && part_of[size_t(in)] < 0 &&
+                     !graph_outs.count(in) && !in_place_concat[size_t(in)] && part_of[size_t(in)] < 0 &&
                      std::count(s.ins.begin(), s.ins.end(), in) == 1 && nbytes(in) > 0 && off % kAlign == 0;
                 off += nbytes(in);
             }
@@ -525,7 +525,6 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                 part_off[size_t(in)] = off;
                 off += nbytes(in);
             }
-            concat_outs.insert(o);
             in_place_concat[size_t(o)] = 1;
         }
         steps_ = std::move(kept);
@@ -596,38 +595,37 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         int slot, concat;
     };
     std::vector<PartSlot> part_slots;  // arena parts: offset = their Concat output's + part_off
+    // An arena value whose life starts at step si: its Live and its slot (offset set when placed).
+    auto open_life = [&](int v, size_t si) {
+        live_of[size_t(v)] = int(lives.size());
+        lives.push_back(Live{v, int(si), int(si), (nbytes(v) + kAlign - 1) / kAlign * kAlign});
+        Slot s;
+        s.kind = Slot::kArena;
+        s.nbytes = nbytes(v);
+        s.value = v;
+        slot_of[size_t(v)] = add_slot(s);
+    };
     for (size_t si = 0; si < steps_.size(); ++si) {
         for (int o : steps_[si].outs) {
             if (o < 0 || slot_of[size_t(o)] >= 0) continue;
-            if (const int c = part_of[size_t(o)]; c >= 0) {  // a part of an in-place Concat
-                const bool in_output =
-                    slot_of[size_t(c)] >= 0 && plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput;
-                if (!in_output && live_of[size_t(c)] < 0) {  // the first part written opens c's life
-                    live_of[size_t(c)] = int(lives.size());
-                    lives.push_back(Live{c, int(si), int(si), (nbytes(c) + kAlign - 1) / kAlign * kAlign});
-                    Slot cs;
-                    cs.nbytes = nbytes(c);
-                    cs.value = c;
-                    slot_of[size_t(c)] = add_slot(cs);
-                }
-                Slot s = plan->slots[size_t(slot_of[size_t(c)])];  // kOutput: the same output index
-                if (in_output) s.out_byte = part_off[size_t(o)];
-                s.nbytes = nbytes(o);
-                s.value = o;
-                slot_of[size_t(o)] = add_slot(s);
-                if (!in_output) {  // its offset is set once c is placed
-                    live_of[size_t(o)] = live_of[size_t(c)];
-                    part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
-                }
+            const int c = part_of[size_t(o)];
+            if (c < 0) {
+                open_life(o, si);
                 continue;
             }
-            live_of[size_t(o)] = int(lives.size());
-            lives.push_back(Live{o, int(si), int(si), (nbytes(o) + kAlign - 1) / kAlign * kAlign});
-            Slot s;
-            s.kind = Slot::kArena;
+            // A part of an in-place Concat: a stretch of c's output buffer or of c's arena bytes.
+            const bool in_output =
+                slot_of[size_t(c)] >= 0 && plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput;
+            if (!in_output && live_of[size_t(c)] < 0) open_life(c, si);  // the first part opens c's life
+            Slot s = plan->slots[size_t(slot_of[size_t(c)])];  // kOutput: the same output index
+            if (in_output) s.out_byte = part_off[size_t(o)];
             s.nbytes = nbytes(o);
             s.value = o;
             slot_of[size_t(o)] = add_slot(s);
+            if (!in_output) {  // its offset is set once c is placed
+                live_of[size_t(o)] = live_of[size_t(c)];
+                part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
+            }
         }
         for (int in : steps_[si].ins)
             if (in >= 0 && info_[size_t(in)].constant && !info_[size_t(in)].constant->empty() &&
@@ -774,6 +772,13 @@ int parallel_chunks_gemv(const CompileOptions& opt, int64_t flops, int64_t weigh
     return parallel_chunks(opt, flops);
 }
 
+// The plan owns what its kernels point to: the pool and the shared scratch.
+static void keep_shared(const CompileOptions& opt, std::shared_ptr<const Plan>* out) {
+    if (!*out) return;
+    std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
+    std::const_pointer_cast<Plan>(*out)->scratch = opt.scratch;
+}
+
 Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_ptr<const Plan>* out) {
     CompileOptions opt = opt_in;
     if (const char* e = std::getenv("JIFFY_PAR_MIN_FLOPS"); e && *e) opt.parallel_min_flops = std::atoll(e);
@@ -783,10 +788,7 @@ Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_p
     opt.scratch = std::make_shared<SharedScratch>();  // never another plan's (they may run concurrently)
     Compiler c(g, opt);
     JIFFY_RETURN_IF_ERROR(c.run(nullptr, out));
-    if (*out) {
-        std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
-        std::const_pointer_cast<Plan>(*out)->scratch = opt.scratch;
-    }
+    keep_shared(opt, out);
     return {};
 }
 
@@ -796,10 +798,7 @@ Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& i
     if (!opt.scratch) opt.scratch = std::make_shared<SharedScratch>();
     Compiler c(body, opt);
     JIFFY_RETURN_IF_ERROR(c.run(&inputs, out));
-    if (*out) {
-        std::const_pointer_cast<Plan>(*out)->pool = opt.pool;
-        std::const_pointer_cast<Plan>(*out)->scratch = opt.scratch;
-    }
+    keep_shared(opt, out);
     return {};
 }
 
