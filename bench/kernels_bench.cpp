@@ -75,8 +75,10 @@ void BM_sgemv(benchmark::State& st, Isa isa) {
     SgemvFn fn = sgemv_for(isa);
     Activation relu;
     relu.kind = ActKind::kRelu;
+    bool backward = false;  // alternating as a plan runs it (the serpentine order, kernels/gemm.h)
     for (auto _ : st) {
-        fn(c.A.data(), pg, bias.data(), c.C.data(), relu);
+        fn(c.A.data(), pg, bias.data(), c.C.data(), relu, backward);
+        backward = !backward;
         benchmark::DoNotOptimize(c.C.data());
     }
     set_flops(st, 1, N, K);
@@ -100,10 +102,10 @@ void BM_sgemv_split2(benchmark::State& st) {
     for (auto _ : st) {
         if (split)
             pool.parallel_for(2, [&](int t) {
-                fn(c.A.data(), pg, t ? mid : 0, t ? N : mid, bias.data(), c.C.data(), Activation{});
+                fn(c.A.data(), pg, t ? mid : 0, t ? N : mid, bias.data(), c.C.data(), Activation{}, false);
             });
         else
-            fn(c.A.data(), pg, 0, N, bias.data(), c.C.data(), Activation{});
+            fn(c.A.data(), pg, 0, N, bias.data(), c.C.data(), Activation{}, false);
         benchmark::DoNotOptimize(c.C.data());
     }
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
@@ -123,7 +125,7 @@ void BM_sgemv_cold(benchmark::State& st) {
         for (size_t i = 0; i < flush.size(); i += 64) flush[i]++;
         benchmark::ClobberMemory();
         st.ResumeTiming();
-        fn(c.A.data(), pg, nullptr, c.C.data(), Activation{});
+        fn(c.A.data(), pg, nullptr, c.C.data(), Activation{}, false);
         benchmark::DoNotOptimize(c.C.data());
     }
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);

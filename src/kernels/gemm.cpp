@@ -71,6 +71,11 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     p.ldb = std::max<int64_t>(16, (N + 15) / 16 * 16);
     p.last0 = (p.ldb - 1) / kGemvPanel * kGemvPanel;
     p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
+    const int64_t bytes = K * p.ldb * int64_t(sizeof(float));
+    if (bytes >= kGemvSerpentineMin && bytes <= kGemvSerpentineMax) {
+        const int64_t segs = std::min<int64_t>(kGemvMaxSegs, K / 64);
+        if (segs >= 2) p.seg_rows = (K + segs - 1) / segs;
+    }
     float* d = p.data.get();
     for (int64_t n0 = 0; n0 < N; n0 += kGemvPanel) {
         float* dp = d + n0 * K;
@@ -84,8 +89,9 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
 
 // Columns in chunks of up to 64 accumulated on the stack (each column on its own, so any range
 // gives the same sums), k outer so B is read row by row. A chunk never crosses a panel.
+// The serpentine order (B.seg_rows) is not taken here: one order, so `backward` changes nothing.
 void sgemv_cols_scalar(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-                       const Activation& act) {
+                       const Activation& act, bool /*backward*/) {
     const int64_t K = B.K;
     float acc[64];
     for (int64_t n0 = c0; n0 < c1;) {
@@ -104,8 +110,9 @@ void sgemv_cols_scalar(const float* a, const PackedGemv& B, int64_t c0, int64_t 
     }
 }
 
-void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    sgemv_cols_scalar(a, B, 0, B.N, bias, y, act);
+void sgemv_scalar(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act,
+                  bool backward) {
+    sgemv_cols_scalar(a, B, 0, B.N, bias, y, act, backward);
 }
 
 // The GEMV kernels' blocks are 8 vectors (the scalar kernel takes any multiple of 16 columns).

@@ -55,8 +55,15 @@ constexpr int64_t kGemvPanel = 128;
 // A GEMV split across threads (repack_gemv_split) uses narrower panels, one per thread-split unit
 // (sgemv_split_unit: 4 vectors), so every thread's columns are one contiguous stretch; its last
 // panel starts at the tail block (sgemv_main_cols) and holds the whole tail.
+// Serpentine order (docs/gemv.md): weights from kGemvSerpentineMin to kGemvSerpentineMax bytes
+// (past L2, within a few times it) sum K in up to kGemvMaxSegs segments of seg_rows rows, and the
+// caller alternates `backward` run after run so that each run begins with what the last one read
+// last (still in L2). Smaller weights stay in L2 anyway and larger ones evict it whatever the order.
+constexpr int64_t kGemvSerpentineMin = 512 << 10, kGemvSerpentineMax = 3 << 20;
+constexpr int kGemvMaxSegs = 8, kGemvMaxBlocks = 64;
 struct PackedGemv {
     int64_t K = 0, N = 0, ldb = 0;
+    int64_t seg_rows = 0;        // > 0: the serpentine order, K in segments of this many rows
     int64_t panel = kGemvPanel;  // width of every panel but the last
     int64_t last0 = 0;           // first column of the last panel (width ldb - last0)
     std::shared_ptr<float> data;
@@ -69,29 +76,31 @@ struct PackedGemv {
 };
 // B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major; scaled by `scale`.
 PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale = 1.0f);
-using SgemvFn = void (*)(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act);
+// backward: the serpentine order's direction (ignored unless B.seg_rows > 0; the same bits either way).
+using SgemvFn = void (*)(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act,
+                         bool backward);
 SgemvFn sgemv_for(Isa isa);
 // The same weights in the split layout for `isa` (narrow panels, see PackedGemv); the sums and
 // their order per column are unchanged.
 PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa);
-void sgemv_scalar(const float*, const PackedGemv&, const float*, float*, const Activation&);
-void sgemv_avx2(const float*, const PackedGemv&, const float*, float*, const Activation&);
-void sgemv_avx512(const float*, const PackedGemv&, const float*, float*, const Activation&);
-void sgemv_neon(const float*, const PackedGemv&, const float*, float*, const Activation&);  // aarch64 only
+void sgemv_scalar(const float*, const PackedGemv&, const float*, float*, const Activation&, bool);
+void sgemv_avx2(const float*, const PackedGemv&, const float*, float*, const Activation&, bool);
+void sgemv_avx512(const float*, const PackedGemv&, const float*, float*, const Activation&, bool);
+void sgemv_neon(const float*, const PackedGemv&, const float*, float*, const Activation&, bool);  // aarch64 only
 
 // Columns [c0, c1) of the same product (y, bias indexed by absolute column): a thread's share of
 // a split GEMV. c0 must be a multiple of sgemv_split_unit(isa); c1 one too or N, and no c1 may
 // fall inside the last partial 8-vector block (c1 <= N rounded down to sgemv_main_cols's block).
 // Every column sums in the same order as in the whole call, so a split result is bitwise equal.
 using SgemvColsFn = void (*)(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias,
-                             float* y, const Activation& act);
+                             float* y, const Activation& act, bool backward);
 SgemvColsFn sgemv_cols_for(Isa isa);
 int64_t sgemv_split_unit(Isa isa);                 // 4 vectors: 64 (AVX-512), 32 (AVX2), 16 (NEON/scalar)
 int64_t sgemv_main_cols(Isa isa, int64_t N);       // N rounded down to 8 vectors (the tail is one block)
-void sgemv_cols_scalar(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&);
-void sgemv_cols_avx2(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&);
-void sgemv_cols_avx512(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&);
+void sgemv_cols_scalar(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&, bool);
+void sgemv_cols_avx2(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&, bool);
+void sgemv_cols_avx512(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*, const Activation&, bool);
 void sgemv_cols_neon(const float*, const PackedGemv&, int64_t, int64_t, const float*, float*,
-                     const Activation&);  // aarch64 only
+                     const Activation&, bool);  // aarch64 only
 
 }  // namespace jiffy::kernels

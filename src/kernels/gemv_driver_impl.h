@@ -16,6 +16,84 @@
 // as one block, as in the unsplit call, and belongs to the range that ends at N. In the split
 // layout (B.panel = 4 vectors, PackedGemv) the main columns run in blocks of 4 vectors only.
 
+// Serpentine order (B.seg_rows > 0, weights of L2 size or a few times it, docs/gemv.md): K in
+// segments of seg_rows; a block's sum is the sum of its segments' partial sums, added in segment
+// order whatever order they were computed in. `backward` visits the blocks and each block's
+// segments last to first: run after run in alternating directions, each run starts on the weights
+// the previous one read last, which are still in L2. Both directions give the same bits.
+template <int V, int U>
+void gemv_block_seg(const float* a, const PackedGemv& B, const float* b, int64_t ldb, const float* bias, float* y,
+                    int64_t nvalid, const Activation& act, bool backward) {
+    constexpr int64_t W = V * kGemvVL;
+    const int64_t K = B.K, L = B.seg_rows, S = (K + L - 1) / L;
+    alignas(64) float part[kGemvMaxSegs][W];
+    const Activation none{};
+    for (int64_t i = 0; i < S; ++i) {
+        const int64_t s = backward ? S - 1 - i : i, k0 = s * L, k1 = std::min(K, k0 + L);
+        // Every lane (the panel is zero-filled past N): the sums below read all W.
+        gemv_block<V, U>(k1 - k0, a + k0, b + k0 * ldb, ldb, nullptr, part[s], W, none);
+    }
+    for (int64_t s = 1; s < S; ++s)
+        for (int64_t j = 0; j < W; ++j) part[0][j] += part[s][j];
+    // Bias, activation and the (masked) store: the block epilogue on 1 x part[0] (exact).
+    const float one = 1.0f;
+    gemv_block<V, 1>(1, &one, part[0], W, bias, y, nvalid, act);
+}
+
+// The blocks of columns [c0, c1) (see sgemv_k), first to last: f(n0, kind) with kind 8 (a main
+// block of 8 vectors), 4 (a main block of 4) or 0 (the tail block from n0 to N).
+template <typename F>
+void gemv_blocks(const PackedGemv& B, int64_t c0, int64_t c1, F&& f) {
+    constexpr int64_t kBlock = 8 * kGemvVL, kHalf = 4 * kGemvVL;
+    const int64_t N = B.N;
+    const int64_t main_end = std::min(c1, N / kBlock * kBlock);
+    int64_t n0 = c0;
+    if (B.panel < kBlock)  // the split layout: panels of 4 vectors
+        for (; n0 + kHalf <= main_end; n0 += kHalf) f(n0, 4);
+    if (n0 % kBlock != 0 && n0 + kHalf <= main_end) f(n0, 4), n0 += kHalf;
+    for (; n0 + kBlock <= main_end; n0 += kBlock) f(n0, 8);
+    if (n0 + kHalf <= main_end) f(n0, 4), n0 += kHalf;
+    if (n0 < c1 && c1 == N) f(n0, 0);
+}
+
+// sgemv_k in serpentine order (B.seg_rows > 0). The blocks run last to first when `backward`
+// (up to kGemvMaxBlocks of them; more run first to last, their segments still backward).
+template <int KIND>
+void sgemv_seg_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
+                 const Activation& act0, bool backward) {
+    Activation act = act0;
+    if constexpr (KIND >= 0) act.kind = ActKind(KIND);
+    const int64_t N = B.N;
+    auto bias_at = [&](int64_t n) { return bias ? bias + n : nullptr; };
+    auto run = [&](int64_t n0, int kind) {
+        const float* b = B.col(n0);
+        const int64_t ldb = B.stride(n0);
+        if (kind == 8) return gemv_block_seg<8, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, 8 * kGemvVL, act, backward);
+        if (kind == 4) return gemv_block_seg<4, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, 4 * kGemvVL, act, backward);
+        const int64_t nv = N - n0;
+        switch ((nv + kGemvVL - 1) / kGemvVL) {
+            case 1: return gemv_block_seg<1, kGemvTailU[0]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 2: return gemv_block_seg<2, kGemvTailU[1]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 3: return gemv_block_seg<3, kGemvTailU[2]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 4: return gemv_block_seg<4, kGemvTailU[3]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 5: return gemv_block_seg<5, kGemvTailU[4]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 6: return gemv_block_seg<6, kGemvTailU[5]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 7: return gemv_block_seg<7, kGemvTailU[6]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            default: return gemv_block_seg<8, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+        }
+    };
+    if (!backward) return gemv_blocks(B, c0, c1, run);
+    int64_t n0s[kGemvMaxBlocks];
+    int kinds[kGemvMaxBlocks], n = 0;
+    bool fits = true;
+    gemv_blocks(B, c0, c1, [&](int64_t n0, int kind) {
+        if (n < kGemvMaxBlocks) n0s[n] = n0, kinds[n] = kind, ++n;
+        else fits = false;
+    });
+    if (!fits) return gemv_blocks(B, c0, c1, run);
+    for (int i = n - 1; i >= 0; --i) run(n0s[i], kinds[i]);
+}
+
 // KIND >= 0: the activation kind is a compile-time constant (folds the epilogue's switch).
 template <int KIND>
 void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
@@ -61,8 +139,16 @@ void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const 
 }
 
 // The ISA's sgemv entry over columns [c0, c1): Relu and no activation get their own instantiation.
+// `backward` matters only to the serpentine order (B.seg_rows > 0).
 inline void sgemv_cols_run(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-                           const Activation& act) {
+                           const Activation& act, bool backward) {
+    if (B.seg_rows > 0) {
+        switch (act.kind) {
+            case ActKind::kNone: return sgemv_seg_k<int(ActKind::kNone)>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kRelu: return sgemv_seg_k<int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act, backward);
+            default: return sgemv_seg_k<-1>(a, B, c0, c1, bias, y, act, backward);
+        }
+    }
     switch (act.kind) {
         case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, c0, c1, bias, y, act);
         case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act);

@@ -349,9 +349,9 @@ public:
         }
     }
 
-    void gemv(const float* a, const float* bias, float* y, const kernels::Activation& act) const {
+    void gemv(const float* a, const float* bias, float* y, const kernels::Activation& act, bool backward) const {
         pool_->parallel_for(chunks_, [&](int t) {
-            cols_fn_(a, *gemv_, col0_[size_t(t)], col0_[size_t(t) + 1], bias, y, act);
+            cols_fn_(a, *gemv_, col0_[size_t(t)], col0_[size_t(t) + 1], bias, y, act, backward);
         });
     }
 
@@ -363,6 +363,36 @@ private:
     std::vector<kernels::PackedB> gemm_views_;
     const kernels::PackedGemv* gemv_ = nullptr;  // the kernel's own (outlives this)
     kernels::SgemvColsFn cols_fn_ = nullptr;
+};
+
+}  // namespace
+
+// Only when the rest of the model reads little between two runs of this GEMV, so its weights are
+// still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers read
+// megabytes: 1.5% slower there, docs/gemv.md).
+bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
+    const Graph& g = ctx.graph();
+    std::vector<char> seen(g.values.size(), 0);
+    int64_t total = 0;
+    for (const Node& n : g.nodes)
+        for (int v : n.inputs)
+            if (v >= 0 && !seen[size_t(v)] && g.values[size_t(v)].constant) {
+                seen[size_t(v)] = 1;
+                total += int64_t(g.values[size_t(v)].constant->nbytes());
+            }
+    return total - own_bytes <= (256 << 10);
+}
+
+namespace {
+
+// The serpentine GEMV's direction (kernels/gemm.h, docs/gemv.md), flipped on every run: a plan
+// runs on one thread at a time (like its shared scratch), so a plain flag.
+struct GemvDirection {
+    mutable bool backward = false;
+    bool next() const {  // this run's direction
+        backward = !backward;
+        return !backward;
+    }
 };
 
 // float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
@@ -417,7 +447,7 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data       ? "gemv_narrow dot"
-                        : gemv_.data       ? "gemv"
+                        : gemv_.data       ? (gemv_.seg_rows ? "gemv serpentine" : "gemv")
                         : !packed_.empty() ? "gemm packed-B"
                                            : "gemm runtime-B";
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
@@ -434,10 +464,11 @@ public:
             return {};
         }
         if (gemv_.data) {
+            const bool backward = dir_.next();
             if (par_.on())
-                par_.gemv(a, bias, y, act_);
+                par_.gemv(a, bias, y, act_, backward);
             else
-                gemv_fn_(a, gemv_, bias, y, act_);
+                gemv_fn_(a, gemv_, bias, y, act_, backward);
             return {};
         }
         if (!packed_.empty()) {
@@ -476,6 +507,8 @@ public:
 
     bool is_gemv() const { return gemv_.data != nullptr; }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
+    // Before set_parallel (its split layout copies the order).
+    void drop_serpentine() { gemv_.seg_rows = 0; }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
@@ -494,6 +527,7 @@ private:
     kernels::ActApplyFn act_fn_ = nullptr;
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
+    GemvDirection dir_;
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512): dot products, no thread split
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
@@ -530,6 +564,7 @@ Status prep_MatMul(OpContext& ctx) {
     // packing B per run (always when strided: the reference loop assumes contiguous operands).
     if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4 || strided)) {
         auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
+        if (!serpentine_pays(ctx, 4 * g.K * g.N)) k->drop_serpentine();
         const int64_t flops = 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N;
         k->set_parallel(ctx.options().pool.get(), k->is_gemv() ? parallel_chunks_gemv(ctx.options(), flops, 4 * g.K * g.N)
                                                                : parallel_chunks(ctx.options(), flops));
@@ -661,7 +696,9 @@ public:
     }
 
     std::string describe() const override {
-        std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? "gemv" : "gemm packed-B";
+        std::string k = narrow_.data ? "gemv_narrow dot"
+                        : gemv_.data ? (gemv_.seg_rows ? "gemv serpentine" : "gemv")
+                                     : "gemm packed-B";
         k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
@@ -676,10 +713,11 @@ public:
         if (narrow_.data) {
             narrow_fn_(a, narrow_, bias, y, gemv_act_);
         } else if (gemv_.data) {
+            const bool backward = dir_.next();
             if (par_.on())
-                par_.gemv(a, bias, y, gemv_act_);
+                par_.gemv(a, bias, y, gemv_act_, backward);
             else
-                gemv_fn_(a, gemv_, bias, y, gemv_act_);
+                gemv_fn_(a, gemv_, bias, y, gemv_act_, backward);
         } else {
             if (ta_) {  // A is K x M
                 float* at = a_scratch_.data();
@@ -706,6 +744,8 @@ public:
         return {};
     }
 
+    // Before set_parallel (its split layout copies the order).
+    void drop_serpentine() { gemv_.seg_rows = 0; }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
@@ -725,6 +765,7 @@ private:
     kernels::Activation act_, gemv_act_;
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
+    GemvDirection dir_;
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512)
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     kernels::PackedB packed_;
@@ -793,6 +834,7 @@ Status prep_Gemm(OpContext& ctx) {
         }
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
                                                  std::move(bias), c_rs, c_cs, act);
+        if (!serpentine_pays(ctx, 4 * K * N)) k->drop_serpentine();
         k->set_parallel(ctx.options().pool.get(), M == 1 ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
                                                          : parallel_chunks(ctx.options(), 2 * M * K * N));
         ctx.set_kernel(std::move(k));
@@ -1292,6 +1334,7 @@ Status prep_Einsum(OpContext& ctx) {
             if (!einsum_matmul(ctx, labels, out_labels, out_shape, swap, &g)) continue;
             const Tensor* bc = ctx.in_const(swap ? 0 : 1);
             auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, false, kernels::Activation{});
+            if (!serpentine_pays(ctx, 4 * g.K * g.N)) k->drop_serpentine();
             if (swap) ctx.set_kernel(std::make_unique<SwappedInputsKernel>(std::move(k)));
             else ctx.set_kernel(std::move(k));
             return {};
@@ -2142,10 +2185,11 @@ Status prep_Dropout(OpContext& ctx) {
 
 std::unique_ptr<Kernel> make_gemm_f32_nk_kernel(int64_t M, int64_t K, int64_t N, const float* w_nk, bool has_bias,
                                                 const kernels::Activation& act, ThreadPool* pool, int chunks,
-                                                const std::string& label) {
+                                                const std::string& label, bool serpentine) {
     auto k = std::make_unique<GemmF32Kernel>(M, K, N, false, true, 1.0f, 1.0f, w_nk,
                                              has_bias ? GemmF32Kernel::kInputBias : GemmF32Kernel::kNoC,
                                              std::vector<float>{}, 0, 1, act);
+    if (!serpentine) k->drop_serpentine();
     k->set_parallel(pool, chunks);
     k->set_label(label);
     return k;

@@ -346,7 +346,7 @@ private:
     // (with Wb + Rb).
     void step_rnn_fast(T* h, int64_t d, const T* px) const {
         const RnnFast& f = *rfast_;
-        f.gemv(h, f.r[d], px, gx_, kernels::Activation{});
+        f.gemv(h, f.r[d], px, gx_, kernels::Activation{}, false);
         f.apply(kernels::Activation{f.act[d]}, gx_, h, c_.hidden);
     }
 
@@ -401,14 +401,14 @@ private:
         T* r = gx_ + H;
         T* hh = gx_ + 2 * H;
         const kernels::Activation sig{kernels::ActKind::kSigmoid}, th{kernels::ActKind::kTanh};
-        f.gemv(h, f.r[d], rb, gx_, kernels::Activation{});  // z, r (and h . Rh^T + Rbh)
+        f.gemv(h, f.r[d], rb, gx_, kernels::Activation{}, false);  // z, r (and h . Rh^T + Rbh)
         for (int64_t j = 0; j < 2 * H; ++j) gx_[j] += px[j];
         f.act(sig, gx_, gx_, 2 * H);
         if (c_.linear_before_reset) {
             for (int64_t j = 0; j < H; ++j) hh[j] = px[2 * H + j] + r[j] * hh[j];
         } else {
             for (int64_t j = 0; j < H; ++j) tmp_[j] = r[j] * h[j];
-            f.gemv(tmp_, f.rh[d], rb + 2 * H, hh, kernels::Activation{});
+            f.gemv(tmp_, f.rh[d], rb + 2 * H, hh, kernels::Activation{}, false);
             for (int64_t j = 0; j < H; ++j) hh[j] += px[2 * H + j];
         }
         f.act(th, hh, hh, H);
@@ -421,11 +421,11 @@ private:
         const int64_t I = c_.input, H = c_.hidden;
         const LstmFast& f = *fast_;
         if (f.seq) {
-            f.gemv(h, f.rh[d], proj, gx_, kernels::Activation{});  // h is written only at the end
+            f.gemv(h, f.rh[d], proj, gx_, kernels::Activation{}, false);  // h is written only at the end
         } else {
             std::copy(x, x + I, xh_);
             std::copy(h, h + H, xh_ + I);
-            f.gemv(xh_, f.wr[d], f.bias.data() + d * 4 * H, gx_, kernels::Activation{});
+            f.gemv(xh_, f.wr[d], f.bias.data() + d * 4 * H, gx_, kernels::Activation{}, false);
         }
         f.act(kernels::Activation{kernels::ActKind::kSigmoid}, gx_, gx_, 3 * H);  // i, o, f
         f.act(kernels::Activation{kernels::ActKind::kTanh}, gx_ + 3 * H, gx_ + 3 * H, H);

@@ -296,7 +296,7 @@ TEST(KernelsIsa, GemvMatchesReference) {
                         for (const float* bp : {static_cast<const float*>(nullptr), static_cast<const float*>(bias.data())}) {
                             std::vector<float> want(static_cast<size_t>(N)), got(size_t(N) + 1, 7.0f);
                             sgemm_reference(1, N, K, a.data(), K, Bs.data(), ldb, trans, bp, want.data(), N, Act::kNone);
-                            fn(a.data(), pg, bp, got.data(), act);
+                            fn(a.data(), pg, bp, got.data(), act, false);
                             for (int64_t j = 0; j < N; ++j)
                                 ASSERT_NEAR(got[size_t(j)], act_scalar(act, want[size_t(j)]),
                                             2e-5f * (1 + std::sqrt(float(K))))
@@ -327,7 +327,7 @@ TEST(KernelsIsa, GemvColumnRangesEqualWhole) {
                 const PackedGemv split = repack_gemv_split(whole, isa);
                 const Activation act{ActKind::kRelu, 0, 0};
                 std::vector<float> want(static_cast<size_t>(N));
-                sgemv_for(isa)(a.data(), whole, bias.data(), want.data(), act);
+                sgemv_for(isa)(a.data(), whole, bias.data(), want.data(), act, false);
                 // Every boundary: the multiples of unit up to the main columns, and N.
                 std::vector<int64_t> cuts;
                 const int64_t main = sgemv_main_cols(isa, N);
@@ -335,13 +335,13 @@ TEST(KernelsIsa, GemvColumnRangesEqualWhole) {
                 if (cuts.back() != N) cuts.push_back(N);
                 for (const PackedGemv* pg : {&whole, &split}) {
                     std::vector<float> got(static_cast<size_t>(N) + 1, 7.0f);
-                    sgemv_for(isa)(a.data(), *pg, bias.data(), got.data(), act);
+                    sgemv_for(isa)(a.data(), *pg, bias.data(), got.data(), act, false);
                     EXPECT_EQ(std::memcmp(got.data(), want.data(), size_t(N) * sizeof(float)), 0)
                         << isa_name(isa) << " whole call, split layout " << (pg == &split) << " N" << N;
                     for (size_t i = 0; i + 1 < cuts.size(); ++i)
                         for (size_t j = i + 1; j < cuts.size(); ++j) {
                             std::fill(got.begin(), got.end(), 7.0f);
-                            sgemv_cols_for(isa)(a.data(), *pg, cuts[i], cuts[j], bias.data(), got.data(), act);
+                            sgemv_cols_for(isa)(a.data(), *pg, cuts[i], cuts[j], bias.data(), got.data(), act, false);
                             for (int64_t c = 0; c <= N; ++c) {
                                 const bool in = c >= cuts[i] && c < cuts[j];
                                 const float w = in ? want[size_t(c)] : 7.0f;
@@ -352,6 +352,57 @@ TEST(KernelsIsa, GemvColumnRangesEqualWhole) {
                         }
                 }
             }
+        }
+    }
+}
+
+// The serpentine order (kernels/gemm.h): weights of 512 KiB to 3 MiB sum K in segments; run in
+// either direction, whole or by column ranges (both layouts), every column has the same bits, and
+// they match the reference. N = 60: one tail block; 5000 x 128: more blocks than kGemvMaxBlocks on
+// AVX2 (the block order then stays forward); 1024 x 64: 4 MiB, past the serpentine range.
+TEST(KernelsIsa, GemvSerpentineSameBitsBothWays) {
+    std::mt19937 rng(13);
+    std::uniform_real_distribution<float> u(-1, 1);
+    struct Shape { int64_t K, N; bool seg; };
+    for (const Shape sh : {Shape{2100, 60, true}, Shape{2100, 128, true}, Shape{1100, 129, true}, Shape{1500, 200, true},
+                           Shape{128, 5000, true}, Shape{1024, 1024, false}, Shape{1000, 100, false}}) {
+        const int64_t K = sh.K, N = sh.N;
+        std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+        for (auto* v : {&a, &B, &bias})
+            for (float& x : *v) x = u(rng);
+        const PackedGemv whole = pack_b_gemv(B.data(), K, N, N, false);
+        ASSERT_EQ(whole.seg_rows > 0, sh.seg) << "K" << K << " N" << N;
+        if (sh.seg) {
+            EXPECT_LE((K + whole.seg_rows - 1) / whole.seg_rows, kGemvMaxSegs);
+        }
+        std::vector<float> ref(static_cast<size_t>(N));
+        sgemm_reference(1, N, K, a.data(), K, B.data(), N, false, bias.data(), ref.data(), N, Act::kNone);
+        const Activation act{ActKind::kRelu, 0, 0};
+        for (Isa isa : isas()) {
+            const PackedGemv split = repack_gemv_split(whole, isa);
+            EXPECT_EQ(split.seg_rows, whole.seg_rows);
+            std::vector<float> fwd(size_t(N) + 1, 7.0f), got(size_t(N) + 1, 7.0f);
+            sgemv_for(isa)(a.data(), whole, bias.data(), fwd.data(), act, false);
+            for (int64_t j = 0; j < N; ++j)
+                ASSERT_NEAR(fwd[size_t(j)], std::max(0.0f, ref[size_t(j)]), 2e-5f * (1 + std::sqrt(float(K))))
+                    << isa_name(isa) << " K" << K << " N" << N << " at " << j;
+            EXPECT_EQ(fwd[size_t(N)], 7.0f) << isa_name(isa) << " wrote past N";
+            const int64_t unit = sgemv_split_unit(isa), main = sgemv_main_cols(isa, N);
+            const int64_t mid = std::min(main, (N / 2) / unit * unit);
+            for (const PackedGemv* pg : {&whole, &split})
+                for (bool backward : {false, true}) {
+                    std::fill(got.begin(), got.end(), 7.0f);
+                    sgemv_for(isa)(a.data(), *pg, bias.data(), got.data(), act, backward);
+                    ASSERT_EQ(std::memcmp(got.data(), fwd.data(), (size_t(N) + 1) * sizeof(float)), 0)
+                        << isa_name(isa) << " K" << K << " N" << N << " backward " << backward << " split layout "
+                        << (pg == &split);
+                    std::fill(got.begin(), got.end(), 7.0f);
+                    sgemv_cols_for(isa)(a.data(), *pg, 0, mid, bias.data(), got.data(), act, backward);
+                    sgemv_cols_for(isa)(a.data(), *pg, mid, N, bias.data(), got.data(), act, !backward);
+                    ASSERT_EQ(std::memcmp(got.data(), fwd.data(), (size_t(N) + 1) * sizeof(float)), 0)
+                        << isa_name(isa) << " K" << K << " N" << N << " cols at " << mid << " backward " << backward
+                        << " split layout " << (pg == &split);
+                }
         }
     }
 }
@@ -456,7 +507,7 @@ TEST(KernelsIsa, GemvLargeWeightsMatchReference) {
         for (Isa isa : isas()) {
             std::vector<float> got(size_t(N) + 1, 7.0f);
             const Activation act{ActKind::kLeakyRelu, 0.1f, 0};
-            sgemv_for(isa)(a.data(), pg, bias.data(), got.data(), act);
+            sgemv_for(isa)(a.data(), pg, bias.data(), got.data(), act, false);
             for (int64_t j = 0; j < N; ++j)
                 ASSERT_NEAR(got[size_t(j)], act_scalar(act, want[size_t(j)]), 2e-5f * (1 + std::sqrt(float(K))))
                     << isa_name(isa) << " trans " << trans << " at " << j;
@@ -494,7 +545,7 @@ TEST(KernelsIsa, GemmAndGemvPropagateNaNAndInf) {
         const PackedGemv pg = pack_b_gemv(B.data(), K, N, N, false);
         for (int64_t m = 0; m < M; ++m) {
             std::vector<float> y(static_cast<size_t>(N));
-            sgemv_for(isa)(A.data() + m * K, pg, nullptr, y.data(), Activation{});
+            sgemv_for(isa)(A.data() + m * K, pg, nullptr, y.data(), Activation{}, false);
             for (int64_t n = 0; n < N; ++n)
                 ASSERT_TRUE(same(y[size_t(n)], want[size_t(m * N + n)]))
                     << isa_name(isa) << " gemv row " << m << " col " << n << " got " << y[size_t(n)];

@@ -145,7 +145,7 @@ TEST(LinalgFast, GemvMatchesReferenceEveryIsa) {
                             std::vector<float> Bs(B);
                             for (float& x : Bs) x *= 0.5f;
                             sgemm_reference(1, N, K, a.data(), K, Bs.data(), ldb, trans, bp, want.data(), N, Act::kNone);
-                            fn(a.data(), pg, bp, got.data(), act);
+                            fn(a.data(), pg, bp, got.data(), act, false);
                             for (int64_t j = 0; j < N; ++j) {
                                 float w = act_scalar(act, want[size_t(j)]);
                                 ASSERT_NEAR(got[size_t(j)], w, 2e-5f * (1 + std::sqrt(float(K))))

@@ -143,13 +143,14 @@ constexpr int kGemvTailU[7] = {8, 8, 4, 4, 2, 2, 2};
 
 }  // namespace
 
-void sgemv_neon(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    sgemv_cols_run(a, B, 0, B.N, bias, y, act);
+void sgemv_neon(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act,
+                bool backward) {
+    sgemv_cols_run(a, B, 0, B.N, bias, y, act, backward);
 }
 
 void sgemv_cols_neon(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-                      const Activation& act) {
-    sgemv_cols_run(a, B, c0, c1, bias, y, act);
+                      const Activation& act, bool backward) {
+    sgemv_cols_run(a, B, c0, c1, bias, y, act, backward);
 }
 
 }  // namespace jiffy::kernels

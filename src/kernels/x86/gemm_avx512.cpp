@@ -197,13 +197,14 @@ constexpr int kGemvTailU[7] = {8, 4, 2, 2, 1, 1, 1};
 
 }  // namespace
 
-void sgemv_avx512(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act) {
-    sgemv_cols_run(a, B, 0, B.N, bias, y, act);
+void sgemv_avx512(const float* a, const PackedGemv& B, const float* bias, float* y, const Activation& act,
+                  bool backward) {
+    sgemv_cols_run(a, B, 0, B.N, bias, y, act, backward);
 }
 
 void sgemv_cols_avx512(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-                      const Activation& act) {
-    sgemv_cols_run(a, B, c0, c1, bias, y, act);
+                      const Activation& act, bool backward) {
+    sgemv_cols_run(a, B, c0, c1, bias, y, act, backward);
 }
 
 }  // namespace jiffy::kernels
