@@ -74,7 +74,7 @@ PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool t
     const int64_t bytes = K * p.ldb * int64_t(sizeof(float));
     if (bytes >= kGemvSerpentineMin && bytes <= kGemvSerpentineMax) {
         const int64_t segs = std::min<int64_t>(kGemvMaxSegs, K / 64);
-        if (segs >= 2) p.seg_rows = (K + segs - 1) / segs;
+        if (segs >= 2) p.seg_rows = (K + segs - 1) / segs, p.alternate = true;
     }
     float* d = p.data.get();
     for (int64_t n0 = 0; n0 < N; n0 += kGemvPanel) {

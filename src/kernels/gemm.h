@@ -56,14 +56,16 @@ constexpr int64_t kGemvPanel = 128;
 // (sgemv_split_unit: 4 vectors), so every thread's columns are one contiguous stretch; its last
 // panel starts at the tail block (sgemv_main_cols) and holds the whole tail.
 // Serpentine order (docs/gemv.md): weights from kGemvSerpentineMin to kGemvSerpentineMax bytes
-// (past L2, within a few times it) sum K in up to kGemvMaxSegs segments of seg_rows rows, and the
-// caller alternates `backward` run after run so that each run begins with what the last one read
-// last (still in L2). Smaller weights stay in L2 anyway and larger ones evict it whatever the order.
-constexpr int64_t kGemvSerpentineMin = 512 << 10, kGemvSerpentineMax = 3 << 20;
+// (about L2's size to a few times it; per thread when split) sum K in up to kGemvMaxSegs segments
+// of seg_rows rows, and the caller alternates `backward` run after run so that each run begins
+// with what the last one read last (still in L2). Smaller weights stay in L2 anyway (a 528 KiB
+// share ran 1.09x slower with it) and larger ones evict it whatever the order.
+constexpr int64_t kGemvSerpentineMin = 768 << 10, kGemvSerpentineMax = 3 << 20;
 constexpr int kGemvMaxSegs = 8, kGemvMaxBlocks = 64;
 struct PackedGemv {
     int64_t K = 0, N = 0, ldb = 0;
-    int64_t seg_rows = 0;        // > 0: the serpentine order, K in segments of this many rows
+    int64_t seg_rows = 0;        // > 0: K summed in segments of this many rows (the serpentine order)
+    bool alternate = false;      // the caller alternates `backward` (off where a thread's share fits L2)
     int64_t panel = kGemvPanel;  // width of every panel but the last
     int64_t last0 = 0;           // first column of the last panel (width ldb - last0)
     std::shared_ptr<float> data;

@@ -326,6 +326,12 @@ public:
             col0_.push_back(u0 * unit);  // < N: every range holds at least one unit
         }
         col0_.push_back(B->N);
+        // Alternating directions pays only where a thread's share of the weights is past L2 too
+        // (weather's 528 KiB halves: 1.09x slower with it). The segmented sums stay, so that the
+        // bits are those of one thread (docs/threading.md).
+        int64_t widest = 0;
+        for (int t = 0; t < chunks; ++t) widest = std::max(widest, col0_[size_t(t) + 1] - col0_[size_t(t)]);
+        if (widest * B->K * int64_t(sizeof(float)) < kernels::kGemvSerpentineMin) B->alternate = false;
         cols_fn_ = kernels::sgemv_cols_for(isa);
         *B = kernels::repack_gemv_split(*B, isa);
         gemv_ = B;
@@ -447,7 +453,7 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data       ? "gemv_narrow dot"
-                        : gemv_.data       ? (gemv_.seg_rows ? "gemv serpentine" : "gemv")
+                        : gemv_.data       ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                         : !packed_.empty() ? "gemm packed-B"
                                            : "gemm runtime-B";
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
@@ -464,7 +470,7 @@ public:
             return {};
         }
         if (gemv_.data) {
-            const bool backward = dir_.next();
+            const bool backward = gemv_.alternate && dir_.next();
             if (par_.on())
                 par_.gemv(a, bias, y, act_, backward);
             else
@@ -508,7 +514,7 @@ public:
     bool is_gemv() const { return gemv_.data != nullptr; }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     // Before set_parallel (its split layout copies the order).
-    void drop_serpentine() { gemv_.seg_rows = 0; }
+    void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
@@ -697,7 +703,7 @@ public:
 
     std::string describe() const override {
         std::string k = narrow_.data ? "gemv_narrow dot"
-                        : gemv_.data ? (gemv_.seg_rows ? "gemv serpentine" : "gemv")
+                        : gemv_.data ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                                      : "gemm packed-B";
         k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
@@ -713,7 +719,7 @@ public:
         if (narrow_.data) {
             narrow_fn_(a, narrow_, bias, y, gemv_act_);
         } else if (gemv_.data) {
-            const bool backward = dir_.next();
+            const bool backward = gemv_.alternate && dir_.next();
             if (par_.on())
                 par_.gemv(a, bias, y, gemv_act_, backward);
             else
@@ -745,7 +751,7 @@ public:
     }
 
     // Before set_parallel (its split layout copies the order).
-    void drop_serpentine() { gemv_.seg_rows = 0; }
+    void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)

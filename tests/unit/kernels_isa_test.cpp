@@ -359,19 +359,21 @@ TEST(KernelsIsa, GemvColumnRangesEqualWhole) {
 // The serpentine order (kernels/gemm.h): weights of 512 KiB to 3 MiB sum K in segments; run in
 // either direction, whole or by column ranges (both layouts), every column has the same bits, and
 // they match the reference. N = 60: one tail block; 5000 x 128: more blocks than kGemvMaxBlocks on
-// AVX2 (the block order then stays forward); 1024 x 64: 4 MiB, past the serpentine range.
+// AVX2 (the block order then stays forward); 1024 x 1024: 4 MiB, past the serpentine range;
+// 2100 x 60: 528 KiB, below it.
 TEST(KernelsIsa, GemvSerpentineSameBitsBothWays) {
     std::mt19937 rng(13);
     std::uniform_real_distribution<float> u(-1, 1);
     struct Shape { int64_t K, N; bool seg; };
-    for (const Shape sh : {Shape{2100, 60, true}, Shape{2100, 128, true}, Shape{1100, 129, true}, Shape{1500, 200, true},
-                           Shape{128, 5000, true}, Shape{1024, 1024, false}, Shape{1000, 100, false}}) {
+    for (const Shape sh : {Shape{3100, 60, true}, Shape{2100, 128, true}, Shape{1400, 129, true}, Shape{1500, 200, true},
+                           Shape{128, 5000, true}, Shape{1024, 1024, false}, Shape{2100, 60, false}}) {
         const int64_t K = sh.K, N = sh.N;
         std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
         for (auto* v : {&a, &B, &bias})
             for (float& x : *v) x = u(rng);
         const PackedGemv whole = pack_b_gemv(B.data(), K, N, N, false);
         ASSERT_EQ(whole.seg_rows > 0, sh.seg) << "K" << K << " N" << N;
+        EXPECT_EQ(whole.alternate, sh.seg);
         if (sh.seg) {
             EXPECT_LE((K + whole.seg_rows - 1) / whole.seg_rows, kGemvMaxSegs);
         }
