@@ -40,8 +40,8 @@ void gemv_block_seg(const float* a, const PackedGemv& B, const float* b, int64_t
     gemv_block<V, 1>(1, &one, part[0], W, bias, y, nvalid, act);
 }
 
-// The blocks of columns [c0, c1) (see sgemv_k), first to last: f(n0, kind) with kind 8 (a main
-// block of 8 vectors), 4 (a main block of 4) or 0 (the tail block from n0 to N).
+// The blocks of columns [c0, c1), first to last: f(n0, kind) with kind 8 (a main block of 8
+// vectors), 4 (a main block of 4) or 0 (the tail block from n0 to N; see the top of this file).
 template <typename F>
 void gemv_blocks(const PackedGemv& B, int64_t c0, int64_t c1, F&& f) {
     constexpr int64_t kBlock = 8 * kGemvVL, kHalf = 4 * kGemvVL;
@@ -56,33 +56,44 @@ void gemv_blocks(const PackedGemv& B, int64_t c0, int64_t c1, F&& f) {
     if (n0 < c1 && c1 == N) f(n0, 0);
 }
 
-// sgemv_k in serpentine order (B.seg_rows > 0). The blocks run last to first when `backward`
-// (up to kGemvMaxBlocks of them; more run first to last, their segments still backward).
-template <int KIND>
-void sgemv_seg_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-                 const Activation& act0, bool backward) {
+// Columns [c0, c1) block by block. KIND >= 0: the activation kind is a compile-time constant
+// (folds the epilogue's switch). SEG: the serpentine order (B.seg_rows > 0), whose blocks run last
+// to first when `backward` (up to kGemvMaxBlocks of them; more run first to last, their segments
+// still backward).
+template <bool SEG, int KIND>
+void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
+             const Activation& act0, bool backward) {
     Activation act = act0;
     if constexpr (KIND >= 0) act.kind = ActKind(KIND);
-    const int64_t N = B.N;
-    auto bias_at = [&](int64_t n) { return bias ? bias + n : nullptr; };
+    const int64_t K = B.K, N = B.N;
     auto run = [&](int64_t n0, int kind) {
         const float* b = B.col(n0);
         const int64_t ldb = B.stride(n0);
-        if (kind == 8) return gemv_block_seg<8, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, 8 * kGemvVL, act, backward);
-        if (kind == 4) return gemv_block_seg<4, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, 4 * kGemvVL, act, backward);
+        const float* bb = bias ? bias + n0 : nullptr;
+        auto block = [&](auto v, auto u, int64_t nv) {
+            constexpr int V = decltype(v)::value, U = decltype(u)::value;
+            if constexpr (SEG) gemv_block_seg<V, U>(a, B, b, ldb, bb, y + n0, nv, act, backward);
+            else gemv_block<V, U>(K, a, b, ldb, bb, y + n0, nv, act);
+        };
+        using std::integral_constant;
+        using Main = integral_constant<int, kGemvMainU>;
+        if (kind == 8) return block(integral_constant<int, 8>{}, Main{}, 8 * kGemvVL);
+        if (kind == 4) return block(integral_constant<int, 4>{}, Main{}, 4 * kGemvVL);
         const int64_t nv = N - n0;
         switch ((nv + kGemvVL - 1) / kGemvVL) {
-            case 1: return gemv_block_seg<1, kGemvTailU[0]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 2: return gemv_block_seg<2, kGemvTailU[1]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 3: return gemv_block_seg<3, kGemvTailU[2]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 4: return gemv_block_seg<4, kGemvTailU[3]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 5: return gemv_block_seg<5, kGemvTailU[4]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 6: return gemv_block_seg<6, kGemvTailU[5]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            case 7: return gemv_block_seg<7, kGemvTailU[6]>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
-            default: return gemv_block_seg<8, kGemvMainU>(a, B, b, ldb, bias_at(n0), y + n0, nv, act, backward);
+            case 1: return block(integral_constant<int, 1>{}, integral_constant<int, kGemvTailU[0]>{}, nv);
+            case 2: return block(integral_constant<int, 2>{}, integral_constant<int, kGemvTailU[1]>{}, nv);
+            case 3: return block(integral_constant<int, 3>{}, integral_constant<int, kGemvTailU[2]>{}, nv);
+            case 4: return block(integral_constant<int, 4>{}, integral_constant<int, kGemvTailU[3]>{}, nv);
+            case 5: return block(integral_constant<int, 5>{}, integral_constant<int, kGemvTailU[4]>{}, nv);
+            case 6: return block(integral_constant<int, 6>{}, integral_constant<int, kGemvTailU[5]>{}, nv);
+            case 7: return block(integral_constant<int, 7>{}, integral_constant<int, kGemvTailU[6]>{}, nv);
+            // 7 vectors plus a partial one (N % (8 vectors) > 7 vectors, e.g. 120 columns on
+            // AVX-512): the main block's shape, masked.
+            default: return block(integral_constant<int, 8>{}, Main{}, nv);
         }
     };
-    if (!backward) return gemv_blocks(B, c0, c1, run);
+    if (!SEG || !backward) return gemv_blocks(B, c0, c1, run);
     int64_t n0s[kGemvMaxBlocks];
     int kinds[kGemvMaxBlocks], n = 0;
     bool fits = true;
@@ -94,64 +105,18 @@ void sgemv_seg_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, co
     for (int i = n - 1; i >= 0; --i) run(n0s[i], kinds[i]);
 }
 
-// KIND >= 0: the activation kind is a compile-time constant (folds the epilogue's switch).
-template <int KIND>
-void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
-             const Activation& act0) {
-    Activation act = act0;
-    if constexpr (KIND >= 0) act.kind = ActKind(KIND);
-    constexpr int64_t kBlock = 8 * kGemvVL, kHalf = 4 * kGemvVL;
-    const int64_t K = B.K, N = B.N;
-    const int64_t main_end = std::min(c1, N / kBlock * kBlock);
-    auto bias_at = [&](int64_t n) { return bias ? bias + n : nullptr; };
-    int64_t n0 = c0;
-    if (B.panel < kBlock) {  // the split layout: panels of 4 vectors
-        for (; n0 + kHalf <= main_end; n0 += kHalf)
-            gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
-    }
-    if (n0 % kBlock != 0 && n0 + kHalf <= main_end) {
-        gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
-        n0 += kHalf;
-    }
-    for (; n0 + kBlock <= main_end; n0 += kBlock)
-        gemv_block<8, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kBlock, act);
-    if (n0 + kHalf <= main_end) {
-        gemv_block<4, kGemvMainU>(K, a, B.col(n0), B.stride(n0), bias_at(n0), y + n0, kHalf, act);
-        n0 += kHalf;
-    }
-    if (n0 >= c1 || c1 != N) return;
-    const float* bb = bias_at(n0);
-    const int64_t nv = N - n0;
-    const float* b = B.col(n0);
-    const int64_t ldb = B.stride(n0);
-    switch ((nv + kGemvVL - 1) / kGemvVL) {
-        case 1: gemv_block<1, kGemvTailU[0]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 2: gemv_block<2, kGemvTailU[1]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 3: gemv_block<3, kGemvTailU[2]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 4: gemv_block<4, kGemvTailU[3]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 5: gemv_block<5, kGemvTailU[4]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 6: gemv_block<6, kGemvTailU[5]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        case 7: gemv_block<7, kGemvTailU[6]>(K, a, b, ldb, bb, y + n0, nv, act); break;
-        // 7 vectors plus a partial one (N % (8 vectors) > 7 vectors, e.g. 120 columns on
-        // AVX-512): the main block's shape, masked.
-        default: gemv_block<8, kGemvMainU>(K, a, b, ldb, bb, y + n0, nv, act); break;
-    }
-}
-
 // The ISA's sgemv entry over columns [c0, c1): Relu and no activation get their own instantiation.
 // `backward` matters only to the serpentine order (B.seg_rows > 0).
 inline void sgemv_cols_run(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
                            const Activation& act, bool backward) {
-    if (B.seg_rows > 0) {
+    auto go = [&](auto seg) {
+        constexpr bool SEG = decltype(seg)::value;
         switch (act.kind) {
-            case ActKind::kNone: return sgemv_seg_k<int(ActKind::kNone)>(a, B, c0, c1, bias, y, act, backward);
-            case ActKind::kRelu: return sgemv_seg_k<int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act, backward);
-            default: return sgemv_seg_k<-1>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kNone: return sgemv_k<SEG, int(ActKind::kNone)>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kRelu: return sgemv_k<SEG, int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act, backward);
+            default: return sgemv_k<SEG, -1>(a, B, c0, c1, bias, y, act, backward);
         }
-    }
-    switch (act.kind) {
-        case ActKind::kNone: return sgemv_k<int(ActKind::kNone)>(a, B, c0, c1, bias, y, act);
-        case ActKind::kRelu: return sgemv_k<int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act);
-        default: return sgemv_k<-1>(a, B, c0, c1, bias, y, act);
-    }
+    };
+    if (B.seg_rows > 0) return go(std::true_type{});
+    go(std::false_type{});
 }

@@ -512,9 +512,10 @@ public:
     }
 
     bool is_gemv() const { return gemv_.data != nullptr; }
-    // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
-    // Before set_parallel (its split layout copies the order).
+    // The GEMV in plain order (serpentine_pays said no). Before set_parallel (its split layout
+    // copies the order).
     void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
+    // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
@@ -750,7 +751,8 @@ public:
         return {};
     }
 
-    // Before set_parallel (its split layout copies the order).
+    // The GEMV in plain order (serpentine_pays said no). Before set_parallel (its split layout
+    // copies the order).
     void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
