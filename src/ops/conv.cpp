@@ -1087,7 +1087,7 @@ std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2
                                 : parallel_chunks(ctx.options(), flops);
     return make_gemm_f32_nk_kernel(d.N, K, g.M, w, d.has_bias, act, ctx.options().pool.get(), chunks,
                                    std::string("conv_1px ") + kernels::isa_name(kernels::active_isa()) + " ",
-                                   serpentine_pays(ctx, 4 * g.M * K));
+                                   ctx);
 }
 
 Status prep_Conv(OpContext& ctx) {

@@ -371,11 +371,10 @@ private:
     kernels::SgemvColsFn cols_fn_ = nullptr;
 };
 
-}  // namespace
-
-// Only when the rest of the model reads little between two runs of this GEMV, so its weights are
-// still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers read
-// megabytes: 1.5% slower there, docs/gemv.md).
+// Whether the serpentine GEMV order (kernels/gemm.h) pays for a GEMV of own_bytes of weights in
+// the graph being compiled: only when the rest of the graph's constants total <= 256 KiB, so its
+// weights are still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers
+// read megabytes between two runs of each: 1.5% slower there, docs/gemv.md).
 bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
     const Graph& g = ctx.graph();
     std::vector<char> seen(g.values.size(), 0);
@@ -389,7 +388,11 @@ bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
     return total - own_bytes <= (256 << 10);
 }
 
-namespace {
+// Keeps the serpentine order that pack_b_gemv chose by size only where serpentine_pays; asks only
+// for such GEMVs (it reads the whole graph). Before set_parallel (its split layout copies the order).
+void choose_gemv_order(const OpContext& ctx, kernels::PackedGemv* g) {
+    if (g->seg_rows > 0 && !serpentine_pays(ctx, 4 * g->K * g->N)) g->seg_rows = 0, g->alternate = false;
+}
 
 // The serpentine GEMV's direction (kernels/gemm.h, docs/gemv.md), flipped on every run: a plan
 // runs on one thread at a time (like its shared scratch), so a plain flag.
@@ -512,9 +515,8 @@ public:
     }
 
     bool is_gemv() const { return gemv_.data != nullptr; }
-    // The GEMV in plain order (serpentine_pays said no). Before set_parallel (its split layout
-    // copies the order).
-    void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
+    // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
+    void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
@@ -571,7 +573,7 @@ Status prep_MatMul(OpContext& ctx) {
     // packing B per run (always when strided: the reference loop assumes contiguous operands).
     if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4 || strided)) {
         auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
-        if (!serpentine_pays(ctx, 4 * g.K * g.N)) k->drop_serpentine();
+        k->choose_order(ctx);
         const int64_t flops = 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N;
         k->set_parallel(ctx.options().pool.get(), k->is_gemv() ? parallel_chunks_gemv(ctx.options(), flops, 4 * g.K * g.N)
                                                                : parallel_chunks(ctx.options(), flops));
@@ -751,9 +753,8 @@ public:
         return {};
     }
 
-    // The GEMV in plain order (serpentine_pays said no). Before set_parallel (its split layout
-    // copies the order).
-    void drop_serpentine() { gemv_.seg_rows = 0, gemv_.alternate = false; }
+    // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
+    void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
@@ -842,7 +843,7 @@ Status prep_Gemm(OpContext& ctx) {
         }
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
                                                  std::move(bias), c_rs, c_cs, act);
-        if (!serpentine_pays(ctx, 4 * K * N)) k->drop_serpentine();
+        k->choose_order(ctx);
         k->set_parallel(ctx.options().pool.get(), M == 1 ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
                                                          : parallel_chunks(ctx.options(), 2 * M * K * N));
         ctx.set_kernel(std::move(k));
@@ -1342,7 +1343,7 @@ Status prep_Einsum(OpContext& ctx) {
             if (!einsum_matmul(ctx, labels, out_labels, out_shape, swap, &g)) continue;
             const Tensor* bc = ctx.in_const(swap ? 0 : 1);
             auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, false, kernels::Activation{});
-            if (!serpentine_pays(ctx, 4 * g.K * g.N)) k->drop_serpentine();
+            k->choose_order(ctx);
             if (swap) ctx.set_kernel(std::make_unique<SwappedInputsKernel>(std::move(k)));
             else ctx.set_kernel(std::move(k));
             return {};
@@ -2193,11 +2194,11 @@ Status prep_Dropout(OpContext& ctx) {
 
 std::unique_ptr<Kernel> make_gemm_f32_nk_kernel(int64_t M, int64_t K, int64_t N, const float* w_nk, bool has_bias,
                                                 const kernels::Activation& act, ThreadPool* pool, int chunks,
-                                                const std::string& label, bool serpentine) {
+                                                const std::string& label, const OpContext& ctx) {
     auto k = std::make_unique<GemmF32Kernel>(M, K, N, false, true, 1.0f, 1.0f, w_nk,
                                              has_bias ? GemmF32Kernel::kInputBias : GemmF32Kernel::kNoC,
                                              std::vector<float>{}, 0, 1, act);
-    if (!serpentine) k->drop_serpentine();
+    k->choose_order(ctx);
     k->set_parallel(pool, chunks);
     k->set_label(label);
     return k;
