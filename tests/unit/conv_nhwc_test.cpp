@@ -68,6 +68,9 @@ TEST(ConvNhwc, DepthwiseMatchesReference) {
         {5, 6, 17, 3, 2, 1, 1},   {24, 14, 14, 5, 1, 2, 1}, {40, 13, 9, 5, 2, 2, 1}, {16, 8, 8, 3, 1, 0, 1},
         {20, 10, 12, 7, 1, 3, 1}, {18, 11, 13, 3, 1, 2, 2}, {48, 2, 2, 3, 1, 1, 1}, {16, 1, 19, 3, 2, 1, 1},
         {96, 4, 5, 5, 2, 2, 1},
+        // Rows wide enough for the 3x3 kernels' strips of 16 inside, then one of 8, then the
+        // checked border strips (the right one partial); 5x5 the same with strips of 8.
+        {16, 5, 40, 3, 1, 1, 1},  {24, 6, 79, 3, 2, 1, 1}, {19, 4, 37, 5, 1, 2, 1}, {8, 3, 60, 3, 1, 1, 1},
     };
     const ConvEpi epis[] = {{ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f}, {ConvAct::kHardSwish},
                             {ConvAct::kSigmoid}, {ConvAct::kRelu}};
