@@ -1189,6 +1189,15 @@ Status prep_Conv(OpContext& ctx) {
                 ctx.set_kernel(std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, std::move(inner)));
                 return {};
             }
+            // RGB stems (3x3 stride 2, <= 4 input channels): the direct kernel (conv_stem.h).
+            if ((!d.has_bias || ctx.in_const(2)) && stem_conv_preferred(kernels::active_isa(), geo)) {
+                const int64_t flops = 2 * d.N * d.M * d.C * 9 * geo.OH * geo.OW;
+                ctx.set_kernel(make_stem_conv_kernel(
+                    kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
+                    d.has_bias ? ctx.in_const(2)->as<float>() : nullptr, d.N, has_res, epi,
+                    ctx.options().pool.get(), parallel_chunks(ctx.options(), flops)));
+                return {};
+            }
             if (!wino1d && kernels::SmallConv::suits(geo)) {
                 ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                       d.N, d.has_bias, has_res, epi));

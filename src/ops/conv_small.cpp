@@ -1,6 +1,10 @@
 #include "ops/conv_small.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
+
+#include "kernels/weight_alloc.h"
 
 #include "runtime/threadpool.h"
 
@@ -118,6 +122,65 @@ private:
     int64_t plane_ = 0;
 };
 
+// The direct stem conv (kernels/conv_stem.h). With the intra-op pool, split by output rows: each
+// output is summed the same way whatever part computes it (bitwise equal to one thread).
+class StemConvKernel : public Kernel {
+public:
+    StemConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w, const float* b, int64_t N,
+                   bool has_res, kernels::ConvEpi epi)
+        : isa_(isa), g_(g), conv_(isa, g), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
+          has_res_(has_res), epi_(epi) {
+        packed_ = kernels::alloc_weights(conv_.packed_floats());
+        conv_.pack(w, b, packed_.get());
+    }
+
+    void set_parallel(ThreadPool* pool, int chunks) {
+        chunks = int(std::min<int64_t>(chunks, g_.OH / 4));  // parts of >= 4 rows
+        if (!pool || chunks < 2) return;
+        for (int t = 0; t < chunks; ++t) {
+            int64_t r0, r1;
+            chunk_range(g_.OH, chunks, t, 1, &r0, &r1);
+            if (r1 > r0) parts_.push_back({r0, r1});
+        }
+        if (parts_.size() >= 2) pool_ = pool;
+        else parts_.clear();
+    }
+
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        float* Y = static_cast<float*>(out[0]);
+        for (int64_t n = 0; n < N_; ++n) {
+            const float* x = X + n * in_img_;
+            const float* r = R ? R + n * out_img_ : nullptr;
+            float* y = Y + n * out_img_;
+            if (!pool_) {
+                conv_.run(x, packed_.get(), r, y, epi_, 0, g_.OH);
+                continue;
+            }
+            pool_->parallel_for(int(parts_.size()), [&](int t) {
+                conv_.run(x, packed_.get(), r, y, epi_, parts_[size_t(t)].first, parts_[size_t(t)].second);
+            });
+        }
+        return {};
+    }
+    std::string describe() const override {
+        return std::string("conv_stem 3x3s2 direct ") + kernels::isa_name(isa_) +
+               (pool_ ? " x" + std::to_string(parts_.size()) + " threads" : "");
+    }
+
+private:
+    kernels::Isa isa_;
+    kernels::Conv2DGeom g_;
+    kernels::ConvStem conv_;
+    int64_t N_, in_img_, out_img_;
+    bool has_res_;
+    kernels::ConvEpi epi_;
+    std::shared_ptr<float> packed_;
+    ThreadPool* pool_ = nullptr;
+    std::vector<std::pair<int64_t, int64_t>> parts_;  // output rows [first, second)
+};
+
 }  // namespace
 
 std::unique_ptr<Kernel> make_small_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
@@ -130,6 +193,29 @@ std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels
                                                  ThreadPool* pool, int chunks) {
     auto k = std::make_unique<ChanVecConvKernel>(isa, g, w, N, has_bias, has_res, epi);
     k->set_parallel(pool, chunks, w);
+    return k;
+}
+
+}  // namespace jiffy
+
+namespace jiffy {
+
+bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g) {
+    static const bool off = [] {
+        const char* e = std::getenv("JIFFY_STEM");
+        return e && std::strcmp(e, "0") == 0;
+    }();
+    // M <= 16 (the face detector's and MobileNetV3's 3 -> 16: in the models 104-112 against
+    // 156-163 us and 115-119 against 121-144); with 32 output channels the GEMM path fills its
+    // 32-wide microkernel and stays ahead (MobileNetV2's 3 -> 32: 175 against 187-194 us).
+    return !off && g.M <= 16 && g.OH * g.OW >= 1024 && kernels::ConvStem::suits(isa, g);
+}
+
+std::unique_ptr<Kernel> make_stem_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
+                                              const float* b, int64_t N, bool has_res, kernels::ConvEpi epi,
+                                              ThreadPool* pool, int chunks) {
+    auto k = std::make_unique<StemConvKernel>(isa, g, w, b, N, has_res, epi);
+    k->set_parallel(pool, chunks);
     return k;
 }
 
