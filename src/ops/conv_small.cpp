@@ -11,6 +11,12 @@
 namespace jiffy {
 namespace {
 
+// f(x, r, y) for each of the N images: input, residual (null without one) and output.
+template <typename F>
+void per_image(int64_t N, int64_t in_img, int64_t out_img, const float* X, const float* R, float* Y, F&& f) {
+    for (int64_t n = 0; n < N; ++n) f(X + n * in_img, R ? R + n * out_img : nullptr, Y + n * out_img);
+}
+
 // NOT REENTRANT (like ConvFastKernel): the gather rows and the transposed result live in
 // mutable scratch owned by the kernel.
 class SmallConvKernel : public Kernel {
@@ -27,8 +33,9 @@ public:
         const float* B = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
-        for (int64_t n = 0; n < N_; ++n)
-            conv_.run(X + n * in_img_, B, R ? R + n * out_img_ : nullptr, Y + n * out_img_, scratch_.data(), epi_);
+        per_image(N_, in_img_, out_img_, X, R, Y, [&](const float* x, const float* r, float* y) {
+            conv_.run(x, B, r, y, scratch_.data(), epi_);
+        });
         return {};
     }
     std::string describe() const override {
@@ -84,20 +91,14 @@ public:
         const float* B = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
-        for (int64_t n = 0; n < N_; ++n) {
-            const float* x = X + n * in_img_;
-            const float* r = R ? R + n * out_img_ : nullptr;
-            float* y = Y + n * out_img_;
-            if (!pool_) {
-                conv_.run(x, B, r, y, scratch_.data(), epi_);
-                continue;
-            }
+        per_image(N_, in_img_, out_img_, X, R, Y, [&](const float* x, const float* r, float* y) {
+            if (!pool_) return conv_.run(x, B, r, y, scratch_.data(), epi_);
             pool_->parallel_for(int(parts_.size()), [&](int t) {
                 const Part& p = parts_[size_t(t)];
                 p.conv.run(x, B ? B + p.c0 : nullptr, r ? r + p.c0 * plane_ : nullptr, y + p.c0 * plane_,
                            p.scratch.data(), epi_);
             });
-        }
+        });
         return {};
     }
     std::string describe() const override {
@@ -150,18 +151,12 @@ public:
         const float* X = static_cast<const float*>(in[0]);
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
-        for (int64_t n = 0; n < N_; ++n) {
-            const float* x = X + n * in_img_;
-            const float* r = R ? R + n * out_img_ : nullptr;
-            float* y = Y + n * out_img_;
-            if (!pool_) {
-                conv_.run(x, packed_.get(), r, y, epi_, 0, g_.OH);
-                continue;
-            }
+        per_image(N_, in_img_, out_img_, X, R, Y, [&](const float* x, const float* r, float* y) {
+            if (!pool_) return conv_.run(x, packed_.get(), r, y, epi_, 0, g_.OH);
             pool_->parallel_for(int(parts_.size()), [&](int t) {
                 conv_.run(x, packed_.get(), r, y, epi_, parts_[size_t(t)].first, parts_[size_t(t)].second);
             });
-        }
+        });
         return {};
     }
     std::string describe() const override {

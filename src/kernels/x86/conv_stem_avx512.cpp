@@ -8,27 +8,32 @@
 namespace jiffy::kernels {
 namespace {
 
-// The activation A on the registers, then the clamp where asked: the semantics (and NaN
-// behaviour: max / min return the second operand) of act_v in conv_impl.h. Sigmoid / Tanh and a
-// residual go through conv_epilogue after each row instead (A = kNone here).
+// max / min as conv_impl.h writes them (a > b ? a : b: NaN in a gives b, as maxps does; GCC 12
+// warns on the intrinsics' undefined pass-through operand).
+inline __m512 vmax(__m512 a, __m512 b) { return a > b ? a : b; }
+inline __m512 vmin(__m512 a, __m512 b) { return a < b ? a : b; }
+
+// The activation A on the registers, then the clamp where asked: the semantics of act_v in
+// conv_impl.h. Sigmoid / Tanh and a residual go through conv_epilogue after each row instead
+// (A = kNone here).
 template <ConvAct A>
 inline __attribute__((always_inline)) __m512 act(__m512 v, const ConvEpi& e) {
     const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
     if constexpr (A == ConvAct::kNone) return v;
-    if constexpr (A == ConvAct::kRelu) v = _mm512_max_ps(v, zero);
+    if constexpr (A == ConvAct::kRelu) v = vmax(v, zero);
     if constexpr (A == ConvAct::kLeakyRelu)
         v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(e.alpha));
     if constexpr (A == ConvAct::kClip)
-        v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(e.alpha)), _mm512_set1_ps(e.beta));
+        v = vmin(vmax(v, _mm512_set1_ps(e.alpha)), _mm512_set1_ps(e.beta));
     if constexpr (A == ConvAct::kHardSigmoid)
-        v = _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(e.alpha), _mm512_set1_ps(e.beta)), zero),
+        v = vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(e.alpha), _mm512_set1_ps(e.beta)), zero),
                           one);
     if constexpr (A == ConvAct::kHardSwish)
-        v = _mm512_mul_ps(v, _mm512_min_ps(_mm512_max_ps(_mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f),
+        v = _mm512_mul_ps(v, vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f),
                                                                          _mm512_set1_ps(0.5f)),
                                                          zero),
                                            one));
-    if (e.clamp) v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
+    if (e.clamp) v = vmin(vmax(v, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
     return v;
 }
 
@@ -43,6 +48,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
     const int64_t W = g.W, H = g.H, plane = g.H * g.W, oplane = g.OH * g.OW;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
     __mmask16 m0[PV], m1[PV];
     bool last_in[PV];  // input column base + 32 (kernel column 2 of lane 15) inside the row
     int64_t base[PV];  // input column of lane 0, kernel column 0
@@ -89,8 +95,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
                 t[0][p] = _mm512_permutex2var_ps(v0, even, v1);  // columns base + 2i
                 t[1][p] = _mm512_permutex2var_ps(v0, odd, v1);   // base + 2i + 1
                 // base + 2i + 2: t0 shifted down one lane, column base + 32 on top
-                t[2][p] = _mm512_castsi512_ps(
-                    _mm512_alignr_epi32(_mm512_castps_si512(tail), _mm512_castps_si512(t[0][p]), 1));
+                t[2][p] = _mm512_permutex2var_ps(t[0][p], next, tail);
             }
             const float* w = wb + (c * 9 + ky * 3) * 16;
 #pragma GCC unroll 3
