@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/cpu.h"
 #include "refs.h"
 
 using namespace jiffy;
@@ -109,6 +110,31 @@ TEST(GemvSerpentine, OnWhereTheRestOfTheModelIsSmall) {
         EXPECT_EQ(k[0], w.first) << w.model << " at " << w.threads << " thread(s)";
         if (std::string(w.model).rfind("mlp", 0) == 0)
             for (const std::string& d : k) EXPECT_EQ(d.find("serpentine"), std::string::npos) << w.model << ": " << d;
+    }
+}
+
+// The RGB stems with <= 16 output channels take the direct stem conv on AVX-512 (the face detector's
+// and MobileNetV3's 3 -> 16; split by rows at two threads); MobileNetV2's 3 -> 32 keeps the GEMM
+// path (faster there: docs/benchmarks.md "Kernel choices").
+TEST(ConvStemModels, DirectWhereItPays) {
+    if (kernels::active_isa() != kernels::Isa::kAvx512) GTEST_SKIP() << "the stem conv is AVX-512 only";
+    struct Want { const char* model; int threads; const char* first; };
+    for (const Want w : {Want{"face_detector", 1, "conv_stem 3x3s2 direct avx512"},
+                         Want{"face_detector", 2, "conv_stem 3x3s2 direct avx512 x2 threads"},
+                         Want{"mobilenetv3", 1, "conv_stem 3x3s2 direct avx512"},
+                         Want{"mobilenetv2", 1, "conv_gemm_"}}) {
+        RefCase rc;
+        Status st = load_ref_inputs(w.model, &rc);
+        ASSERT_TRUE(st.ok()) << st.message();
+        rc.opt.threads = w.threads;
+        std::shared_ptr<const Plan> plan;
+        std::vector<std::pair<std::string, Tensor>> outs;
+        st = run_model(rc.model_path, rc, &plan, &outs);
+        ASSERT_TRUE(st.ok()) << w.model << ": " << st.message();
+        ASSERT_FALSE(plan->steps.empty());
+        const std::string k0 = plan->steps[0].kernel ? plan->steps[0].kernel->describe() : "";
+        EXPECT_EQ(k0.rfind(w.first, 0), 0u) << w.model << " at " << w.threads << " thread(s): " << k0;
+        if (std::string(w.first).rfind("conv_stem", 0) == 0) EXPECT_EQ(k0, w.first);
     }
 }
 
