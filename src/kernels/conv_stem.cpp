@@ -14,9 +14,9 @@ void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, 
 
 bool ConvStem::suits(Isa isa, const Conv2DGeom& g) {
 #if defined(__x86_64__)
-    return isa == Isa::kAvx512 && g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 && g.dw == 1 &&
-           g.C >= 1 && g.C <= 4 && g.M >= 8 && g.M % 8 == 0 && g.ph >= 0 && g.ph <= 1 && g.pw >= 0 && g.pw <= 1 &&
-           g.OW >= 16 && g.OH >= 1 && g.W >= 2;
+    return isa == Isa::kAvx512 && g.kh == 3 && g.kw == 3 && g.sh == 2 && g.sw == 2 && g.dh == 1 &&
+           g.dw == 1 && g.C >= 1 && g.C <= 4 && g.M >= 8 && g.M % 8 == 0 && g.ph >= 0 && g.ph <= 1 &&
+           g.pw >= 0 && g.pw <= 1 && g.OW >= 16 && g.OH >= 1 && g.W >= 2;
 #else
     (void)isa;
     (void)g;
@@ -36,8 +36,8 @@ void ConvStem::pack(const float* W, const float* b, float* dst) const {
     if (b) std::memcpy(bias, b, size_t(M) * sizeof(float));
 }
 
-void ConvStem::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& e, int64_t oy0,
-                   int64_t oy1) const {
+void ConvStem::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& e,
+                   int64_t oy0, int64_t oy1) const {
 #if defined(__x86_64__)
     if (isa_ == Isa::kAvx512) {
         conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1);

@@ -4,8 +4,9 @@
 // (the face detector's 3 -> 16 on 240x320: ~146 us, ~113 GFLOP/s). Here 16 output pixels of a row
 // sit on the vector: per input channel and kernel row two loads and three permutes give the
 // pixels each kernel column reads (even / odd / even shifted by one input column), and every tap
-// is one FMA per output channel with the weight broadcast from memory; 16 output channels' sums
-// stay in registers over all 27 taps. AVX-512 only (suits() is false elsewhere: the GEMM path).
+// is one FMA per output channel with the weight broadcast; the sums of 8 output channels x 32
+// pixels stay in registers over all 27 taps. AVX-512 only (suits() is false elsewhere: the GEMM
+// path).
 #pragma once
 #include <cstdint>
 
@@ -35,8 +36,5 @@ private:
     Isa isa_ = Isa::kScalar;
     Conv2DGeom g_;
 };
-
-using ConvStemFn = void (*)(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                            const ConvEpi& e, int64_t oy0, int64_t oy1);
 
 }  // namespace jiffy::kernels

@@ -3,6 +3,8 @@
 // odd widths (masked border strips, a last strip of fewer than 16 pixels), every activation it
 // applies on the registers, Sigmoid and a residual through the row epilogue, row ranges (the
 // thread split) computed out of order; and where it applies.
+#include "kernels/conv_stem.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "conv_ref.h"
 #include "isa_util.h"
-#include "kernels/conv_stem.h"
 #include "kernels/weight_alloc.h"
 
 using namespace jiffy;
@@ -60,7 +61,8 @@ TEST(ConvStem, MatchesReference) {
                 ASSERT_NEAR(y[size_t(i)], want[size_t(i)], 1e-5 * (1 + std::abs(want[size_t(i)])))
                     << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << " act "
                     << int(e.act) << " res " << with_res << " at " << i;
-            for (size_t i = size_t(c.M * P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            for (size_t i = size_t(c.M * P); i < y.size(); ++i)
+                ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
         }
 }
 

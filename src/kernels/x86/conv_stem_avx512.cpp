@@ -10,8 +10,12 @@ namespace {
 
 // max / min as conv_impl.h writes them (a > b ? a : b: NaN in a gives b, as maxps does; GCC 12
 // warns on the intrinsics' undefined pass-through operand).
-inline __m512 vmax(__m512 a, __m512 b) { return a > b ? a : b; }
-inline __m512 vmin(__m512 a, __m512 b) { return a < b ? a : b; }
+inline __m512 vmax(__m512 a, __m512 b) {
+    return a > b ? a : b;
+}
+inline __m512 vmin(__m512 a, __m512 b) {
+    return a < b ? a : b;
+}
 
 // The activation A on the registers, then the clamp where asked: the semantics of act_v in
 // conv_impl.h. Sigmoid / Tanh and a residual go through conv_epilogue after each row instead
@@ -23,24 +27,20 @@ inline __attribute__((always_inline)) __m512 act(__m512 v, const ConvEpi& e) {
     if constexpr (A == ConvAct::kRelu) v = vmax(v, zero);
     if constexpr (A == ConvAct::kLeakyRelu)
         v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(e.alpha));
-    if constexpr (A == ConvAct::kClip)
-        v = vmin(vmax(v, _mm512_set1_ps(e.alpha)), _mm512_set1_ps(e.beta));
+    if constexpr (A == ConvAct::kClip) v = vmin(vmax(v, _mm512_set1_ps(e.alpha)), _mm512_set1_ps(e.beta));
     if constexpr (A == ConvAct::kHardSigmoid)
-        v = vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(e.alpha), _mm512_set1_ps(e.beta)), zero),
-                          one);
+        v = vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(e.alpha), _mm512_set1_ps(e.beta)), zero), one);
     if constexpr (A == ConvAct::kHardSwish)
-        v = _mm512_mul_ps(v, vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f),
-                                                                         _mm512_set1_ps(0.5f)),
-                                                         zero),
-                                           one));
+        v = _mm512_mul_ps(
+            v, vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f)), zero), one));
     if (e.clamp) v = vmin(vmax(v, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
     return v;
 }
 
 // One output row's 16 * PV pixels [ox0, ox0 + 16 * PV) for MB output channels of one packed block
 // (wb: C x 9 taps of 16 floats; bias: MB floats), stored to y (channel planes OH * OW apart), with
-// the activation A applied on the registers. MASK: the strip
-// reads input columns outside [0, W) (as zero) or stores fewer than 16 * PV pixels.
+// the activation A applied on the registers. MASK: the strip reads input columns outside [0, W)
+// (as zero) or stores fewer than 16 * PV pixels. pf_in: prefetch the input rows after next.
 template <int MB, int PV, bool MASK, ConvAct A>
 inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const float* x, const float* wb,
                                                  const float* bias, float* y, int64_t oy, int64_t ox0,
@@ -156,7 +156,6 @@ void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float
     }
 }
 
-
 template <ConvAct A>
 void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
                const ConvEpi& e, int64_t oy0, int64_t oy1) {
@@ -170,8 +169,8 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
         // Residual / Sigmoid / Tanh on the row just written (still in L1).
         if (epi)
             for (int64_t m = 0; m < M; ++m)
-                conv_epilogue(Isa::kAvx512, y + m * oplane + oy * g.OW, res ? res + m * oplane + oy * g.OW : nullptr,
-                              g.OW, e);
+                conv_epilogue(Isa::kAvx512, y + m * oplane + oy * g.OW,
+                              res ? res + m * oplane + oy * g.OW : nullptr, g.OW, e);
     }
 }
 
@@ -182,12 +181,18 @@ void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, 
     // Activations on the registers where they are the whole epilogue; else bias only, then the
     // row epilogue.
     switch (res ? ConvAct::kNone : e.act) {
-        case ConvAct::kRelu: return stem_rows<ConvAct::kRelu>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kLeakyRelu: return stem_rows<ConvAct::kLeakyRelu>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kClip: return stem_rows<ConvAct::kClip>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kHardSigmoid: return stem_rows<ConvAct::kHardSigmoid>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kHardSwish: return stem_rows<ConvAct::kHardSwish>(g, x, packed, res, y, e, oy0, oy1);
-        default: return stem_rows<ConvAct::kNone>(g, x, packed, res, y, e, oy0, oy1);
+        case ConvAct::kRelu:
+            return stem_rows<ConvAct::kRelu>(g, x, packed, res, y, e, oy0, oy1);
+        case ConvAct::kLeakyRelu:
+            return stem_rows<ConvAct::kLeakyRelu>(g, x, packed, res, y, e, oy0, oy1);
+        case ConvAct::kClip:
+            return stem_rows<ConvAct::kClip>(g, x, packed, res, y, e, oy0, oy1);
+        case ConvAct::kHardSigmoid:
+            return stem_rows<ConvAct::kHardSigmoid>(g, x, packed, res, y, e, oy0, oy1);
+        case ConvAct::kHardSwish:
+            return stem_rows<ConvAct::kHardSwish>(g, x, packed, res, y, e, oy0, oy1);
+        default:
+            return stem_rows<ConvAct::kNone>(g, x, packed, res, y, e, oy0, oy1);
     }
 }
 
