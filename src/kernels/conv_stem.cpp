@@ -1,5 +1,5 @@
 // Packing and ISA dispatch of the direct stem conv (conv_stem.h); the AVX-512 kernel is in
-// x86/conv_stem_avx512.cpp.
+// kernels/conv_stem_impl.h (built in the AVX-512 conv translation unit, x86/conv_avx512.cpp).
 #include "kernels/conv_stem.h"
 
 #include <algorithm>

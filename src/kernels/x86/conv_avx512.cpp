@@ -6,3 +6,4 @@
 #include "kernels/dw_plane_impl.h"
 #include "kernels/dw_blocked_impl.h"
 #include "kernels/conv_nhwc_impl.h"
+#include "kernels/conv_stem_impl.h"

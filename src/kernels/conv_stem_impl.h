@@ -1,55 +1,26 @@
-// AVX-512 kernel of the direct stem conv (conv_stem.h).
-#include <immintrin.h>
-
-#include <algorithm>
-
+// The direct stem conv (conv_stem.h), AVX-512 only: included right after kernels/conv_impl.h in
+// its AVX-512 translation unit, whose helpers (V, ld, st, ld_n, st_n, lane_mask, act_v, with_act,
+// deferred_act, pf_write) it uses. Exports conv_stem_avx512.
 #include "kernels/conv_stem.h"
 
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
 namespace jiffy::kernels {
 namespace {
 
-// max / min as conv_impl.h writes them (a > b ? a : b: NaN in a gives b, as maxps does; GCC 12
-// warns on the intrinsics' undefined pass-through operand).
-inline __m512 vmax(__m512 a, __m512 b) {
-    return a > b ? a : b;
-}
-inline __m512 vmin(__m512 a, __m512 b) {
-    return a < b ? a : b;
-}
-
-// The activation A on the registers, then the clamp where asked: the semantics of act_v in
-// conv_impl.h. Sigmoid / Tanh and a residual go through conv_epilogue after each row instead
-// (A = kNone here).
-template <ConvAct A>
-inline __attribute__((always_inline)) __m512 act(__m512 v, const ConvEpi& e) {
-    const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f);
-    if constexpr (A == ConvAct::kNone) return v;
-    if constexpr (A == ConvAct::kRelu) v = vmax(v, zero);
-    if constexpr (A == ConvAct::kLeakyRelu)
-        v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, _mm512_set1_ps(e.alpha));
-    if constexpr (A == ConvAct::kClip) v = vmin(vmax(v, _mm512_set1_ps(e.alpha)), _mm512_set1_ps(e.beta));
-    if constexpr (A == ConvAct::kHardSigmoid)
-        v = vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(e.alpha), _mm512_set1_ps(e.beta)), zero), one);
-    if constexpr (A == ConvAct::kHardSwish)
-        v = _mm512_mul_ps(
-            v, vmin(vmax(_mm512_fmadd_ps(v, _mm512_set1_ps(1.0f / 6.0f), _mm512_set1_ps(0.5f)), zero), one));
-    if (e.clamp) v = vmin(vmax(v, _mm512_set1_ps(e.lo)), _mm512_set1_ps(e.hi));
-    return v;
-}
-
 // One output row's 16 * PV pixels [ox0, ox0 + 16 * PV) for MB output channels of one packed block
 // (wb: C x 9 taps of 16 floats; bias: MB floats), stored to y (channel planes OH * OW apart), with
-// the activation A applied on the registers. MASK: the strip reads input columns outside [0, W)
-// (as zero) or stores fewer than 16 * PV pixels. pf_in: prefetch the input rows after next.
+// residual (may be null) added and the activation A applied on the registers (act_v). MASK: the strip reads
+// input columns outside [0, W) (as zero) or stores fewer than 16 * PV pixels. pf_in: prefetch the input rows
+// after next.
 template <int MB, int PV, bool MASK, ConvAct A>
 inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const float* x, const float* wb,
-                                                 const float* bias, float* y, int64_t oy, int64_t ox0,
-                                                 const ConvEpi& e, bool pf_in) {
+                                                 const float* bias, const float* res, float* y, int64_t oy,
+                                                 int64_t ox0, const ConvEpi& e, bool pf_in) {
     const int64_t W = g.W, H = g.H, plane = g.H * g.W, oplane = g.OH * g.OW;
     const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     const __m512i odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     const __m512i next = _mm512_setr_epi32(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16);
-    __mmask16 m0[PV], m1[PV];
+    LaneMask m0[PV], m1[PV];
     bool last_in[PV];  // input column base + 32 (kernel column 2 of lane 15) inside the row
     int64_t base[PV];  // input column of lane 0, kernel column 0
 #pragma GCC unroll 4
@@ -58,13 +29,8 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
         m0[p] = m1[p] = 0xffff;
         last_in[p] = true;
         if (MASK) {
-            // lanes of [s, s + 16) inside [0, W)
-            auto lanes = [&](int64_t s) -> __mmask16 {
-                const int64_t lo = std::clamp<int64_t>(-s, 0, 16), hi = std::clamp<int64_t>(W - s, 0, 16);
-                return hi <= lo ? 0 : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-            };
-            m0[p] = lanes(base[p]);
-            m1[p] = lanes(base[p] + 16);
+            m0[p] = lane_mask(-base[p], W - base[p]);  // lanes of the row's columns inside [0, W)
+            m1[p] = lane_mask(-base[p] - 16, W - base[p] - 16);
             last_in[p] = base[p] + 32 >= 0 && base[p] + 32 < W;
         }
     }
@@ -109,6 +75,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
         }
     }
     float* yo = y + oy * g.OW + ox0;
+    const float* ro = res ? res + oy * g.OW + ox0 : nullptr;
     // DRAM-cold planes (MobileNets: the rest of the network's weights evict them between runs):
     // prefetch the output lines of the next row (for writing) and, in the first channel block,
     // the input lines of the row after next, ~10 strips ahead; without, the MobileNets' stems ran
@@ -116,7 +83,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
 #pragma GCC unroll 16
     for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
-        for (int p = 0; p < PV; ++p) asm volatile("prefetchw %0" : : "m"(yo[m * oplane + g.OW + 16 * p]));
+        for (int p = 0; p < PV; ++p) pf_write(yo + m * oplane + g.OW + 16 * p);
     if (pf_in)
         for (int64_t c = 0; c < g.C; ++c) {
             const float* r = x + c * plane + (iy0 + 5) * W + base[0];
@@ -130,47 +97,46 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
     for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
         for (int p = 0; p < PV; ++p) {
-            const __m512 v = act<A>(acc[m][p], e);
-            const int64_t n = std::min<int64_t>(16, g.OW - ox0 - 16 * p);
+            const int64_t o = m * oplane + 16 * p, n = std::min<int64_t>(16, g.OW - ox0 - 16 * p);
+            V v = (V)acc[m][p];
             if (MASK && n < 16) {
-                if (n > 0) _mm512_mask_storeu_ps(yo + m * oplane + 16 * p, __mmask16((1u << n) - 1), v);
+                if (n <= 0) continue;
+                if (res) v += ld_n(ro + o, n);
+                st_n(yo + o, act_v<A>(v, e), n);
             } else {
-                _mm512_storeu_ps(yo + m * oplane + 16 * p, v);
+                if (res) v += ld(ro + o);
+                st(yo + o, act_v<A>(v, e));
             }
         }
 }
 
 template <int MB, ConvAct A>
-void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float* bias, float* y, int64_t oy,
-               const ConvEpi& e, bool pf_in) {
+void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float* bias, const float* res,
+               float* y, int64_t oy, const ConvEpi& e, bool pf_in) {
     // Strips of 32 pixels whose input columns are all inside the row run unmasked; the rest (the
     // borders, a last strip of <= 16) masked.
     constexpr int PV = MB == 16 ? 1 : 2;
-    int64_t ox0 = 0;
-    for (; ox0 < g.OW; ox0 += 16 * PV) {
+    for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16 * PV) {
         const int64_t base = 2 * ox0 - g.pw;
         if (base >= 0 && base + 32 * PV < g.W && ox0 + 16 * PV <= g.OW)
-            strip<MB, PV, false, A>(g, x, wb, bias, y, oy, ox0, e, pf_in);
+            strip<MB, PV, false, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
         else
-            strip<MB, PV, true, A>(g, x, wb, bias, y, oy, ox0, e, pf_in);
+            strip<MB, PV, true, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
     }
 }
 
+// Output rows [oy0, oy1), each through every block of 8 output channels; Sigmoid / Tanh (A =
+// kNone, see with_act) over each row just written (still in L1).
 template <ConvAct A>
 void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
                const ConvEpi& e, int64_t oy0, int64_t oy1) {
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
-    const bool epi = A == ConvAct::kNone && (res || e.act != ConvAct::kNone || e.clamp);
     for (int64_t oy = oy0; oy < oy1; ++oy) {
         for (int64_t m0 = 0; m0 < M; m0 += 8)
-            block_row<8, A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0, y + m0 * oplane, oy, e,
-                            m0 == 0);
-        // Residual / Sigmoid / Tanh on the row just written (still in L1).
-        if (epi)
-            for (int64_t m = 0; m < M; ++m)
-                conv_epilogue(Isa::kAvx512, y + m * oplane + oy * g.OW,
-                              res ? res + m * oplane + oy * g.OW : nullptr, g.OW, e);
+            block_row<8, A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
+                            res ? res + m0 * oplane : nullptr, y + m0 * oplane, oy, e, m0 == 0);
+        for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
     }
 }
 
@@ -178,22 +144,8 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
 
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
                       const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    // Activations on the registers where they are the whole epilogue; else bias only, then the
-    // row epilogue.
-    switch (res ? ConvAct::kNone : e.act) {
-        case ConvAct::kRelu:
-            return stem_rows<ConvAct::kRelu>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kLeakyRelu:
-            return stem_rows<ConvAct::kLeakyRelu>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kClip:
-            return stem_rows<ConvAct::kClip>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kHardSigmoid:
-            return stem_rows<ConvAct::kHardSigmoid>(g, x, packed, res, y, e, oy0, oy1);
-        case ConvAct::kHardSwish:
-            return stem_rows<ConvAct::kHardSwish>(g, x, packed, res, y, e, oy0, oy1);
-        default:
-            return stem_rows<ConvAct::kNone>(g, x, packed, res, y, e, oy0, oy1);
-    }
+    with_act(e.act, [&](auto a) { stem_rows<decltype(a)::value>(g, x, packed, res, y, e, oy0, oy1); });
 }
 
 }  // namespace jiffy::kernels
+#endif
