@@ -29,6 +29,10 @@ void conv_dw_blocked_avx2(const Conv2DGeom&, const float*, const float*, const f
                           const ConvEpi&, float*);
 void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
 void conv_epi_avx2(float*, const float*, int64_t, const ConvEpi&);
+void conv_subsample_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t,
+                           int64_t);
+void conv_subsample_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t,
+                         int64_t);
 #endif
 #if defined(__aarch64__)  // src/kernels/arm/conv_neon.cpp
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
@@ -40,6 +44,8 @@ void conv_dw_plane_neon(const Conv2DGeom&, const float*, const float*, const flo
 void conv_dw_blocked_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                           const ConvEpi&, float*);
 void conv_epi_neon(float*, const float*, int64_t, const ConvEpi&);
+void conv_subsample_neon(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t,
+                         int64_t);
 #endif
 
 int conv_mr(Isa isa) { return isa == Isa::kAvx512 ? 12 : 6; }
@@ -492,6 +498,19 @@ void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& 
 #endif
     (void)isa;
     conv_epi_portable(y, r, n, epi);
+}
+
+void conv_subsample(Isa isa, const float* x, int64_t H, int64_t W, int64_t sh, int64_t sw, int64_t OH,
+                    int64_t OW, float* y, int64_t c0, int64_t c1) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_subsample_avx512(x, H, W, sh, sw, OH, OW, y, c0, c1);
+    if (isa == Isa::kAvx2) return conv_subsample_avx2(x, H, W, sh, sw, OH, OW, y, c0, c1);
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_subsample_neon(x, H, W, sh, sw, OH, OW, y, c0, c1);
+#endif
+    (void)isa;
+    conv_subsample_portable(x, H, W, sh, sw, OH, OW, y, c0, c1);
 }
 
 }  // namespace jiffy::kernels

@@ -285,6 +285,10 @@ inline bool conv_dw_rows_range_ok(Isa isa, const Conv2DGeom& g, ConvDwMode mode)
 
 // Epilogue over n contiguous values (residual r may be null; bias already added).
 void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& epi);
+// y[c][i][j] = x[c][i * sh][j * sw] for channels [c0, c1) of an H x W image into OH x OW planes
+// (i * sh < H, j * sw < W): a strided 1x1 conv's input as a stride-1 one's.
+void conv_subsample(Isa isa, const float* x, int64_t H, int64_t W, int64_t sh, int64_t sw, int64_t OH,
+                    int64_t OW, float* y, int64_t c0, int64_t c1);
 
 // Per-ISA entry points (internal).
 using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const float* wp,

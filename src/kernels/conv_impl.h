@@ -1726,6 +1726,22 @@ void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int6
                                                   const ConvEpi& e) {
     epi_row(y, r, n, e);
 }
+
+void JIFFY_CONV_CAT(conv_subsample_, JIFFY_CONV_SUFFIX)(const float* x, int64_t H, int64_t W, int64_t sh,
+                                                        int64_t sw, int64_t OH, int64_t OW, float* y,
+                                                        int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+        for (int64_t i = 0; i < OH; ++i) {
+            const float* __restrict s = x + (c * H + i * sh) * W;
+            float* __restrict d = y + (c * OH + i) * OW;
+            if (sw == 1)
+                copy_n(d, s, OW);
+            else if (sw == 2)
+                copy_s2(d, s, OW);
+            else
+                for (int64_t j = 0; j < OW; ++j) d[j] = s[j * sw];
+        }
+}
 #endif
 
 }  // namespace jiffy::kernels

@@ -1013,7 +1013,7 @@ public:
                     }
                 }
             for (int64_t p = 0; p < dl * dl; ++p) {
-                const void* sub_in[3] = {xp + p * C * ps, in[1], d_.has_bias ? in[2] : nullptr};
+                const void* sub_in[4] = {xp + p * C * ps, in[1], d_.has_bias ? in[2] : nullptr, nullptr};
                 void* sub_out[1] = {yp + p * M * ps};
                 JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
             }
@@ -1046,6 +1046,61 @@ private:
     int64_t dl_, H_, W_;
     std::unique_ptr<ConvFastKernel> inner_;
     mutable std::vector<float> xp_, yp_;  // every phase of the input / output (not reentrant)
+};
+
+// 1x1 convs with stride > 1 and no padding (ResNet-50's projection shortcuts): the input is
+// subsampled once into a buffer, then the stride-1 1x1 conv runs on it as ConvFastKernel with its
+// own mode and thread split. Through ConvGemm's strided modes (im2col, transposed or its own
+// subsampled copy) each part of a two-thread split by channels read and copied the whole input
+// itself, and the stride-1 shape's better modes (1x1-direct on 14x14) were out of reach:
+// docs/benchmarks.md "Session 15". The copy is split by channels across the same pool.
+class SubsampledConvKernel : public Kernel {
+public:
+    SubsampledConvKernel(const ConvDims& d, const kernels::Conv2DGeom& g, bool has_res,
+                         std::unique_ptr<ConvFastKernel> inner, ThreadPool* pool, int chunks)
+        : d_(d), g_(g), has_res_(has_res), inner_(std::move(inner)) {
+        xs_.resize(size_t(d.C * g.OH * g.OW));
+        if (pool && chunks > 1 && d.C >= 2 * chunks) {
+            pool_ = pool;
+            chunks_ = chunks;
+        }
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        float* Y = static_cast<float*>(out[0]);
+        const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
+        float* xs = xs_.data();
+        const kernels::Isa isa = kernels::active_isa();
+        for (int64_t n = 0; n < d_.N; ++n) {
+            const float* x = X + n * in_img;
+            auto part = [&](int t) {
+                int64_t c0 = 0, c1 = d_.C;
+                if (pool_) chunk_range(d_.C, chunks_, t, 1, &c0, &c1);
+                kernels::conv_subsample(isa, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
+            };
+            if (pool_)
+                pool_->parallel_for(chunks_, part);
+            else
+                part(0);
+            const void* sub_in[4] = {xs, in[1], d_.has_bias ? in[2] : nullptr, R ? R + n * out_img : nullptr};
+            void* sub_out[1] = {Y + n * out_img};
+            JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
+        }
+        return {};
+    }
+    std::string describe() const override {
+        return "subsampled " + std::to_string(g_.sh) + "x" + std::to_string(g_.sw) + ": " + inner_->describe();
+    }
+
+private:
+    ConvDims d_;
+    kernels::Conv2DGeom g_;
+    bool has_res_;
+    std::unique_ptr<ConvFastKernel> inner_;
+    ThreadPool* pool_ = nullptr;
+    int chunks_ = 1;
+    mutable std::vector<float> xs_;  // the subsampled image (not reentrant, like the plan's scratch)
 };
 
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
@@ -1201,6 +1256,32 @@ Status prep_Conv(OpContext& ctx) {
             if (!wino1d && kernels::SmallConv::suits(geo)) {
                 ctx.set_kernel(make_small_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(),
                                                       d.N, d.has_bias, has_res, epi));
+                return {};
+            }
+            // Strided 1x1 without padding: subsampled, then the stride-1 conv (SubsampledConvKernel).
+            // JIFFY_SUBSAMPLE=0 keeps ConvGemm's strided modes (measurements).
+            static const bool subsample_on = [] {
+                const char* e = std::getenv("JIFFY_SUBSAMPLE");
+                return !(e && std::string(e) == "0");
+            }();
+            if (subsample_on && g.nd == 2 && geo.kh == 1 && geo.kw == 1 && (geo.sh > 1 || geo.sw > 1) &&
+                geo.ph == 0 && geo.pw == 0 && g.pe[1] == 0 && g.pe[2] == 0 && geo.OH * geo.OW >= 16) {
+                kernels::Conv2DGeom sub = geo;
+                sub.H = geo.OH;
+                sub.W = geo.OW;
+                sub.sh = sub.sw = 1;
+                ConvDims ds = d;
+                ds.N = 1;
+                ds.in_plane = ds.out_plane = sub.OH * sub.OW;
+                ds.rows = sub.OH;
+                ds.sx = 1;
+                const float* w0 = ctx.in_const(1)->as<float>();
+                auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false, w0, epi, has_res);
+                const int chunks = parallel_chunks(ctx.options(), 2 * d.M * d.C * sub.OH * sub.OW);
+                inner->set_parallel(ctx.options().pool.get(), chunks, w0);
+                inner->bind_scratch(ctx.options().scratch.get());
+                ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, std::move(inner),
+                                                                      ctx.options().pool.get(), chunks));
                 return {};
             }
         }

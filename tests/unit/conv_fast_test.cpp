@@ -791,6 +791,33 @@ TEST(ConvFast, EpilogueClampAfterEveryActivation) {
     }
 }
 
+// conv_subsample (the strided 1x1 conv's input copy) on every ISA: y[c][i][j] = x[c][i sh][j sw]
+// for channels [c0, c1) only, rows of every width up past two vectors (the masked tail of the
+// stride-2 copy), strides 1, 2, 3 and mixed.
+TEST(ConvFast, SubsampleEveryIsa) {
+    struct S {
+        int64_t H, W, sh, sw;
+    };
+    const S shapes[] = {{7, 7, 2, 2}, {14, 33, 2, 2}, {9, 65, 2, 2}, {5, 6, 1, 2}, {10, 11, 3, 3},
+                        {6, 40, 2, 1}, {3, 2, 2, 2}, {4, 31, 2, 2}};
+    for (Isa isa : isas())
+        for (const S& s : shapes) {
+            const int64_t C = 5, OH = (s.H - 1) / s.sh + 1, OW = (s.W - 1) / s.sw + 1;
+            const auto x = rnd(C * s.H * s.W, 3);
+            std::vector<float> y(size_t(C * OH * OW + 16), -7.0f);
+            conv_subsample(isa, x.data(), s.H, s.W, s.sh, s.sw, OH, OW, y.data(), 1, 4);
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t i = 0; i < OH; ++i)
+                    for (int64_t j = 0; j < OW; ++j) {
+                        const float want = c >= 1 && c < 4 ? x[size_t((c * s.H + i * s.sh) * s.W + j * s.sw)] : -7.0f;
+                        ASSERT_EQ(y[size_t((c * OH + i) * OW + j)], want)
+                            << isa_name(isa) << " " << s.H << "x" << s.W << " s" << s.sh << "," << s.sw << " c" << c
+                            << " (" << i << ", " << j << ")";
+                    }
+            for (size_t i = size_t(C * OH * OW); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << isa_name(isa);
+        }
+}
+
 TEST(ConvFast, EdgeValues) {
     // Zeros, large magnitudes and exact cancellation.
     for (Isa isa : isas()) {
@@ -867,6 +894,13 @@ TEST(ConvFast, EnginePathsMatchReference) {
     check_graph({1, 4, 9, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, {}, false, false);
     check_graph({1, 4, 8, 8, 6, 3, 3, 1, 1, 2, 2, 1, 1, 1, 1, 1}, {}, false, false);
     check_graph({1, 4, 8, 8, 6, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, hs, true, false);
+    // Strided 1x1 convs without padding (subsampled, then the stride-1 conv): a batch, odd
+    // planes, stride 3 and mixed strides, residuals; with padding they keep ConvGemm's modes.
+    check_graph({2, 24, 15, 13, 40, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, hs, true, false);
+    check_graph({1, 40, 14, 14, 72, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, 1}, {}, false, false);
+    check_graph({1, 16, 29, 31, 24, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1}, clip, true, false);
+    check_graph({2, 8, 12, 17, 16, 1, 1, 1, 2, 1, 1, 0, 0, 0, 0, 1}, {}, false, false);
+    check_graph({1, 16, 14, 14, 24, 1, 1, 2, 2, 1, 1, 1, 1, 1, 1, 1}, {}, true, false);
     // 1-D conv.
     const Shape xs{1, 4, 23}, ws{5, 4, 3};
     check_graph({1, 4, 1, 23, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 1}, hs, false, false, &xs, &ws);

@@ -238,6 +238,24 @@ TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
     }
 }
 
+// Strided 1x1 convs (ResNet-50's projection shortcuts): the input subsampled by channels across
+// the pool, then the stride-1 conv split its own way (by pixels on larger planes, by channels at
+// panel edges on the transposed mode's small ones).
+TEST(Threaded, SubsampledConvMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {64, 56, 56, 128, 1, 2, 0, true, "1x1-"},           // 28x28: 1x1-direct / packed
+        {96, 27, 29, 200, 1, 2, 0, false, "1x1-"},          // odd plane, 14x15
+        {128, 14, 14, 256, 1, 2, 0, true, "transposed"},    // 7x7: transposed, by channels
+        {48, 30, 30, 64, 1, 3, 0, false, ""},               // stride 3
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "subsampled");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        EXPECT_NE(o.kernel.find("threads"), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+}
+
 // Convs with few output channels and many pixels (im2col mode, or split mode with planes refilled
 // per tile of output rows): split by output pixels, each part packing (and pad-copying or
 // splitting) only what its pixels read.
