@@ -378,6 +378,8 @@ int64_t ConvGemm::pixel_align() const {
     if (groups_ != 1) return 0;
     if (mode() == ConvGemmMode::kIm2col || mode() == ConvGemmMode::kMasked) return nr_;
     if (mode() == ConvGemmMode::kSplit && args_.srows > 0) return args_.tile;
+    // Transposed: any range (run_pixels makes balanced blocks of its own range).
+    if (mode() == ConvGemmMode::kTrans) return 1;
     // 1x1-direct reading the image in place (no anti-aliasing copy): any NR-aligned range.
     if (mode() == ConvGemmMode::kImplicit && args_.pointwise && !args_.pad_copy && args_.WP == args_.g.OW) return nr_;
     return 0;

@@ -869,17 +869,21 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
     float* yt = scratch + P * a.kc;  // P x Mp
     if (a.pad_copy) {
         float* xp = yt + P * Mp;
-        pad_image(a, x, xp, 0, a.HP);
+        const int64_t oy0 = a.range_begin() / g.OW, oy1 = (a.range_end(P) - 1) / g.OW;
+        pad_image(a, x, xp, oy0 * g.sh, std::min(a.HP, oy1 * g.sh + (g.kh - 1) * g.dh + 1));
         x = xp;
     }
     const TransOutFn out = trans_out_fn(e.act);
-    const int64_t nb = (P + MR - 1) / MR;
+    // A pixel split (run_pixels): pixels [pb, pe) only, in balanced blocks of their own (each
+    // output's sums do not depend on how the pixels are grouped into blocks).
+    const int64_t pb = a.range_begin(), pe = a.range_end(P), np = pe - pb;
+    const int64_t nb = (np + MR - 1) / MR;
     const ConvEpi none{};
     for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
         const int64_t kc = std::min(a.kc, K - k0);
         // Block rows [r0, r1) at ap + r0 * kc as kc x mr, gathered in runs along output rows.
         for (int64_t blk = 0; blk < nb; ++blk) {
-            const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+            const int64_t r0 = pb + blk * np / nb, r1 = pb + (blk + 1) * np / nb, mr = r1 - r0;
             float* d = ap + r0 * kc;
             for (int64_t l = 0; l < mr;) {
                 const int64_t p = r0 + l, oy = p / g.OW, ox0 = p - oy * g.OW;
@@ -914,17 +918,20 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
         for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
             const float* bp = wp + n0 * K + k0 * NR;
             const int64_t n1 = std::min(n0 + NR, M);
-            if (last)  // Y rows [n0, n1) are contiguous
+            if (last && np == P)  // Y rows [n0, n1) are contiguous
                 for (float* q = y + n0 * P; q < y + n1 * P; q += 16) pf_write(q);
+            else if (last)
+                for (int64_t m = n0; m < n1; ++m)
+                    for (float* q = y + m * P + pb; q < y + m * P + pe; q += 16) pf_write(q);
             for (int64_t blk = 0; blk < nb; ++blk) {
-                const int64_t r0 = blk * P / nb, r1 = (blk + 1) * P / nb, mr = r1 - r0;
+                const int64_t r0 = pb + blk * np / nb, r1 = pb + (blk + 1) * np / nb, mr = r1 - r0;
                 // The weights are streamed once (from DRAM when large): the first two blocks
                 // prefetch the next panel's K chunk (2 * kc lines), one line per k step each.
                 const float* pa = blk < 2 && n0 + NR < Mp ? bp + NR * K + blk * 16 * kc : nullptr;
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
                                      nullptr, false, nullptr, none, pa, nullptr, nullptr);
             }
-            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e, 0, P);
+            if (last && n0 < M) out(yt, Mp, P, n0, n1, bias, res, y, e, pb, pe);
         }
     }
 }

@@ -612,6 +612,14 @@ public:
     // Needs one group and constant weights for the GEMM path; otherwise the kernel stays serial.
     // JIFFY_CONV_SPLIT=channels forces the channel split, =tiles (or pixels) the others wherever
     // they apply (measurements).
+    // JIFFY_TRANS_SPLIT=channels: the transposed mode split by channels everywhere (measurements).
+    static bool trans_channels() {
+        static const bool on = [] {
+            const char* e = std::getenv("JIFFY_TRANS_SPLIT");
+            return e && std::string(e) == "channels";
+        }();
+        return on;
+    }
     void set_parallel(ThreadPool* pool, int chunks, const float* w_const) {
         if (!pool || chunks < 2) return;
         const int64_t M = geo_.M;
@@ -645,8 +653,10 @@ public:
                     return;
                 }
             } else if (const kernels::ConvGemmArgs& a = gemm_.args();
-                       !force_channels && gemm_.pixel_align() > 0 && a.P >= chunks * nr &&
-                       (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr))) {
+                       !force_channels && gemm_.pixel_align() > 0 &&
+                       (a.trans ? !trans_channels() && a.P >= 4 * chunks * mr
+                                : a.P >= chunks * nr &&
+                                      (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr)))) {
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
                 // and each part gets several NR-wide panels.

@@ -256,6 +256,21 @@ TEST(Threaded, SubsampledConvMatchesOneThreadBitwise) {
     }
 }
 
+// The transposed mode on planes of >= 4 x threads x MR pixels: split by pixels, each part its
+// own balanced blocks of rows, the padded rows it reads and all the weights (ResNet-50's 3x3 s2
+// 256 -> 256 on 28 -> 14); on 7x7 it stays split by channels (above).
+TEST(Threaded, TransposedGemmByPixelsMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {96, 28, 28, 64, 3, 2, 1, true, "gemm-transposed"},   // 14x14 outputs
+        {64, 27, 27, 96, 3, 2, 1, false, "gemm-transposed"},  // odd input, 14x14 outputs
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads by pixels");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+}
+
 // Convs with few output channels and many pixels (im2col mode, or split mode with planes refilled
 // per tile of output rows): split by output pixels, each part packing (and pad-copying or
 // splitting) only what its pixels read.
