@@ -140,14 +140,15 @@ public:
     void run(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
              float* scratch, const ConvEpi& epi) const;
     // Only output pixels [pb, pe) of one group (groups == 1; im2col or masked mode, 1x1-direct without
-    // a copy, or split mode with tiled planes (args().srows > 0), where pb and pe must be
-    // multiples of args().tile (or pe == P)): each thread of a pixel split runs its range on its
-    // own scratch; results equal run()'s bitwise.
+    // a copy, split mode with tiled planes (args().srows > 0), where pb and pe must be
+    // multiples of args().tile (or pe == P), or the transposed mode, any range, in balanced
+    // blocks of its own): each thread of a pixel split runs its range on its own scratch;
+    // results equal run()'s bitwise.
     void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                     float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
     // The multiple of output pixels a run_pixels range must start at (NR for im2col, masked and
-    // 1x1-direct, a tile of output rows for tiled split planes); 0 where run_pixels does not
-    // apply (the other modes).
+    // 1x1-direct, a tile of output rows for tiled split planes, 1 for the transposed mode); 0
+    // where run_pixels does not apply (the other modes).
     int64_t pixel_align() const;
 
     Isa isa() const { return isa_; }
