@@ -604,8 +604,9 @@ public:
     // scratch and every output summed in the same order as on one thread (bitwise equal):
     //  - by output channels (depthwise; GEMM path with large weights): each part its own ConvGemm
     //    (forced to the whole conv's mode) / Winograd and packed weight rows;
-    //  - by pixels (GEMM im2col mode, small weights, many pixels): one ConvGemm, each part a range
-    //    of output pixels with only its im2col / padded rows (no copy done twice);
+    //  - by pixels (GEMM im2col mode, small weights, many pixels; the transposed mode on planes of
+    //    >= 4 x chunks x MR pixels): one ConvGemm, each part a range of output pixels with only
+    //    its im2col / padded rows (no copy done twice);
     //  - by tiles (Winograd, transformed weights <= 8 MiB): each part transforms, multiplies
     //    and back-transforms its own tiles (the transposed orientation then writes Y in a second
     //    stage split by channels).
