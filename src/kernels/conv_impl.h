@@ -527,6 +527,17 @@ inline void copy_s2(float* __restrict d, const float* __restrict s, int64_t n) {
     st_n(d + o, __builtin_shuffle(lo, hi, m), t);
 }
 
+// d[o] = s[o * sw] for o < n (n > 0): copy_n, copy_s2, else one float at a time.
+inline __attribute__((always_inline)) void copy_strided(float* __restrict d, const float* __restrict s,
+                                                        int64_t n, int64_t sw) {
+    if (sw == 1)
+        copy_n(d, s, n);
+    else if (sw == 2)
+        copy_s2(d, s, n);
+    else
+        for (int64_t o = 0; o < n; ++o) d[o] = s[o * sw];
+}
+
 // Zeroes n >= 0 floats with vector stores (no call to memset for the few-float runs here).
 inline void zero_n(float* d, int64_t n) {
     int64_t i = 0;
@@ -603,14 +614,7 @@ void split_image(const ConvGemmArgs& a, const float* x, float* xp, int64_t i0, i
                         std::max(j0, g.W - 1 - cx >= 0 ? std::min(OW, (g.W - 1 - cx) / g.sw + 1) : 0);
                     zero_n(d, j0);
                     const float* __restrict s = xr + j0 * g.sw + cx;
-                    if (j1 == j0) {
-                    } else if (g.sw == 1) {
-                        copy_n(d + j0, s, j1 - j0);
-                    } else if (g.sw == 2) {
-                        copy_s2(d + j0, s, j1 - j0);
-                    } else {
-                        for (int64_t o = 0; o < j1 - j0; ++o) d[j0 + o] = s[o * g.sw];
-                    }
+                    if (j1 > j0) copy_strided(d + j0, s, j1 - j0, g.sw);
                     zero_n(d + j1, OW - j1);
                 }
             }
@@ -638,14 +642,7 @@ void pack_tile(const ConvGemmArgs& a, const float* x, int64_t p0, int64_t np, fl
                         const float* row = x + c * HW + (oy * g.sh + ky * g.dh) * WP + ox0 * g.sw;
                         float* dk = d + (c * khw + ky * g.kw) * NR + l;
                         for (int64_t kx = 0; kx < g.kw; ++kx, dk += NR) {
-                            const float* __restrict s = row + kx * g.dw;
-                            if (g.sw == 1) {
-                                copy_n(dk, s, run);
-                            } else if (g.sw == 2) {
-                                copy_s2(dk, s, run);
-                            } else {
-                                for (int64_t o = 0; o < run; ++o) dk[o] = s[o * g.sw];
-                            }
+                            copy_strided(dk, row + kx * g.dw, run, g.sw);
                         }
                     }
                 l += run;
@@ -894,14 +891,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 int64_t c = k0 / khw, ky = (k0 - c * khw) / g.kw, kx = k0 - c * khw - ky * g.kw;
                 const float* sc = base + c * a.PS + ky * g.dh * a.WP;
                 for (int64_t k = 0; k < kc; ++k) {
-                    const float* __restrict s = sc + kx * g.dw;
-                    float* dk = d + k * mr + l;
-                    if (g.sw == 1)
-                        copy_n(dk, s, run);
-                    else if (g.sw == 2)
-                        copy_s2(dk, s, run);
-                    else
-                        for (int64_t o = 0; o < run; ++o) dk[o] = s[o * g.sw];
+                    copy_strided(d + k * mr + l, sc + kx * g.dw, run, g.sw);
                     if (++kx == g.kw) {
                         kx = 0;
                         sc += g.dh * a.WP;
@@ -1739,14 +1729,7 @@ void JIFFY_CONV_CAT(conv_subsample_, JIFFY_CONV_SUFFIX)(const float* x, int64_t 
                                                         int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c)
         for (int64_t i = 0; i < OH; ++i) {
-            const float* __restrict s = x + (c * H + i * sh) * W;
-            float* __restrict d = y + (c * OH + i) * OW;
-            if (sw == 1)
-                copy_n(d, s, OW);
-            else if (sw == 2)
-                copy_s2(d, s, OW);
-            else
-                for (int64_t j = 0; j < OW; ++j) d[j] = s[j * sw];
+            copy_strided(y + (c * OH + i) * OW, x + (c * H + i * sh) * W, OW, sw);
         }
 }
 #endif

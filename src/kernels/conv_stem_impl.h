@@ -110,12 +110,14 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
         }
 }
 
-template <int MB, ConvAct A>
+// One output row for 8 output channels, in strips of 8 channels x 32 pixels (16 x 16 measured
+// slower, docs/benchmarks.md "Session 14").
+template <ConvAct A>
 void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float* bias, const float* res,
                float* y, int64_t oy, const ConvEpi& e, bool pf_in) {
     // Strips of 32 pixels whose input columns are all inside the row run unmasked; the rest (the
     // borders, a last strip of <= 16) masked.
-    constexpr int PV = MB == 16 ? 1 : 2;
+    constexpr int MB = 8, PV = 2;
     for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16 * PV) {
         const int64_t base = 2 * ox0 - g.pw;
         if (base >= 0 && base + 32 * PV < g.W && ox0 + 16 * PV <= g.OW)
@@ -134,7 +136,7 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
         for (int64_t m0 = 0; m0 < M; m0 += 8)
-            block_row<8, A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
+            block_row<A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
                             res ? res + m0 * oplane : nullptr, y + m0 * oplane, oy, e, m0 == 0);
         for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
     }

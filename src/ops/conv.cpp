@@ -1069,7 +1069,7 @@ class SubsampledConvKernel : public Kernel {
 public:
     SubsampledConvKernel(const ConvDims& d, const kernels::Conv2DGeom& g, bool has_res,
                          std::unique_ptr<ConvFastKernel> inner, ThreadPool* pool, int chunks)
-        : d_(d), g_(g), has_res_(has_res), inner_(std::move(inner)) {
+        : d_(d), g_(g), has_res_(has_res), isa_(kernels::active_isa()), inner_(std::move(inner)) {
         xs_.resize(size_t(d.C * g.OH * g.OW));
         if (pool && chunks > 1 && d.C >= 2 * chunks) {
             pool_ = pool;
@@ -1082,13 +1082,12 @@ public:
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
         float* xs = xs_.data();
-        const kernels::Isa isa = kernels::active_isa();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             auto part = [&](int t) {
                 int64_t c0 = 0, c1 = d_.C;
                 if (pool_) chunk_range(d_.C, chunks_, t, 1, &c0, &c1);
-                kernels::conv_subsample(isa, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
+                kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
             };
             if (pool_)
                 pool_->parallel_for(chunks_, part);
@@ -1108,6 +1107,7 @@ private:
     ConvDims d_;
     kernels::Conv2DGeom g_;
     bool has_res_;
+    kernels::Isa isa_;
     std::unique_ptr<ConvFastKernel> inner_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
