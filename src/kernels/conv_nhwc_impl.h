@@ -269,8 +269,8 @@ void nd_rows(const Conv2DGeom& g, const float* x, const float* wp, const float* 
 
 // ---- kernels 3x3 / 5x5, stride 1 / 2, dilation 1: a register window per kernel row.
 // R adjacent output pixels of one channel vector: each input vector of a kernel row is loaded once
-// into a register and feeds every kernel column's FMA that reads it (stride 1, 3x3, R = 16: 18 loads
-// for 48 FMAs instead of 48 + 3), the KW weights of the row are loaded once too. The input is
+// into a register and feeds every kernel column's FMA that reads it (stride 1, 3x3, R = 8: 10 loads
+// for 24 FMAs instead of 24 + 3), the KW weights of the row are loaded once too. The input is
 // walked with a pointer bumped by C per pixel (keep_ptr): with the (R - 1) * S + KW offsets
 // j * C precomputed instead, GCC spilled them and reloaded one from the stack per vector load
 // (10-15% of the strip's time). CHECK: input columns outside [0, W) are skipped (they read as zero:
@@ -328,7 +328,11 @@ inline __attribute__((always_inline)) void nw_strip(const float* in, const float
 template <int KW, int S, ConvAct A>
 void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
             const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    constexpr int RB = KW == 5 && S == 2 ? 6 : 8, R = VL == 16 && KW == 3 ? 16 : RB;
+    // R = 8 pixels per strip (6 for 5x5 stride 2). 3x3 stride 1 ran R = 16 until session 16:
+    // R = 8 is 15-28% faster on planes of 30x40 and up (hot in L2, A/B in one process: 16 x
+    // 120x160 70 -> 50 us, 32 x 60x80 31 -> 22, 144 x 56x56 97 -> 77), equal on smaller ones; 10
+    // and 12 are as fast as 8, 14 as slow as 16 (the fully unrolled strip outgrows the op cache).
+    constexpr int R = KW == 5 && S == 2 ? 6 : 8;
     const int64_t C = g.C, Cp = (C + 15) / 16 * 16, W = g.W, OW = g.OW, rstep = W * C;
     const int64_t full = C / VL * VL, rest = C - full;
     const int64_t lo = std::min(OW, (g.pw + S - 1) / S);  // first pixel whose window starts inside
@@ -357,14 +361,13 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
                                                            ld_n(bias + full, rest), rs ? rs + full : nullptr,
                                                            ys + full, n, rest, e);
         };
-        // A checked strip of RB pixels over the left border, strips of R (then one of 8) inside,
-        // checked strips of RB (the last one partial) over the right border.
+        // A checked strip of R pixels over the left border, strips of R inside, checked strips of R
+        // (the last one partial) over the right border.
         auto row = [&]<bool FULLK>() {
             int64_t ox = 0;
-            if (lo > 0) strip.template operator()<RB, true, FULLK>(0, std::min<int64_t>(RB, OW)), ox = RB;
+            if (lo > 0) strip.template operator()<R, true, FULLK>(0, std::min<int64_t>(R, OW)), ox = R;
             for (; ox + R <= hi; ox += R) strip.template operator()<R, false, FULLK>(ox, R);
-            if (R > RB && ox + RB <= hi) strip.template operator()<RB, false, FULLK>(ox, RB), ox += RB;
-            for (; ox < OW; ox += RB) strip.template operator()<RB, true, FULLK>(ox, std::min<int64_t>(RB, OW - ox));
+            for (; ox < OW; ox += R) strip.template operator()<R, true, FULLK>(ox, std::min<int64_t>(R, OW - ox));
         };
         // 3x3 rows with all three kernel rows inside: their loop unrolled (5x5 unrolled measured
         // 5-10% slower: its strip's code no longer fits the loop buffers).
