@@ -21,7 +21,8 @@ public:
     // 0 or 1, output at least 16 pixels wide, on AVX-512.
     static bool suits(Isa isa, const Conv2DGeom& g);
     ConvStem() = default;
-    ConvStem(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) {}
+    // nhwc: Y is channels-last (OH x OW x M) instead of NCHW; no residual then.
+    ConvStem(Isa isa, const Conv2DGeom& g, bool nhwc = false) : isa_(isa), g_(g), nhwc_(nhwc) {}
     // W is M x C x 3 x 3 (the ONNX weight), b (may be null) M floats. Packed: per block of 16
     // output channels (the last one 8 when M % 16 == 8), C x 9 taps x 16 floats, then the bias.
     size_t packed_floats() const { return size_t((g_.M + 15) / 16 * 16 * (g_.C * 9 + 1)); }
@@ -35,6 +36,7 @@ public:
 private:
     Isa isa_ = Isa::kScalar;
     Conv2DGeom g_;
+    bool nhwc_ = false;
 };
 
 }  // namespace jiffy::kernels

@@ -7,12 +7,47 @@
 namespace jiffy::kernels {
 namespace {
 
+// v[m] holds channel m of 16 pixels; stores pixel i's 8 channels at y + i * ld (32 bytes each), for
+// the first n pixels: an 8 x 16 transpose in registers (unpack pairs, then quads within each 128-bit
+// lane: lane q of u[j] (ch 0-3) and u[4 + j] (ch 4-7) is pixel 4q + j; then the two halves paired).
+inline __attribute__((always_inline)) void store_nhwc8(const __m512 (&v)[8], float* y, int64_t ld, int64_t n) {
+    __m512 t[8], u[8];
+#pragma GCC unroll 4
+    for (int h = 0; h < 8; h += 4) {
+        t[h + 0] = _mm512_unpacklo_ps(v[h + 0], v[h + 1]);  // c0 c1 c0 c1: pixels 4q, 4q + 1
+        t[h + 1] = _mm512_unpackhi_ps(v[h + 0], v[h + 1]);  // pixels 4q + 2, 4q + 3
+        t[h + 2] = _mm512_unpacklo_ps(v[h + 2], v[h + 3]);
+        t[h + 3] = _mm512_unpackhi_ps(v[h + 2], v[h + 3]);
+        u[h + 0] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0x44);  // pixel 4q: c0 c1 c2 c3
+        u[h + 1] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0xee);  // pixel 4q + 1
+        u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44);  // 4q + 2
+        u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xee);  // 4q + 3
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        // lo: pixels j (low 256 bits) and 4 + j; hi: 8 + j and 12 + j.
+        const __m512 lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);  // u.l0 u.l1 u4.l0 u4.l1
+        const __m512 hi = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xee);  // u.l2 u.l3 u4.l2 u4.l3
+        const __m512 a = _mm512_shuffle_f32x4(lo, lo, 0xd8);           // u.l0 u4.l0 u.l1 u4.l1
+        const __m512 b = _mm512_shuffle_f32x4(hi, hi, 0xd8);
+        const __m512 q[2] = {a, b};
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+            const int64_t p0 = 8 * k + j, p1 = 8 * k + 4 + j;
+            if (p0 < n) _mm256_storeu_ps(y + p0 * ld, _mm512_castps512_ps256(q[k]));
+            if (p1 < n) _mm256_storeu_ps(y + p1 * ld, _mm512_extractf32x8_ps(q[k], 1));
+        }
+    }
+}
+
 // One output row's 16 * PV pixels [ox0, ox0 + 16 * PV) for MB output channels of one packed block
 // (wb: C x 9 taps of 16 floats; bias: MB floats), stored to y (channel planes OH * OW apart), with
 // residual (may be null) added and the activation A applied on the registers (act_v). MASK: the strip reads
 // input columns outside [0, W) (as zero) or stores fewer than 16 * PV pixels. pf_in: prefetch the input rows
-// after next.
-template <int MB, int PV, bool MASK, ConvAct A>
+// after next. NHWC (MB == 8, no residual): y is channels-last (pixels g.M floats apart, y at the block's
+// first channel); the 8 x 16 sums of each vector of pixels are transposed in registers into 16 pixel
+// rows of 8 channels (store_nhwc8).
+template <int MB, int PV, bool MASK, ConvAct A, bool NHWC = false>
 inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const float* x, const float* wb,
                                                  const float* bias, const float* res, float* y, int64_t oy,
                                                  int64_t ox0, const ConvEpi& e, bool pf_in) {
@@ -74,6 +109,35 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
                 }
         }
     }
+    if constexpr (NHWC) {
+        static_assert(MB == 8, "the NHWC store transposes 8 channels");
+        float* yo = y + (oy * g.OW + ox0) * g.M;
+        if (pf_in) {
+            // The next row's output lines of these pixels (all channels), for writing; the input rows
+            // after next.
+            float* nx = yo + g.OW * g.M;
+            const int64_t lines = std::min<int64_t>(16 * PV, g.OW - ox0) * g.M / 16;
+            for (int64_t l = 0; l < lines; ++l) pf_write(nx + 16 * l);
+            for (int64_t c = 0; c < g.C; ++c) {
+                const float* r = x + c * plane + (iy0 + 5) * W + base[0];
+#pragma GCC unroll 8
+                for (int l = 0; l < 2 * PV; ++l) {
+                    _mm_prefetch(reinterpret_cast<const char*>(r + 16 * l), _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char*>(r + W + 16 * l), _MM_HINT_T0);
+                }
+            }
+        }
+#pragma GCC unroll 4
+        for (int p = 0; p < PV; ++p) {
+            __m512 v[8];
+#pragma GCC unroll 8
+            for (int m = 0; m < 8; ++m) v[m] = (__m512)act_v<A>((V)acc[m][p], e);
+            const int64_t n = MASK ? std::min<int64_t>(16, g.OW - ox0 - 16 * p) : 16;
+            if (MASK && n <= 0) continue;
+            store_nhwc8(v, yo + 16 * p * g.M, g.M, n);
+        }
+        return;
+    }
     float* yo = y + oy * g.OW + ox0;
     const float* ro = res ? res + oy * g.OW + ox0 : nullptr;
     // DRAM-cold planes (MobileNets: the rest of the network's weights evict them between runs):
@@ -112,7 +176,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
 
 // One output row for 8 output channels, in strips of 8 channels x 32 pixels (16 x 16 measured
 // slower, docs/benchmarks.md "Session 14").
-template <ConvAct A>
+template <ConvAct A, bool NHWC>
 void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float* bias, const float* res,
                float* y, int64_t oy, const ConvEpi& e, bool pf_in) {
     // Strips of 32 pixels whose input columns are all inside the row run unmasked; the rest (the
@@ -121,32 +185,39 @@ void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float
     for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16 * PV) {
         const int64_t base = 2 * ox0 - g.pw;
         if (base >= 0 && base + 32 * PV < g.W && ox0 + 16 * PV <= g.OW)
-            strip<MB, PV, false, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
+            strip<MB, PV, false, A, NHWC>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
         else
-            strip<MB, PV, true, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
+            strip<MB, PV, true, A, NHWC>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
     }
 }
 
 // Output rows [oy0, oy1), each through every block of 8 output channels; Sigmoid / Tanh (A =
-// kNone, see with_act) over each row just written (still in L1).
-template <ConvAct A>
+// kNone, see with_act) over each row just written (still in L1). NHWC: y channels-last (no residual).
+template <ConvAct A, bool NHWC>
 void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
                const ConvEpi& e, int64_t oy0, int64_t oy1) {
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
         for (int64_t m0 = 0; m0 < M; m0 += 8)
-            block_row<A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
-                            res ? res + m0 * oplane : nullptr, y + m0 * oplane, oy, e, m0 == 0);
-        for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
+            block_row<A, NHWC>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
+                               res && !NHWC ? res + m0 * oplane : nullptr, NHWC ? y + m0 : y + m0 * oplane, oy, e,
+                               m0 == 0);
+        if constexpr (NHWC)
+            deferred_act<A>(y + oy * g.OW * M, g.OW * M, e);
+        else
+            for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
     }
 }
 
 }  // namespace
 
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                      const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    with_act(e.act, [&](auto a) { stem_rows<decltype(a)::value>(g, x, packed, res, y, e, oy0, oy1); });
+                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc) {
+    with_act(e.act, [&](auto a) {
+        if (nhwc) stem_rows<decltype(a)::value, true>(g, x, packed, nullptr, y, e, oy0, oy1);
+        else stem_rows<decltype(a)::value, false>(g, x, packed, res, y, e, oy0, oy1);
+    });
 }
 
 }  // namespace jiffy::kernels

@@ -1421,22 +1421,34 @@ Status prep_ConvNhwc(OpContext& ctx) {
     const bool depthwise = G == C && M == C && w[1] == 1 && C > 1;
     const bool pointwise = G == 1 && w[1] == C && g.k[1] == 1 && g.k[2] == 1 && g.s[1] == 1 && g.s[2] == 1 &&
                            g.pb[1] == 0 && g.pb[2] == 0 && g.pe[1] == 0 && g.pe[2] == 0;
-    if (!depthwise && !pointwise)
+    kernels::Conv2DGeom geo = conv2d_geom(g);
+    geo.C = C;
+    geo.M = M;
+    // An RGB stem (3x3 stride 2, few input channels) reading NCHW and writing channels-last: the
+    // direct stem kernel with a transposing store (the first conv of a chain, layout_nhwc).
+    const bool stem = x_nchw && G == 1 && w[1] == C && stem_conv_preferred(kernels::active_isa(), geo);
+    if (!depthwise && !pointwise && !stem)
         return ctx.fail_unsupported("only pointwise (1x1, stride 1, no padding, group 1) and depthwise convs are ",
                                     "supported channels-last; W ", shape_str(w), ", group ", G, ", X ", shape_str(x));
-    if (x_nchw && !pointwise) return ctx.fail_unsupported("_x_nchw (an NCHW X) only for a pointwise conv");
+    if (x_nchw && !pointwise && !stem)
+        return ctx.fail_unsupported("_x_nchw (an NCHW X) only for a pointwise or a 3x3 stride-2 stem conv");
     kernels::ConvEpi epi;
     bool has_res = false;
     JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
+    if (stem && has_res) return ctx.fail_unsupported("a channels-last stem conv takes no _fused_residual");
     const Shape out = {N, g.out[1], g.out[2], M};
     if (has_res && ctx.in_shape(3) != out)
         return ctx.fail("_fused_add (input 3) must have the output's shape ", shape_str(out), ", got ",
                         shape_str(ctx.in_shape(3)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
-    kernels::Conv2DGeom geo = conv2d_geom(g);
-    geo.C = C;
-    geo.M = M;
     const float* B = ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr;
+    if (stem) {
+        const int64_t flops = 2 * N * M * C * 9 * geo.OH * geo.OW;
+        ctx.set_kernel(make_stem_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(), B, N, false,
+                                             epi, ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
+                                             true));
+        return {};
+    }
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
                                               x_nchw);
     const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);

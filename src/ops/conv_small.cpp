@@ -128,9 +128,9 @@ private:
 class StemConvKernel : public Kernel {
 public:
     StemConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w, const float* b, int64_t N,
-                   bool has_res, kernels::ConvEpi epi)
-        : isa_(isa), g_(g), conv_(isa, g), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
-          has_res_(has_res), epi_(epi) {
+                   bool has_res, kernels::ConvEpi epi, bool nhwc)
+        : isa_(isa), g_(g), conv_(isa, g, nhwc), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
+          has_res_(has_res && !nhwc), nhwc_(nhwc), epi_(epi) {
         packed_ = kernels::alloc_weights(conv_.packed_floats());
         conv_.pack(w, b, packed_.get());
     }
@@ -160,7 +160,7 @@ public:
         return {};
     }
     std::string describe() const override {
-        return std::string("conv_stem 3x3s2 direct ") + kernels::isa_name(isa_) +
+        return std::string("conv_stem 3x3s2 direct ") + (nhwc_ ? "nhwc-out " : "") + kernels::isa_name(isa_) +
                (pool_ ? " x" + std::to_string(parts_.size()) + " threads" : "");
     }
 
@@ -170,6 +170,7 @@ private:
     kernels::ConvStem conv_;
     int64_t N_, in_img_, out_img_;
     bool has_res_;
+    bool nhwc_;  // Y channels-last (ConvNhwc with _x_nchw: the stem of a channels-last chain)
     kernels::ConvEpi epi_;
     std::shared_ptr<float> packed_;
     ThreadPool* pool_ = nullptr;
@@ -208,8 +209,8 @@ bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g) {
 
 std::unique_ptr<Kernel> make_stem_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
                                               const float* b, int64_t N, bool has_res, kernels::ConvEpi epi,
-                                              ThreadPool* pool, int chunks) {
-    auto k = std::make_unique<StemConvKernel>(isa, g, w, b, N, has_res, epi);
+                                              ThreadPool* pool, int chunks, bool nhwc) {
+    auto k = std::make_unique<StemConvKernel>(isa, g, w, b, N, has_res, epi, nhwc);
     k->set_parallel(pool, chunks);
     return k;
 }

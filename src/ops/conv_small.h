@@ -27,10 +27,11 @@ std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels
 // The direct stem conv (kernels/conv_stem.h) for float32 single-group 3x3 stride-2 convs with few
 // input channels and constant weights (and bias b, may be null), where ConvStem::suits, M <= 16
 // and the output has >= 1024 pixels; env JIFFY_STEM=0 turns it off (A/B timing). Split by output rows
-// across `pool` in `chunks` parts (bit-identical to one thread).
+// across `pool` in `chunks` parts (bit-identical to one thread). nhwc: Y channels-last, no residual
+// (a ConvNhwc reading an NCHW X: the stem of a channels-last chain, layout_nhwc).
 bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g);
 std::unique_ptr<Kernel> make_stem_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
                                               const float* b, int64_t N, bool has_res, kernels::ConvEpi epi,
-                                              ThreadPool* pool = nullptr, int chunks = 1);
+                                              ThreadPool* pool = nullptr, int chunks = 1, bool nhwc = false);
 
 }  // namespace jiffy

@@ -114,14 +114,15 @@ TEST(GemvSerpentine, OnWhereTheRestOfTheModelIsSmall) {
 }
 
 // The RGB stems with <= 16 output channels take the direct stem conv on AVX-512 (the face detector's
-// and MobileNetV3's 3 -> 16; split by rows at two threads); MobileNetV2's 3 -> 32 keeps the GEMM
-// path (faster there: docs/benchmarks.md "Kernel choices").
+// and MobileNetV3's 3 -> 16; split by rows at two threads), writing channels-last as the first
+// jiffy::ConvNhwc of their chain (no Transpose after them: the second step is the depthwise conv);
+// MobileNetV2's 3 -> 32 keeps the GEMM path (faster there: docs/benchmarks.md "Kernel choices").
 TEST(ConvStemModels, DirectWhereItPays) {
     if (kernels::active_isa() != kernels::Isa::kAvx512) GTEST_SKIP() << "the stem conv is AVX-512 only";
     struct Want { const char* model; int threads; const char* first; };
-    for (const Want w : {Want{"face_detector", 1, "conv_stem 3x3s2 direct avx512"},
-                         Want{"face_detector", 2, "conv_stem 3x3s2 direct avx512 x2 threads"},
-                         Want{"mobilenetv3", 1, "conv_stem 3x3s2 direct avx512"},
+    for (const Want w : {Want{"face_detector", 1, "conv_stem 3x3s2 direct nhwc-out avx512"},
+                         Want{"face_detector", 2, "conv_stem 3x3s2 direct nhwc-out avx512 x2 threads"},
+                         Want{"mobilenetv3", 1, "conv_stem 3x3s2 direct nhwc-out avx512"},
                          Want{"mobilenetv2", 1, "conv_gemm_"}}) {
         RefCase rc;
         Status st = load_ref_inputs(w.model, &rc);
@@ -134,7 +135,12 @@ TEST(ConvStemModels, DirectWhereItPays) {
         ASSERT_FALSE(plan->steps.empty());
         const std::string k0 = plan->steps[0].kernel ? plan->steps[0].kernel->describe() : "";
         EXPECT_EQ(k0.rfind(w.first, 0), 0u) << w.model << " at " << w.threads << " thread(s): " << k0;
-        if (std::string(w.first).rfind("conv_stem", 0) == 0) EXPECT_EQ(k0, w.first);
+        if (std::string(w.first).rfind("conv_stem", 0) == 0) {
+            EXPECT_EQ(k0, w.first);
+            ASSERT_GE(plan->steps.size(), 2u);
+            const std::string k1 = plan->steps[1].kernel ? plan->steps[1].kernel->describe() : "";
+            EXPECT_EQ(k1.rfind("conv_nhwc_dw", 0), 0u) << w.model << ": step 1 " << k1;
+        }
     }
 }
 

@@ -85,3 +85,48 @@ TEST(ConvStem, WhereItApplies) {
     h.OW = 15;  // narrower than a strip
     EXPECT_FALSE(ConvStem::suits(Isa::kAvx512, h));
 }
+
+// Channels-last output (the stem of a ConvNhwc chain): bitwise the NCHW stem's result transposed,
+// for 8 / 16 / 24 / 32 output channels (one, two, three, four blocks of 8 written into each
+// pixel's row), padding 0 and 1, widths that leave masked border strips and a last strip of fewer
+// than 16 pixels, every activation (Sigmoid through the row epilogue), row ranges out of order;
+// nothing written past the output.
+TEST(ConvStem, ChannelsLastOutputIsTheTransposedNchw) {
+    if (int(cpu_isa()) < int(Isa::kAvx512) || cpu_isa() == Isa::kNeon)
+        GTEST_SKIP() << "no AVX-512 here: the stem conv is not used";
+    struct Case {
+        int64_t C, M, H, W, pad;
+    };
+    const Case cases[] = {{3, 16, 40, 70, 1}, {3, 8, 33, 34, 1}, {1, 16, 9, 33, 0},
+                          {4, 24, 18, 97, 1}, {3, 32, 12, 64, 1}, {3, 16, 21, 47, 1}};
+    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f},
+                            {ConvAct::kHardSwish}, {ConvAct::kSigmoid}};
+    int idx = 0;
+    for (const Case& c : cases)
+        for (const ConvEpi& e : epis) {
+            ++idx;
+            Conv2DGeom g;
+            g.C = c.C, g.M = c.M, g.H = c.H, g.W = c.W, g.kh = g.kw = 3, g.sh = g.sw = 2, g.ph = g.pw = c.pad;
+            g.OH = (c.H + 2 * c.pad - 3) / 2 + 1;
+            g.OW = (c.W + 2 * c.pad - 3) / 2 + 1;
+            const int64_t P = g.OH * g.OW;
+            const auto x = rnd(c.C * c.H * c.W, 11 + uint32_t(idx));
+            const auto w = rnd(c.M * c.C * 9, 13 + uint32_t(idx), 0.5f);
+            const auto b = rnd(c.M, 17);
+            const ConvStem nchw(Isa::kAvx512, g), nhwc(Isa::kAvx512, g, true);
+            std::shared_ptr<float> packed = alloc_weights(nchw.packed_floats());
+            nchw.pack(w.data(), b.data(), packed.get());
+            std::vector<float> want(size_t(c.M * P));
+            nchw.run(x.data(), packed.get(), nullptr, want.data(), e, 0, g.OH);
+            std::vector<float> y(size_t(c.M * P) + 16, -7.0f);
+            const int64_t mid = g.OH / 3;
+            nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, mid, g.OH);
+            nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, 0, mid);
+            for (int64_t p = 0; p < P; ++p)
+                for (int64_t m = 0; m < c.M; ++m)
+                    ASSERT_EQ(y[size_t(p * c.M + m)], want[size_t(m * P + p)])
+                        << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << " act "
+                        << int(e.act) << " pixel " << p << " channel " << m;
+            for (size_t i = size_t(c.M * P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+        }
+}

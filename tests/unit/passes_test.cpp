@@ -13,6 +13,7 @@
 #include "attr_util.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
+#include "kernels/cpu.h"
 #include "runtime/plan.h"
 
 using namespace jiffy;
@@ -1062,6 +1063,47 @@ TEST(Passes, ChannelsLastChainReadsAnNchwEntryInPlace) {
     c.output(c.node("Conv", {cd, cw3, -1, cp}, {1, 16, 4, 5}, {{"_fused_residual", ai(1)}}));
     Graph gc = check_pass(c, passes::layout_nhwc, 3);
     EXPECT_EQ(ops(gc), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
+}
+
+// An RGB stem (3x3 stride 2, 3 -> 16, >= 1024 output pixels) in front of a depthwise chain joins it
+// on AVX-512 (where the direct stem kernel runs): a ConvNhwc reading the NCHW image in place
+// (_x_nchw) and writing channels-last, so no Transpose follows it; after such a stem, a stride-1
+// depthwise on a plane past L2 (16 x 120x160) is channels-last too. Elsewhere, or with a residual,
+// the stem stays an NCHW Conv.
+TEST(Passes, ChannelsLastChainStartsAtAnRgbStem) {
+    const bool avx512 = kernels::active_isa() == kernels::Isa::kAvx512;
+    for (const int64_t H : {66, 240}) {
+        const int64_t W = H == 66 ? 70 : 320, OH = H / 2, OW = W / 2;
+        Builder b;
+        int x = b.input("x", {1, 3, H, W});
+        int ws = b.constant("Ws", rnd({16, 3, 3, 3}, 3, 0.4f));
+        int bs = b.constant("Bs", rnd({16}, 4));
+        int st = b.node("Conv", {x, ws, bs}, {1, 16, OH, OW},
+                        {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"strides", aints({2, 2})},
+                         {"_fused_act", as("Relu")}});
+        int d1 = dw_conv(b, st, 16, OH, OW, 1, 5, {{"_fused_act", as("Relu")}});
+        b.output(pw_conv(b, d1, 16, 32, OH, OW, 7));
+        Graph g = check_pass(b, passes::layout_nhwc, avx512 ? 3 : H == 66 ? 2 : 0);
+        if (!avx512) continue;
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"ConvNhwc", "ConvNhwc", "ConvNhwc", "Transpose"})) << H;
+        EXPECT_EQ(g.nodes[0].inputs[0], x);
+        EXPECT_EQ(passes::attr_i(g.nodes[0], "_x_nchw", 0), 1);
+        std::shared_ptr<const Plan> plan;
+        run(b.g, b.feeds, true, &plan);
+        ASSERT_FALSE(plan->steps.empty());
+        EXPECT_EQ(plan->steps[0].kernel->describe(), "conv_stem 3x3s2 direct nhwc-out avx512");
+    }
+    // With a residual the stem stays NCHW (the chain starts after it, through a Transpose).
+    Builder c;
+    int x = c.input("x", {1, 3, 66, 70});
+    int r = c.input("r", {1, 16, 33, 35}, 9);
+    int ws = c.constant("Ws", rnd({16, 3, 3, 3}, 3, 0.4f));
+    int st = c.node("Conv", {x, ws, -1, r}, {1, 16, 33, 35},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"strides", aints({2, 2})},
+                     {"_fused_residual", ai(1)}});
+    c.output(pw_conv(c, dw_conv(c, st, 16, 33, 35, 1, 5), 16, 32, 33, 35, 7));
+    Graph gc = check_pass(c, passes::layout_nhwc, 2);
+    EXPECT_EQ(ops(gc), (std::vector<std::string>{"Conv", "Transpose", "ConvNhwc", "ConvNhwc", "Transpose"}));
 }
 
 TEST(Passes, ChannelsLastNeedsADepthwiseChain) {
