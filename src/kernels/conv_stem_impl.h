@@ -109,6 +109,17 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
                 }
         }
     }
+    // The input lines of the row after next (the first channel block only: pf_in).
+    auto prefetch_rows_after_next = [&]() __attribute__((always_inline)) {
+        for (int64_t c = 0; c < g.C; ++c) {
+            const float* r = x + c * plane + (iy0 + 5) * W + base[0];
+#pragma GCC unroll 8
+            for (int l = 0; l < 2 * PV; ++l) {
+                _mm_prefetch(reinterpret_cast<const char*>(r + 16 * l), _MM_HINT_T0);
+                _mm_prefetch(reinterpret_cast<const char*>(r + W + 16 * l), _MM_HINT_T0);
+            }
+        }
+    };
     if constexpr (NHWC) {
         static_assert(MB == 8, "the NHWC store transposes 8 channels");
         float* yo = y + (oy * g.OW + ox0) * g.M;
@@ -118,14 +129,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
             float* nx = yo + g.OW * g.M;
             const int64_t lines = std::min<int64_t>(16 * PV, g.OW - ox0) * g.M / 16;
             for (int64_t l = 0; l < lines; ++l) pf_write(nx + 16 * l);
-            for (int64_t c = 0; c < g.C; ++c) {
-                const float* r = x + c * plane + (iy0 + 5) * W + base[0];
-#pragma GCC unroll 8
-                for (int l = 0; l < 2 * PV; ++l) {
-                    _mm_prefetch(reinterpret_cast<const char*>(r + 16 * l), _MM_HINT_T0);
-                    _mm_prefetch(reinterpret_cast<const char*>(r + W + 16 * l), _MM_HINT_T0);
-                }
-            }
+            prefetch_rows_after_next();
         }
 #pragma GCC unroll 4
         for (int p = 0; p < PV; ++p) {
@@ -148,15 +152,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
     for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
         for (int p = 0; p < PV; ++p) pf_write(yo + m * oplane + g.OW + 16 * p);
-    if (pf_in)
-        for (int64_t c = 0; c < g.C; ++c) {
-            const float* r = x + c * plane + (iy0 + 5) * W + base[0];
-#pragma GCC unroll 8
-            for (int l = 0; l < 2 * PV; ++l) {
-                _mm_prefetch(reinterpret_cast<const char*>(r + 16 * l), _MM_HINT_T0);
-                _mm_prefetch(reinterpret_cast<const char*>(r + W + 16 * l), _MM_HINT_T0);
-            }
-        }
+    if (pf_in) prefetch_rows_after_next();
 #pragma GCC unroll 16
     for (int m = 0; m < MB; ++m)
 #pragma GCC unroll 4
