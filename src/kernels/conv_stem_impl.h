@@ -172,7 +172,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
 
 // One output row for 8 output channels, in strips of 8 channels x 32 pixels (16 x 16 measured
 // slower, docs/benchmarks.md "Session 14").
-template <ConvAct A, bool NHWC>
+template <ConvAct A>
 void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float* bias, const float* res,
                float* y, int64_t oy, const ConvEpi& e, bool pf_in) {
     // Strips of 32 pixels whose input columns are all inside the row run unmasked; the rest (the
@@ -181,9 +181,30 @@ void block_row(const Conv2DGeom& g, const float* x, const float* wb, const float
     for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16 * PV) {
         const int64_t base = 2 * ox0 - g.pw;
         if (base >= 0 && base + 32 * PV < g.W && ox0 + 16 * PV <= g.OW)
-            strip<MB, PV, false, A, NHWC>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
+            strip<MB, PV, false, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
         else
-            strip<MB, PV, true, A, NHWC>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
+            strip<MB, PV, true, A>(g, x, wb, bias, res, y, oy, ox0, e, pf_in);
+    }
+}
+
+// One channels-last output row, strip by strip, each strip through every block of 8 output
+// channels before the next, so that each pixel's output line is completed while it is in L1
+// (the blocks of a row one after the other wrote each line in 32-byte halves a row apart).
+template <ConvAct A>
+void row_nhwc(const Conv2DGeom& g, const float* x, const float* packed, float* y, int64_t oy, const ConvEpi& e) {
+    constexpr int MB = 8, PV = 2;
+    const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9;
+    const float* bias = packed + Mp * taps;
+    for (int64_t ox0 = 0; ox0 < g.OW; ox0 += 16 * PV) {
+        const int64_t base = 2 * ox0 - g.pw;
+        const bool inside = base >= 0 && base + 32 * PV < g.W && ox0 + 16 * PV <= g.OW;
+        for (int64_t m0 = 0; m0 < M; m0 += 8) {
+            const float* wb = packed + m0 / 16 * 16 * taps + m0 % 16;
+            if (inside)
+                strip<MB, PV, false, A, true>(g, x, wb, bias + m0, nullptr, y + m0, oy, ox0, e, m0 == 0);
+            else
+                strip<MB, PV, true, A, true>(g, x, wb, bias + m0, nullptr, y + m0, oy, ox0, e, m0 == 0);
+        }
     }
 }
 
@@ -195,14 +216,15 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
-        for (int64_t m0 = 0; m0 < M; m0 += 8)
-            block_row<A, NHWC>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0,
-                               res && !NHWC ? res + m0 * oplane : nullptr, NHWC ? y + m0 : y + m0 * oplane, oy, e,
-                               m0 == 0);
-        if constexpr (NHWC)
+        if constexpr (NHWC) {
+            row_nhwc<A>(g, x, packed, y, oy, e);
             deferred_act<A>(y + oy * g.OW * M, g.OW * M, e);
-        else
-            for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
+            continue;
+        }
+        for (int64_t m0 = 0; m0 < M; m0 += 8)
+            block_row<A>(g, x, packed + m0 / 16 * 16 * taps + m0 % 16, bias + m0, res ? res + m0 * oplane : nullptr,
+                         y + m0 * oplane, oy, e, m0 == 0);
+        for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
     }
 }
 
