@@ -40,7 +40,7 @@ void ConvStem::run(const float* x, const float* packed, const float* res, float*
                    int64_t oy0, int64_t oy1) const {
 #if defined(__x86_64__)
     if (isa_ == Isa::kAvx512) {
-        conv_stem_avx512(g_, x, packed, nhwc_ ? nullptr : res, y, e, oy0, oy1, nhwc_);
+        conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1, nhwc_);  // nhwc: res unused
         return;
     }
 #endif

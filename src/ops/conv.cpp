@@ -1442,8 +1442,8 @@ Status prep_ConvNhwc(OpContext& ctx) {
                         shape_str(ctx.in_shape(3)));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
     const float* B = ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr;
+    const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);
     if (stem) {
-        const int64_t flops = 2 * N * M * C * 9 * geo.OH * geo.OW;
         ctx.set_kernel(make_stem_conv_kernel(kernels::active_isa(), geo, ctx.in_const(1)->as<float>(), B, N, false,
                                              epi, ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
                                              true));
@@ -1451,7 +1451,6 @@ Status prep_ConvNhwc(OpContext& ctx) {
     }
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
                                               x_nchw);
-    const int64_t flops = 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw * (depthwise ? 1 : C);
     // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));
     ctx.set_kernel(std::move(k));
