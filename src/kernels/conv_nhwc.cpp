@@ -10,7 +10,7 @@ namespace jiffy::kernels {
 void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                           const ConvEpi&, int64_t, int64_t);
+                           const ConvEpi&, int64_t, int64_t, bool);
 void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 #if defined(__x86_64__)
 void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -18,18 +18,18 @@ void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t, int64_t, 
 void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                          const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                         const ConvEpi&, int64_t, int64_t);
+                         const ConvEpi&, int64_t, int64_t, bool);
 void conv_nhwc_pw_avx2(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t);
+                       const ConvEpi&, int64_t, int64_t, bool);
 #endif
 #if defined(__aarch64__)
 void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t);
+                       const ConvEpi&, int64_t, int64_t, bool);
 #endif
 
 namespace {
@@ -108,8 +108,9 @@ void NhwcDepthwise::pack(const float* W, const float* b, float* dst) const {
 }
 
 void NhwcDepthwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
-                        int64_t oy0, int64_t oy1) const {
-    if (oy1 > oy0) dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1);
+                        int64_t oy0, int64_t oy1, bool y_nchw) const {
+    if (y_nchw && (res || !nhwc_dw_writes_nchw(g_))) return;  // callers check (ConvNhwc's prepare)
+    if (oy1 > oy0) dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1, y_nchw);
 }
 
 }  // namespace jiffy::kernels

@@ -44,9 +44,12 @@ public:
     // floats (C rounded up to 16, zero past C), then the bias (Cp floats).
     size_t packed_floats() const { return size_t((g_.kh * g_.kw + 1) * Cp_); }
     void pack(const float* W, const float* b, float* dst) const;
-    // Output rows [oy0, oy1) (any range: the thread split).
+    // Output rows [oy0, oy1) (any range: the thread split). y_nchw: Y is channels-first instead
+    // (C planes of OH x OW; needs nhwc_dw_writes_nchw(geom()) and no residual): the sums are
+    // transposed in registers on the way out, so a chain's depthwise whose readers are NCHW
+    // (detection heads) needs no Transpose after it.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t oy0,
-             int64_t oy1) const;
+             int64_t oy1, bool y_nchw = false) const;
     const Conv2DGeom& geom() const { return g_; }
 
 private:
@@ -54,6 +57,13 @@ private:
     Conv2DGeom g_;
     int64_t Cp_ = 0;
 };
+
+// The depthwise geometries whose output NhwcDepthwise::run can write channels-first: square 3x3
+// or 5x5 kernels, stride 1 or 2 both ways, dilation 1 (the register-window strips).
+inline bool nhwc_dw_writes_nchw(const Conv2DGeom& g) {
+    return g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5) &&
+           (g.sw == 1 || g.sw == 2);
+}
 
 // y[b][j][i] = x[b][i][j] (b < batch, i < rows, j < cols) for 4-byte elements, bit for bit: the
 // Transpose op's kernel for permutations that are a batched 2-D transpose (NCHW <-> NHWC).
@@ -67,6 +77,6 @@ using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float*
                               const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1,
                               int64_t x_plane);
 using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
-                              const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1);
+                              const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw);
 
 }  // namespace jiffy::kernels

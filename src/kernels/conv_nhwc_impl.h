@@ -267,6 +267,73 @@ void nd_rows(const Conv2DGeom& g, const float* x, const float* wp, const float* 
     deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
 }
 
+// ---- channels-last sums stored channels-first (Y NCHW)
+
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+// v[i] holds 16 values (lanes j); stores the 8 values v[0..7][j] of lane j at y + j * ld (32
+// bytes each, only the elements of `m`), for the first n lanes: an 8 x 16 transpose in
+// registers (unpack pairs, then quads within each 128-bit lane: lane q of u[j] (v 0-3) and
+// u[4 + j] (v 4-7) is lane 4q + j; then the two halves paired). The RGB stem's channels-last
+// store (8 channels of 16 pixels -> 16 pixel rows) and the depthwise strips' channels-first one
+// (8 pixels of 16 channels -> 16 channel rows).
+inline __attribute__((always_inline)) void store_8x16t(const __m512 (&v)[8], float* y, int64_t ld, int64_t n,
+                                                       __mmask8 m) {
+    __m512 t[8], u[8];
+#pragma GCC unroll 4
+    for (int h = 0; h < 8; h += 4) {
+        t[h + 0] = _mm512_unpacklo_ps(v[h + 0], v[h + 1]);  // v0 v1 v0 v1: lanes 4q, 4q + 1
+        t[h + 1] = _mm512_unpackhi_ps(v[h + 0], v[h + 1]);  // lanes 4q + 2, 4q + 3
+        t[h + 2] = _mm512_unpacklo_ps(v[h + 2], v[h + 3]);
+        t[h + 3] = _mm512_unpackhi_ps(v[h + 2], v[h + 3]);
+        u[h + 0] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0x44);  // lane 4q: v0 v1 v2 v3
+        u[h + 1] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0xee);  // lane 4q + 1
+        u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44);  // 4q + 2
+        u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xee);  // 4q + 3
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        // lo: lanes j (low 256 bits) and 4 + j; hi: 8 + j and 12 + j.
+        const __m512 lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);  // u.l0 u.l1 u4.l0 u4.l1
+        const __m512 hi = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xee);  // u.l2 u.l3 u4.l2 u4.l3
+        const __m512 a = _mm512_shuffle_f32x4(lo, lo, 0xd8);           // u.l0 u4.l0 u.l1 u4.l1
+        const __m512 b = _mm512_shuffle_f32x4(hi, hi, 0xd8);
+        const __m512 q[2] = {a, b};
+#pragma GCC unroll 2
+        for (int k = 0; k < 2; ++k) {
+            const int64_t p0 = 8 * k + j, p1 = 8 * k + 4 + j;
+            const __m256 r0 = _mm512_castps512_ps256(q[k]), r1 = _mm512_extractf32x8_ps(q[k], 1);
+            if (m == 0xff) {
+                if (p0 < n) _mm256_storeu_ps(y + p0 * ld, r0);
+                if (p1 < n) _mm256_storeu_ps(y + p1 * ld, r1);
+            } else {
+                if (p0 < n) _mm256_mask_storeu_ps(y + p0 * ld, m, r0);
+                if (p1 < n) _mm256_mask_storeu_ps(y + p1 * ld, m, r1);
+            }
+        }
+    }
+}
+#endif
+
+// v[r] holds channels [0, VL) of pixel r (R adjacent pixels of a row); stores channel c's first n
+// pixels at y + c * ld for c < nc (Y channels-first: ld is the plane). AVX-512: in registers
+// (store_8x16t, R <= 8); elsewhere through a buffer on the stack.
+template <int R>
+inline __attribute__((always_inline)) void store_nchw(const V (&v)[R], float* y, int64_t ld, int64_t n, int64_t nc) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    if constexpr (R <= 8) {
+        __m512 w[8];
+#pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) w[r] = r < R ? (__m512)v[r] : _mm512_setzero_ps();
+        store_8x16t(w, y, ld, nc, __mmask8((1u << n) - 1));
+        return;
+    }
+#endif
+    alignas(64) float t[R][VL];
+    for (int r = 0; r < R; ++r) std::memcpy(t[r], &v[r], sizeof(V));
+    for (int64_t c = 0; c < nc; ++c)
+        for (int64_t r = 0; r < n; ++r) y[c * ld + r] = t[r][c];
+}
+
 // ---- kernels 3x3 / 5x5, stride 1 / 2, dilation 1: a register window per kernel row.
 // R adjacent output pixels of one channel vector: each input vector of a kernel row is loaded once
 // into a register and feeds every kernel column's FMA that reads it (stride 1, 3x3, R = 8: 10 loads
@@ -276,14 +343,15 @@ void nd_rows(const Conv2DGeom& g, const float* x, const float* wp, const float* 
 // (10-15% of the strip's time). CHECK: input columns outside [0, W) are skipped (they read as zero:
 // the border pixels); only the first n <= R pixels are stored. TAIL: the first nc channels of the
 // vector. FULLK: all KW kernel rows inside the image (nky == KW), their loop unrolled. Each sum
-// gets its terms in the same order whatever R: kernel rows, then columns, ascending.
+// gets its terms in the same order whatever R: kernel rows, then columns, ascending. YT: the output
+// is channels-first (yplane floats per channel; no residual), stored through store_nchw.
 inline __attribute__((always_inline)) void keep_ptr(const float*& p) { asm("" : "+r"(p)); }
 
-template <int KW, int S, int R, bool CHECK, bool TAIL, ConvAct A, bool FULLK = false>
+template <int KW, int S, int R, bool CHECK, bool TAIL, ConvAct A, bool FULLK = false, bool YT = false>
 inline __attribute__((always_inline)) void nw_strip(const float* in, const float* wt, int64_t nky, int64_t ix0,
                                                     int64_t W, int64_t rstep, int64_t C, int64_t Cp, V b,
                                                     const float* res, float* out, int64_t n, int64_t nc,
-                                                    const ConvEpi& e) {
+                                                    const ConvEpi& e, int64_t yplane = 0) {
     constexpr int NI = (R - 1) * S + KW;
     V acc[R];
 #pragma GCC unroll 32
@@ -311,6 +379,12 @@ inline __attribute__((always_inline)) void nw_strip(const float* in, const float
             }
         }
     }
+    if constexpr (YT) {
+#pragma GCC unroll 32
+        for (int r = 0; r < R; ++r) acc[r] = act_v<A>(acc[r], e);
+        store_nchw<R>(acc, out, yplane, CHECK ? n : R, TAIL ? nc : VL);
+        return;
+    }
 #pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
         if (CHECK && r >= n) break;
@@ -325,7 +399,8 @@ inline __attribute__((always_inline)) void nw_strip(const float* in, const float
 // Output rows [oy0, oy1): each strip of R pixels through every channel vector before the next
 // strip, so that the input and output are swept front to back (the prefetchers follow; one channel
 // vector at a time over a row read every C-th line: 32 x 112x112 ~106 against ~76 us in NCHW).
-template <int KW, int S, ConvAct A>
+// YT: Y channels-first, planes of OH * OW floats (no residual).
+template <int KW, int S, ConvAct A, bool YT>
 void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
             const ConvEpi& e, int64_t oy0, int64_t oy1) {
     // R = 8 pixels per strip (6 for 5x5 stride 2). 3x3 stride 1 ran R = 16 until session 16:
@@ -335,6 +410,7 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
     constexpr int R = KW == 5 && S == 2 ? 6 : 8;
     const int64_t C = g.C, Cp = (C + 15) / 16 * 16, W = g.W, OW = g.OW, rstep = W * C;
     const int64_t full = C / VL * VL, rest = C - full;
+    const int64_t yplane = g.OH * OW, ypix = YT ? 1 : C, ych = YT ? yplane : 1;  // Y's strides
     const int64_t lo = std::min(OW, (g.pw + S - 1) / S);  // first pixel whose window starts inside
     const int64_t span = W - KW + g.pw;                    // last window start inside: ox * S - pw <= W - KW
     const int64_t hi = span < 0 ? 0 : std::min(OW, span / S + 1);  // pixels [lo, hi) read inside the row
@@ -344,22 +420,23 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
         const int64_t nky = std::max<int64_t>(0, std::min<int64_t>(g.kh, g.H - iy0) - ky0);
         const float* xr = x + (iy0 + ky0) * rstep;
         const float* wt = wp + ky0 * KW * Cp;
-        float* yr = y + oy * OW * C;
+        float* yr = y + oy * OW * ypix;
         const float* rr = res ? res + oy * OW * C : nullptr;
         // RR pixels from ox through every channel vector (CHECK: a border pixel, RR = 1; FULLK: all
         // KW kernel rows inside the image, their loop unrolled).
         auto strip = [&]<int RR, bool CHECK, bool FULLK>(int64_t ox, int64_t n) {
             const int64_t ix0 = ox * S - g.pw;
             const float* xs = xr + ix0 * C;
-            float* ys = yr + ox * C;
+            float* ys = yr + ox * ypix;
             const float* rs = rr ? rr + ox * C : nullptr;
             for (int64_t c0 = 0; c0 < full; c0 += VL)
-                nw_strip<KW, S, RR, CHECK, false, A, FULLK>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp,
-                                                            ld(bias + c0), rs ? rs + c0 : nullptr, ys + c0, n, VL, e);
+                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp,
+                                                                ld(bias + c0), rs ? rs + c0 : nullptr,
+                                                                ys + c0 * ych, n, VL, e, yplane);
             if (rest)
-                nw_strip<KW, S, RR, CHECK, true, A, FULLK>(xs + full, wt + full, nky, ix0, W, rstep, C, Cp,
-                                                           ld_n(bias + full, rest), rs ? rs + full : nullptr,
-                                                           ys + full, n, rest, e);
+                nw_strip<KW, S, RR, CHECK, true, A, FULLK, YT>(xs + full, wt + full, nky, ix0, W, rstep, C, Cp,
+                                                               ld_n(bias + full, rest), rs ? rs + full : nullptr,
+                                                               ys + full * ych, n, rest, e, yplane);
         };
         // A checked strip of R pixels over the left border, strips of R inside, checked strips of R
         // (the last one partial) over the right border.
@@ -378,18 +455,25 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
             }
         row.template operator()<false>();
     }
-    deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
+    if constexpr (YT)
+        for (int64_t c = 0; c < C; ++c) deferred_act<A>(y + c * yplane + oy0 * OW, (oy1 - oy0) * OW, e);
+    else
+        deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
 }
 
+// y_nchw: Y channels-first (nhwc_dw_writes_nchw(g) holds; no residual).
 template <ConvAct A>
 void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
-            const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    if (g.kh == g.kw && g.sh == g.sw && g.dh == 1 && g.dw == 1 && (g.kw == 3 || g.kw == 5) &&
-        (g.sw == 1 || g.sw == 2)) {
-        if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
-        if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
-        if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
-        return nw_act<5, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
+            const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw) {
+    if (nhwc_dw_writes_nchw(g)) {
+        auto go = [&]<bool YT>() {
+            if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
+            if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
+            if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
+            return nw_act<5, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
+        };
+        if (y_nchw) return go.template operator()<true>();
+        return go.template operator()<false>();
     }
     if (g.kw == 3 && g.sw == 1) return nd_rows<3, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
     if (g.kw == 3 && g.sw == 2) return nd_rows<3, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
@@ -399,8 +483,8 @@ void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
 }
 
 void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
-             const ConvEpi& e, int64_t oy0, int64_t oy1) {
-    with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1); });
+             const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw) {
+    with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw); });
 }
 
 // ------------------------------------------------------------------------- transpose
@@ -444,8 +528,8 @@ void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, i
 
 void JIFFY_CONV_CAT(conv_nhwc_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,
                                                       const float* bias, const float* res, float* y, const ConvEpi& e,
-                                                      int64_t oy0, int64_t oy1) {
-    nhwc_dw(g, x, wp, bias, res, y, e, oy0, oy1);
+                                                      int64_t oy0, int64_t oy1, bool y_nchw) {
+    nhwc_dw(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw);
 }
 
 }  // namespace jiffy::kernels

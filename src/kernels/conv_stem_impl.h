@@ -7,46 +7,13 @@
 namespace jiffy::kernels {
 namespace {
 
-// v[m] holds channel m of 16 pixels; stores pixel i's 8 channels at y + i * ld (32 bytes each), for
-// the first n pixels: an 8 x 16 transpose in registers (unpack pairs, then quads within each 128-bit
-// lane: lane q of u[j] (ch 0-3) and u[4 + j] (ch 4-7) is pixel 4q + j; then the two halves paired).
-inline __attribute__((always_inline)) void store_nhwc8(const __m512 (&v)[8], float* y, int64_t ld, int64_t n) {
-    __m512 t[8], u[8];
-#pragma GCC unroll 4
-    for (int h = 0; h < 8; h += 4) {
-        t[h + 0] = _mm512_unpacklo_ps(v[h + 0], v[h + 1]);  // c0 c1 c0 c1: pixels 4q, 4q + 1
-        t[h + 1] = _mm512_unpackhi_ps(v[h + 0], v[h + 1]);  // pixels 4q + 2, 4q + 3
-        t[h + 2] = _mm512_unpacklo_ps(v[h + 2], v[h + 3]);
-        t[h + 3] = _mm512_unpackhi_ps(v[h + 2], v[h + 3]);
-        u[h + 0] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0x44);  // pixel 4q: c0 c1 c2 c3
-        u[h + 1] = _mm512_shuffle_ps(t[h + 0], t[h + 2], 0xee);  // pixel 4q + 1
-        u[h + 2] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0x44);  // 4q + 2
-        u[h + 3] = _mm512_shuffle_ps(t[h + 1], t[h + 3], 0xee);  // 4q + 3
-    }
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-        // lo: pixels j (low 256 bits) and 4 + j; hi: 8 + j and 12 + j.
-        const __m512 lo = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44);  // u.l0 u.l1 u4.l0 u4.l1
-        const __m512 hi = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xee);  // u.l2 u.l3 u4.l2 u4.l3
-        const __m512 a = _mm512_shuffle_f32x4(lo, lo, 0xd8);           // u.l0 u4.l0 u.l1 u4.l1
-        const __m512 b = _mm512_shuffle_f32x4(hi, hi, 0xd8);
-        const __m512 q[2] = {a, b};
-#pragma GCC unroll 2
-        for (int k = 0; k < 2; ++k) {
-            const int64_t p0 = 8 * k + j, p1 = 8 * k + 4 + j;
-            if (p0 < n) _mm256_storeu_ps(y + p0 * ld, _mm512_castps512_ps256(q[k]));
-            if (p1 < n) _mm256_storeu_ps(y + p1 * ld, _mm512_extractf32x8_ps(q[k], 1));
-        }
-    }
-}
-
 // One output row's 16 * PV pixels [ox0, ox0 + 16 * PV) for MB output channels of one packed block
 // (wb: C x 9 taps of 16 floats; bias: MB floats), stored to y (channel planes OH * OW apart), with
 // residual (may be null) added and the activation A applied on the registers (act_v). MASK: the strip reads
 // input columns outside [0, W) (as zero) or stores fewer than 16 * PV pixels. pf_in: prefetch the input rows
 // after next. NHWC (MB == 8, no residual): y is channels-last (pixels g.M floats apart, y at the block's
 // first channel); the 8 x 16 sums of each vector of pixels are transposed in registers into 16 pixel
-// rows of 8 channels (store_nhwc8).
+// rows of 8 channels (store_8x16t in conv_nhwc_impl.h).
 template <int MB, int PV, bool MASK, ConvAct A, bool NHWC = false>
 inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const float* x, const float* wb,
                                                  const float* bias, const float* res, float* y, int64_t oy,
@@ -138,7 +105,7 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
             for (int m = 0; m < 8; ++m) v[m] = (__m512)act_v<A>((V)acc[m][p], e);
             const int64_t n = MASK ? std::min<int64_t>(16, g.OW - ox0 - 16 * p) : 16;
             if (MASK && n <= 0) continue;
-            store_nhwc8(v, yo + 16 * p * g.M, g.M, n);
+            store_8x16t(v, yo + 16 * p * g.M, g.M, n, 0xff);
         }
         return;
     }

@@ -1332,12 +1332,15 @@ Status prep_Conv(OpContext& ctx) {
 // shapes: pointwise (1x1, stride 1, no padding, one group) and depthwise (group == C == M).
 // Attribute _x_nchw = 1 (pointwise only): X is NCHW (N x C x H x W), read in place by the
 // pointwise kernel; Y and the residual stay channels-last (a chain entry read only by 1x1s needs
-// no Transpose before it).
+// no Transpose before it). Attribute _y_nchw = 1 (depthwise only, kernels::nhwc_dw_writes_nchw,
+// no residual): Y is NCHW, written by the kernel (a chain exit read only by NCHW nodes: no
+// Transpose after it).
 class ConvNhwcKernel : public Kernel {
 public:
     ConvNhwcKernel(int64_t N, kernels::Conv2DGeom g, bool depthwise, const float* W, const float* B,
-                   kernels::ConvEpi epi, bool has_res, bool x_nchw)
-        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res), x_plane_(x_nchw ? g.H * g.W : 0) {
+                   kernels::ConvEpi epi, bool has_res, bool x_nchw, bool y_nchw)
+        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res), x_plane_(x_nchw ? g.H * g.W : 0),
+          y_nchw_(y_nchw) {
         const kernels::Isa isa = kernels::active_isa();
         mr_ = kernels::conv_mr(isa);
         size_t n;
@@ -1368,7 +1371,7 @@ public:
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
             auto part = [&](int64_t b, int64_t e) {
-                if (depthwise_) dw_.run(x, packed_.get(), r, y, epi_, b, e);
+                if (depthwise_) dw_.run(x, packed_.get(), r, y, epi_, b, e, y_nchw_);
                 else pw_.run(x, packed_.get(), r, y, epi_, b, e, x_plane_);
             };
             if (!pool_) {
@@ -1384,7 +1387,9 @@ public:
         return {};
     }
     std::string describe() const override {
-        return std::string(depthwise_ ? "conv_nhwc_dw " : x_plane_ ? "conv_nhwc_1x1 nchw-in " : "conv_nhwc_1x1 ") +
+        return std::string(depthwise_ ? (y_nchw_ ? "conv_nhwc_dw nchw-out " : "conv_nhwc_dw ")
+                           : x_plane_ ? "conv_nhwc_1x1 nchw-in "
+                                      : "conv_nhwc_1x1 ") +
                kernels::isa_name(kernels::active_isa());
     }
 
@@ -1395,6 +1400,7 @@ private:
     kernels::ConvEpi epi_;
     bool has_res_;
     int64_t x_plane_;  // > 0: X is NCHW (pointwise), planes of this many pixels
+    bool y_nchw_;      // Y is NCHW (depthwise)
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
     std::shared_ptr<float> packed_;
@@ -1409,7 +1415,7 @@ Status prep_ConvNhwc(OpContext& ctx) {
     const Shape& x = ctx.in_shape(0);
     const Shape& w = ctx.in_shape(1);
     if (ctx.in_dtype(0) != DType::kF32) return ctx.fail_unsupported("X must be float32");
-    const bool x_nchw = ctx.attr_int("_x_nchw", 0) != 0;
+    const bool x_nchw = ctx.attr_int("_x_nchw", 0) != 0, y_nchw = ctx.attr_int("_y_nchw", 0) != 0;
     if (x.size() != 4)
         return ctx.fail("X must be ", x_nchw ? "N x C x H x W" : "N x H x W x C", ", got shape ", shape_str(x));
     if (!ctx.in_const(1)) return ctx.fail("W must be a constant");
@@ -1436,7 +1442,10 @@ Status prep_ConvNhwc(OpContext& ctx) {
     bool has_res = false;
     JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
     if (stem && has_res) return ctx.fail_unsupported("a channels-last stem conv takes no _fused_residual");
-    const Shape out = {N, g.out[1], g.out[2], M};
+    if (y_nchw && (!depthwise || has_res || !kernels::nhwc_dw_writes_nchw(geo)))
+        return ctx.fail_unsupported("_y_nchw (an NCHW Y) only for a depthwise conv with a 3x3 or 5x5 kernel, ",
+                                    "stride 1 or 2 and no _fused_residual");
+    const Shape out = y_nchw ? Shape{N, M, g.out[1], g.out[2]} : Shape{N, g.out[1], g.out[2], M};
     if (has_res && ctx.in_shape(3) != out)
         return ctx.fail("_fused_add (input 3) must have the output's shape ", shape_str(out), ", got ",
                         shape_str(ctx.in_shape(3)));
@@ -1450,7 +1459,7 @@ Status prep_ConvNhwc(OpContext& ctx) {
         return {};
     }
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
-                                              x_nchw);
+                                              x_nchw, y_nchw);
     // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));
     ctx.set_kernel(std::move(k));

@@ -101,6 +101,48 @@ TEST(ConvNhwc, DepthwiseMatchesReference) {
         }
 }
 
+// y_nchw: the same sums written channels-first (the sums transposed in registers on AVX-512, through
+// a stack buffer elsewhere), bit for bit the channels-last run's values; every strip kind (the
+// left / right border strips, partial strips of 1-7 pixels, channel tails), row ranges out of
+// order, every activation (Sigmoid / Tanh deferred to a pass over each channel's rows), and
+// nothing written outside the planes.
+TEST(ConvNhwc, DepthwiseChannelsFirstOutputIsTheTransposedNhwc) {
+    const std::vector<DwCase> cases = {
+        {64, 30, 40, 3, 1, 1, 1}, {128, 15, 20, 3, 1, 1, 1}, {256, 8, 10, 3, 1, 1, 1}, {24, 9, 13, 3, 1, 1, 1},
+        {40, 11, 17, 3, 2, 1, 1}, {16, 7, 5, 5, 1, 2, 1},    {37, 12, 23, 5, 2, 2, 1}, {48, 2, 3, 3, 1, 1, 1},
+        {5, 6, 9, 3, 2, 1, 1},    {16, 8, 8, 3, 1, 0, 1},    {32, 1, 1, 3, 1, 1, 1},
+    };
+    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f},
+                            {ConvAct::kHardSwish}, {ConvAct::kSigmoid}, {ConvAct::kTanh}};
+    int idx = 0;
+    for (const DwCase& d : cases)
+        for (Isa isa : testisa::isas()) {
+            const ConvEpi& e = epis[idx % 6];
+            ++idx;
+            const Conv2DGeom g = geom(d, d.C);
+            ASSERT_TRUE(nhwc_dw_writes_nchw(g));
+            const int64_t P = g.OH * g.OW;
+            const auto xn = rnd(d.C * d.H * d.W, 21 + uint32_t(idx));
+            const auto w = rnd(d.C * d.k * d.k, 7 + uint32_t(idx), 0.5f);
+            const auto b = rnd(d.C, 4);
+            const NhwcDepthwise k(isa, g);
+            std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+            k.pack(w.data(), b.data(), packed.get());
+            std::vector<float> yl(size_t(d.C * P)), yf(size_t(d.C * P) + 32, -7.0f);
+            k.run(xn.data(), packed.get(), nullptr, yl.data(), e, 0, g.OH);
+            const int64_t mid = (g.OH + 1) / 2;
+            k.run(xn.data(), packed.get(), nullptr, yf.data() + 16, e, mid, g.OH, true);
+            k.run(xn.data(), packed.get(), nullptr, yf.data() + 16, e, 0, mid, true);
+            for (int64_t c = 0; c < d.C; ++c)
+                for (int64_t p = 0; p < P; ++p)
+                    ASSERT_EQ(yf[size_t(16 + c * P + p)], yl[size_t(p * d.C + c)])
+                        << isa_name(isa) << " C " << d.C << " " << d.H << "x" << d.W << " k" << d.k << " s" << d.s
+                        << " channel " << c << " pixel " << p;
+            for (size_t i = 0; i < 16; ++i) ASSERT_EQ(yf[i], -7.0f) << "wrote before the output";
+            for (size_t i = size_t(16 + d.C * P); i < yf.size(); ++i) ASSERT_EQ(yf[i], -7.0f) << "wrote past the output";
+        }
+}
+
 TEST(ConvNhwc, PointwiseMatchesReference) {
     struct PwCase {
         int64_t K, M, P;

@@ -1027,6 +1027,40 @@ TEST(Passes, DepthwiseChainGoesChannelsLast) {
     EXPECT_EQ(nhwc, 4);
 }
 
+// A depthwise of a chain read only by NCHW nodes (the face detector's heads: depthwise, then a 1x1
+// of fewer than 16 channels that stays NCHW) writes its output channels-first itself on AVX-512
+// (_y_nchw): no Transpose after it, also where it is a graph output. Read by a converted conv too,
+// it keeps the channels-last output and a restore. Elsewhere every reader gets a restore.
+TEST(Passes, ChannelsLastDepthwiseReadByNchwHeadsWritesNchw) {
+    const bool avx512 = kernels::active_isa() == kernels::Isa::kAvx512;
+    Builder b;
+    int x = b.input("x", {1, 16, 9, 11});
+    int p1 = pw_conv(b, x, 16, 32, 9, 11, 3, {{"_fused_act", as("Relu")}});
+    int d1 = dw_conv(b, p1, 32, 9, 11, 1, 5, {{"_fused_act", as("Relu")}});
+    b.output(pw_conv(b, d1, 32, 6, 9, 11, 7));  // a head: stays NCHW
+    int d2 = dw_conv(b, p1, 32, 9, 11, 2, 9);
+    b.output(pw_conv(b, d2, 32, 12, 5, 6, 11));  // a second head, stride 2
+    b.output(d2);                                 // and a graph output
+    int d3 = dw_conv(b, p1, 32, 9, 11, 1, 13);   // read by a converted 1x1 and a head
+    b.output(pw_conv(b, d3, 32, 4, 9, 11, 15));
+    b.output(pw_conv(b, d3, 32, 16, 9, 11, 17));
+    Graph g = check_pass(b, passes::layout_nhwc, 5);
+    int y_nchw = 0, restores = 0;
+    for (const Node& n : g.nodes) {
+        y_nchw += n.op == "ConvNhwc" && passes::attr_i(n, "_y_nchw", 0) == 1;
+        restores += n.op == "Transpose";
+    }
+    EXPECT_EQ(y_nchw, avx512 ? 2 : 0);
+    // d3 for its head, the 1x1 16's graph output; without _y_nchw d1's and d2's too.
+    EXPECT_EQ(restores, avx512 ? 2 : 4);
+    if (!avx512) return;
+    std::shared_ptr<const Plan> plan;
+    run(b.g, b.feeds, true, &plan);
+    int nchw_out = 0;
+    for (const auto& st : plan->steps) nchw_out += st.kernel->describe() == "conv_nhwc_dw nchw-out avx512";
+    EXPECT_EQ(nchw_out, 2);
+}
+
 TEST(Passes, ChannelsLastChainReadsAnNchwEntryInPlace) {
     // A chain entered through 1x1 convs only (the face detector's after its NCHW depthwise):
     // they read the NCHW value in place (_x_nchw), no Transpose before them. Batch 2 (per-image
