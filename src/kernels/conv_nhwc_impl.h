@@ -335,7 +335,7 @@ inline __attribute__((always_inline)) void store_nchw(const V (&v)[R], float* y,
 }
 
 // ---- kernels 3x3 / 5x5, stride 1 / 2, dilation 1: a register window per kernel row.
-// R adjacent output pixels of one channel vector: each input vector of a kernel row is loaded once
+// R adjacent output pixels of NB channel vectors: each input vector of a kernel row is loaded once
 // into a register and feeds every kernel column's FMA that reads it (stride 1, 3x3, R = 8: 10 loads
 // for 24 FMAs instead of 24 + 3), the KW weights of the row are loaded once too. The input is
 // walked with a pointer bumped by C per pixel (keep_ptr): with the (R - 1) * S + KW offsets
@@ -343,56 +343,78 @@ inline __attribute__((always_inline)) void store_nchw(const V (&v)[R], float* y,
 // (10-15% of the strip's time). CHECK: input columns outside [0, W) are skipped (they read as zero:
 // the border pixels); only the first n <= R pixels are stored. TAIL: the first nc channels of the
 // vector. FULLK: all KW kernel rows inside the image (nky == KW), their loop unrolled. Each sum
-// gets its terms in the same order whatever R: kernel rows, then columns, ascending. YT: the output
-// is channels-first (yplane floats per channel; no residual), stored through store_nchw.
+// gets its terms in the same order whatever R and NB: kernel rows, then columns, ascending. YT: the
+// output is channels-first (yplane floats per channel; no residual), stored through store_nchw.
+// NB = 2 (two channel vectors, session 17): 2R independent sums instead of R, so the FMAs of one
+// strip no longer wait on each other's latency (8 chains of 9 dependent FMAs each barely cover
+// the 2 FMAs / cycle x 4 cycles in flight); 2 x 8 sums + 2 x KW weights + 2 inputs fit the 32
+// registers for 5x5 too. Hot A/B against NB = 1 (one process, alternating calls): 64 x 30x40
+// 12.1 -> 9.9 us, 128 x 15x20 6.4 -> 4.8, 32 x 120x160 s2 63 -> 59, 672 x 14x14 5x5 85 -> 63,
+// 72 x 56x56 5x5 s2 53 -> 43, 144 x 56x56 80 -> 79; none slower beyond noise.
 inline __attribute__((always_inline)) void keep_ptr(const float*& p) { asm("" : "+r"(p)); }
 
-template <int KW, int S, int R, bool CHECK, bool TAIL, ConvAct A, bool FULLK = false, bool YT = false>
+template <int KW, int S, int R, bool CHECK, bool TAIL, ConvAct A, bool FULLK = false, bool YT = false, int NB = 1>
 inline __attribute__((always_inline)) void nw_strip(const float* in, const float* wt, int64_t nky, int64_t ix0,
-                                                    int64_t W, int64_t rstep, int64_t C, int64_t Cp, V b,
+                                                    int64_t W, int64_t rstep, int64_t C, int64_t Cp, const V (&b)[NB],
                                                     const float* res, float* out, int64_t n, int64_t nc,
                                                     const ConvEpi& e, int64_t yplane = 0) {
+    static_assert(NB == 1 || !TAIL, "the channel tail is one vector");
     constexpr int NI = (R - 1) * S + KW;
-    V acc[R];
+    V acc[NB][R];
 #pragma GCC unroll 32
-    for (int r = 0; r < R; ++r) acc[r] = b;
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 2
+        for (int v = 0; v < NB; ++v) acc[v][r] = b[v];
     const int64_t nk = FULLK ? KW : nky;
 #pragma GCC unroll 5
     for (int64_t ky = 0; ky < nk; ++ky) {
         const float* row = in + ky * rstep;  // input column ix0 of the kernel row
         const float* w = wt + ky * KW * Cp;
-        V wv[KW];
+        V wv[NB][KW];
 #pragma GCC unroll 5
-        for (int kx = 0; kx < KW; ++kx) wv[kx] = ld(w + kx * Cp);
+        for (int kx = 0; kx < KW; ++kx)
+#pragma GCC unroll 2
+            for (int v = 0; v < NB; ++v) wv[v][kx] = ld(w + kx * Cp + v * VL);
         const float* p = row;
 #pragma GCC unroll 64
         for (int j = 0; j < NI; ++j, p += C) {
             keep_ptr(p);
             if (CHECK && (ix0 + j < 0 || ix0 + j >= W)) continue;
-            V xj = TAIL ? ld_n(p, nc) : ld(p);
-            keep_in_reg(xj);  // one load feeds every kernel column's FMA (else folded into each)
+            V xj[NB];
+#pragma GCC unroll 2
+            for (int v = 0; v < NB; ++v) {
+                xj[v] = TAIL ? ld_n(p, nc) : ld(p + v * VL);
+                keep_in_reg(xj[v]);  // one load feeds every kernel column's FMA (else folded into each)
+            }
 #pragma GCC unroll 5
             for (int kx = KW - 1; kx >= 0; --kx) {
                 const int d = j - kx;
                 if (d < 0 || d % S != 0 || d / S >= R) continue;
-                acc[d / S] += wv[kx] * xj;
+#pragma GCC unroll 2
+                for (int v = 0; v < NB; ++v) acc[v][d / S] += wv[v][kx] * xj[v];
             }
         }
     }
     if constexpr (YT) {
+#pragma GCC unroll 2
+        for (int v = 0; v < NB; ++v) {
 #pragma GCC unroll 32
-        for (int r = 0; r < R; ++r) acc[r] = act_v<A>(acc[r], e);
-        store_nchw<R>(acc, out, yplane, CHECK ? n : R, TAIL ? nc : VL);
+            for (int r = 0; r < R; ++r) acc[v][r] = act_v<A>(acc[v][r], e);
+            store_nchw<R>(acc[v], out + v * VL * yplane, yplane, CHECK ? n : R, TAIL ? nc : VL);
+        }
         return;
     }
 #pragma GCC unroll 32
     for (int r = 0; r < R; ++r) {
         if (CHECK && r >= n) break;
-        V v = acc[r];
-        if (res) v += TAIL ? ld_n(res + r * C, nc) : ld(res + r * C);
-        v = act_v<A>(v, e);
-        if (TAIL) st_n(out + r * C, v, nc);
-        else st(out + r * C, v);
+#pragma GCC unroll 2
+        for (int v = 0; v < NB; ++v) {
+            V y = acc[v][r];
+            if (res) y += TAIL ? ld_n(res + r * C, nc) : ld(res + r * C + v * VL);
+            y = act_v<A>(y, e);
+            if (TAIL) st_n(out + r * C, y, nc);
+            else st(out + r * C + v * VL, y);
+        }
     }
 }
 
@@ -429,14 +451,25 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
             const float* xs = xr + ix0 * C;
             float* ys = yr + ox * ypix;
             const float* rs = rr ? rr + ox * C : nullptr;
-            for (int64_t c0 = 0; c0 < full; c0 += VL)
-                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp,
-                                                                ld(bias + c0), rs ? rs + c0 : nullptr,
-                                                                ys + c0 * ych, n, VL, e, yplane);
-            if (rest)
-                nw_strip<KW, S, RR, CHECK, true, A, FULLK, YT>(xs + full, wt + full, nky, ix0, W, rstep, C, Cp,
-                                                               ld_n(bias + full, rest), rs ? rs + full : nullptr,
-                                                               ys + full * ych, n, rest, e, yplane);
+            int64_t c0 = 0;
+            for (; c0 + 2 * VL <= full; c0 += 2 * VL) {
+                const V b2[2] = {ld(bias + c0), ld(bias + c0 + VL)};
+                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT, 2>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp, b2,
+                                                                   rs ? rs + c0 : nullptr, ys + c0 * ych, n, VL, e,
+                                                                   yplane);
+            }
+            if (c0 < full) {
+                const V b1[1] = {ld(bias + c0)};
+                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp, b1,
+                                                                rs ? rs + c0 : nullptr, ys + c0 * ych, n, VL, e,
+                                                                yplane);
+            }
+            if (rest) {
+                const V bt[1] = {ld_n(bias + full, rest)};
+                nw_strip<KW, S, RR, CHECK, true, A, FULLK, YT>(xs + full, wt + full, nky, ix0, W, rstep, C, Cp, bt,
+                                                               rs ? rs + full : nullptr, ys + full * ych, n, rest, e,
+                                                               yplane);
+            }
         };
         // A checked strip of R pixels over the left border, strips of R inside, checked strips of R
         // (the last one partial) over the right border.
