@@ -45,9 +45,10 @@ public:
     size_t packed_floats() const { return size_t((g_.kh * g_.kw + 1) * Cp_); }
     void pack(const float* W, const float* b, float* dst) const;
     // Output rows [oy0, oy1) (any range: the thread split). y_nchw: Y is channels-first instead
-    // (C planes of OH x OW; needs nhwc_dw_writes_nchw(geom()) and no residual): the sums are
-    // transposed in registers on the way out, so a chain's depthwise whose readers are NCHW
-    // (detection heads) needs no Transpose after it.
+    // (C planes of OH x OW): the sums are transposed in registers on the way out, so a chain's
+    // depthwise whose readers are NCHW (detection heads) needs no Transpose after it. Only where
+    // nhwc_dw_writes_nchw(geom()) and without a residual (ConvNhwc's prepare rejects the rest);
+    // otherwise nothing is written.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t oy0,
              int64_t oy1, bool y_nchw = false) const;
     const Conv2DGeom& geom() const { return g_; }
