@@ -451,25 +451,17 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
             const float* xs = xr + ix0 * C;
             float* ys = yr + ox * ypix;
             const float* rs = rr ? rr + ox * C : nullptr;
-            int64_t c0 = 0;
-            for (; c0 + 2 * VL <= full; c0 += 2 * VL) {
-                const V b2[2] = {ld(bias + c0), ld(bias + c0 + VL)};
-                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT, 2>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp, b2,
-                                                                   rs ? rs + c0 : nullptr, ys + c0 * ych, n, VL, e,
+            // NB channel vectors from channel c (TAIL: the last nc < VL channels).
+            auto vectors = [&]<int NB, bool TAIL>(int64_t c, const V(&b)[NB], int64_t nc) {
+                nw_strip<KW, S, RR, CHECK, TAIL, A, FULLK, YT, NB>(xs + c, wt + c, nky, ix0, W, rstep, C, Cp, b,
+                                                                   rs ? rs + c : nullptr, ys + c * ych, n, nc, e,
                                                                    yplane);
-            }
-            if (c0 < full) {
-                const V b1[1] = {ld(bias + c0)};
-                nw_strip<KW, S, RR, CHECK, false, A, FULLK, YT>(xs + c0, wt + c0, nky, ix0, W, rstep, C, Cp, b1,
-                                                                rs ? rs + c0 : nullptr, ys + c0 * ych, n, VL, e,
-                                                                yplane);
-            }
-            if (rest) {
-                const V bt[1] = {ld_n(bias + full, rest)};
-                nw_strip<KW, S, RR, CHECK, true, A, FULLK, YT>(xs + full, wt + full, nky, ix0, W, rstep, C, Cp, bt,
-                                                               rs ? rs + full : nullptr, ys + full * ych, n, rest, e,
-                                                               yplane);
-            }
+            };
+            int64_t c0 = 0;
+            for (; c0 + 2 * VL <= full; c0 += 2 * VL)
+                vectors.template operator()<2, false>(c0, {ld(bias + c0), ld(bias + c0 + VL)}, VL);
+            if (c0 < full) vectors.template operator()<1, false>(c0, {ld(bias + c0)}, VL);
+            if (rest) vectors.template operator()<1, true>(full, {ld_n(bias + full, rest)}, rest);
         };
         // A checked strip of R pixels over the left border, strips of R inside, checked strips of R
         // (the last one partial) over the right border.

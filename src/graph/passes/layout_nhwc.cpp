@@ -195,18 +195,11 @@ int layout_nhwc(Graph& g) {
     auto writes_nchw = [&](size_t i) {
         const Node& nd = g.nodes[i];
         if (!ynchw_on || kernels::active_isa() != kernels::Isa::kAvx512) return false;
-        if ((kind[i] != 2) || num_explicit(nd) == 4 || twin_reads[size_t(nd.outputs[0])] != 0) return false;
+        if (kind[i] != 2 || num_explicit(nd) == 4 || twin_reads[size_t(nd.outputs[0])] != 0) return false;
         const Shape& ws = const_of(g, nd.inputs[1])->shape();
-        auto strides = nd.attrs.find("strides");
-        int64_t st = 1;
-        if (strides != nd.attrs.end()) {
-            if (strides->second.kind != Attr::kInts || strides->second.ints.size() != 2 ||
-                strides->second.ints[0] != strides->second.ints[1])
-                return false;
-            st = strides->second.ints[0];
-        }
         kernels::Conv2DGeom geo;
-        geo.kh = ws[2], geo.kw = ws[3], geo.sh = geo.sw = st;
+        geo.kh = ws[2], geo.kw = ws[3];
+        geo.sh = geo.sw = all_equal(nd, "strides", 1) ? 1 : all_equal(nd, "strides", 2) ? 2 : 0;
         return all_equal(nd, "dilations", 1) && kernels::nhwc_dw_writes_nchw(geo);
     };
     std::vector<char> y_nchw(n, 0);
