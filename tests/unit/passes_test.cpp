@@ -276,6 +276,29 @@ TEST(Passes, NoOpReshapeRemoved) {
     EXPECT_EQ(ops(g), (std::vector<std::string>{"Relu"}));
 }
 
+// PyTorch's batch_first attention: [1, S, D] -> [S, 1, D] and back moves only an axis of size 1,
+// a reshape; as a Reshape the MatMul behind it is one contiguous tall GEMM.
+TEST(Passes, TransposeOfOnesBecomesReshape) {
+    Builder b;
+    int x = b.input("x", {1, 4, 3});
+    int t = b.node("Transpose", {x}, {4, 1, 3}, {{"perm", aints({1, 0, 2})}});
+    int m = b.node("MatMul", {t, b.constant("w", rnd({3, 5}, 3))}, {4, 1, 5});
+    int back = b.node("Transpose", {m}, {1, 4, 5}, {{"perm", aints({1, 0, 2})}});
+    b.output(b.node("Relu", {back}, {1, 4, 5}));
+    Graph g = check_pass(b, passes::merge_reshapes, 2);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Reshape", "MatMul", "Reshape", "Relu"}));
+}
+
+TEST(Passes, TransposeMovingDataStays) {
+    Builder b;
+    int x = b.input("x", {2, 1, 3});
+    int t = b.node("Transpose", {x}, {3, 1, 2}, {{"perm", aints({2, 1, 0})}});  // 2 and 3 swap
+    int d = b.node("Transpose", {t}, {1, 3, 2}, {{"perm", aints({1, 0, 2})}});  // only the 1 moves
+    b.output(b.node("Relu", {d}, {1, 3, 2}));
+    Graph g = check_pass(b, passes::merge_reshapes, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "Reshape", "Relu"}));
+}
+
 // ---------------------------------------------------------------- fold_batchnorm
 
 int batchnorm(Builder& b, int x, int64_t M, const Shape& out, uint32_t seed) {

@@ -1,5 +1,8 @@
 // Chains of shape-only ops (Reshape, Flatten, Squeeze, Unsqueeze) collapse into one Reshape to
-// the final (concrete) shape; one that does not change the shape at all is removed.
+// the final (concrete) shape; one that does not change the shape at all is removed. A Transpose
+// that moves only axes of size 1 (PyTorch's batch_first attention: [1, S, D] -> [S, 1, D] and
+// back) is such an op too: it becomes a Reshape (no copy), so the MatMul behind it sees one
+// contiguous [S, D] operand (one tall GEMM instead of S GEMVs through a strided view).
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 
@@ -24,7 +27,51 @@ bool known_dims(const Graph& g, int v, std::vector<int64_t>* d) {
     return true;
 }
 
+// Rewrites node ni into Reshape(x, dims) (a new constant shape input).
+void make_reshape(Graph& g, int ni, int x, const std::vector<int64_t>& dims) {
+    Tensor shape(DType::kI64, {int64_t(dims.size())});
+    for (size_t i = 0; i < dims.size(); ++i) shape.as<int64_t>()[i] = dims[i];
+    const Node& n = g.nodes[size_t(ni)];
+    const std::string base = n.name.empty() ? g.values[size_t(n.outputs[0])].name : n.name;
+    const int sid = add_const(g, base + "/shape", std::move(shape));
+    Node& r = g.nodes[size_t(ni)];
+    r.op = "Reshape";
+    r.attrs.clear();
+    r.inputs = {x, sid};
+    r.num_explicit_inputs = 2;
+}
+
+// A Transpose whose perm keeps every axis of size > 1 in its order: a reshape to its output dims.
+int transpose_of_ones(Graph& g, int ni) {
+    const Node& n = g.nodes[size_t(ni)];
+    if (!is_op(n, "Transpose") || n.inputs.size() != 1 || n.inputs[0] < 0 || n.outputs.size() != 1 ||
+        n.outputs[0] < 0)
+        return 0;
+    std::vector<int64_t> din, dout;
+    if (!known_dims(g, n.inputs[0], &din) || !known_dims(g, n.outputs[0], &dout) || din.size() != dout.size())
+        return 0;
+    auto it = n.attrs.find("perm");
+    std::vector<int64_t> perm;
+    if (it == n.attrs.end()) {
+        for (size_t i = din.size(); i-- > 0;) perm.push_back(int64_t(i));
+    } else if (it->second.kind == Attr::kInts && it->second.ints.size() == din.size()) {
+        perm = it->second.ints;
+    } else {
+        return 0;
+    }
+    int64_t last = -1;
+    for (int64_t a : perm) {
+        if (a < 0 || a >= int64_t(din.size())) return 0;
+        if (din[size_t(a)] == 1) continue;
+        if (a < last) return 0;
+        last = a;
+    }
+    make_reshape(g, ni, n.inputs[0], dout);
+    return 1;
+}
+
 int merge_one(Graph& g, const Uses& u, int ni, std::vector<char>& dead) {
+    if (transpose_of_ones(g, ni)) return 1;
     const Node& n = g.nodes[size_t(ni)];
     if (!is_reshape_like(n)) return 0;
     const int in = n.inputs[0], out = n.outputs[0];
@@ -40,16 +87,7 @@ int merge_one(Graph& g, const Uses& u, int ni, std::vector<char>& dead) {
     if (pi < 0 || !only_feeds(u, in, ni) || !is_reshape_like(g.nodes[size_t(pi)])) return 0;
     for (int64_t d : dout)
         if (d == 0) return 0;  // a 0 in Reshape's shape means "copy": keep the chain
-    const int x = g.nodes[size_t(pi)].inputs[0];
-    Tensor shape(DType::kI64, {int64_t(dout.size())});
-    for (size_t i = 0; i < dout.size(); ++i) shape.as<int64_t>()[i] = dout[i];
-    const std::string base = n.name.empty() ? g.values[size_t(out)].name : n.name;
-    const int sid = add_const(g, base + "/shape", std::move(shape));
-    Node& r = g.nodes[size_t(ni)];
-    r.op = "Reshape";
-    r.attrs.clear();
-    r.inputs = {x, sid};
-    r.num_explicit_inputs = 2;
+    make_reshape(g, ni, g.nodes[size_t(pi)].inputs[0], dout);
     dead[size_t(pi)] = 1;
     return 1;
 }
