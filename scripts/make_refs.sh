@@ -42,4 +42,5 @@ export PYTHON
 # 3. The models (quick when cached), then the references.
 "$root/scripts/fetch_models.sh"
 "$PYTHON" "$root/scripts/make_models.py" "$root/.cache/models"
+"$PYTHON" "$root/scripts/make_torch_models.py" "$root/.cache/models"
 exec node "$root/scripts/make_refs.mjs" "$@"

@@ -13,7 +13,7 @@ pkgs="build-essential cmake ninja-build pkg-config git libprotobuf-dev protobuf-
   libonnx-dev libonnx-testdata libgtest-dev libgmock-dev googletest libbenchmark-dev
   nlohmann-json3-dev libyaml-cpp-dev python3-onnx python3-numpy ca-certificates
   mosquitto mosquitto-clients libmosquitto-dev redis-server libhiredis-dev libxxhash-dev
-  espeak-ng sox qemu-user g++-aarch64-linux-gnu"
+  espeak-ng sox qemu-user g++-aarch64-linux-gnu python3-torch python3-torchvision"
 # Node.js may come from elsewhere (e.g. NodeSource); only use Debian's when there is none.
 if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
   pkgs="$pkgs nodejs npm"

@@ -25,7 +25,14 @@ namespace jiffy::kernels {
 // HardSigmoid: max(0, min(1, alpha * x + beta)); HardSwish: x * max(0, min(1, x / 6 + 0.5)).
 // `clamp` (only with an activation other than kNone): the activation's result then goes through
 // min(max(v, lo), hi), std::max / std::min order (a fused Max / Min with a scalar constant).
-enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh };
+// SiLU: x * Sigmoid(x).
+enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh, kSilu };
+
+// Sigmoid, Tanh and SiLU run after a kernel's epilogue, in one vector pass over the rows it just
+// wrote (conv_impl.h's deferred_rows), not on the microkernel's registers.
+constexpr bool deferred_act_kind(ConvAct a) {
+    return a == ConvAct::kSigmoid || a == ConvAct::kTanh || a == ConvAct::kSilu;
+}
 
 struct ConvEpi {
     ConvAct act = ConvAct::kNone;

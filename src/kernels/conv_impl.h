@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "kernels/activation.h"
 #include "kernels/conv.h"
 
 #if (JIFFY_CONV_VL == 16 && defined(__AVX512F__)) || (JIFFY_CONV_VL == 8 && defined(__AVX2__))
@@ -68,28 +69,6 @@ inline void st_n(float* p, V v, int64_t n) {
 inline V vmax(V a, V b) { return a > b ? a : b; }
 inline V vmin(V a, V b) { return a < b ? a : b; }
 
-inline __attribute__((always_inline)) float act_raw_s(float v, const ConvEpi& e) {
-    switch (e.act) {
-        case ConvAct::kNone: return v;
-        case ConvAct::kRelu: return v > 0 ? v : 0.0f;
-        case ConvAct::kLeakyRelu: return v < 0 ? v * e.alpha : v;
-        case ConvAct::kClip: return std::min(std::max(v, e.alpha), e.beta);
-        case ConvAct::kHardSigmoid: return std::min(std::max(e.alpha * v + e.beta, 0.0f), 1.0f);
-        case ConvAct::kHardSwish:
-            return v * std::min(std::max(v * (1.0f / 6.0f) + 0.5f, 0.0f), 1.0f);
-        case ConvAct::kSigmoid: return 1.0f / (1.0f + std::exp(-v));
-        case ConvAct::kTanh: return std::tanh(v);
-    }
-    return v;
-}
-
-// The activation, then the optional clamp (never with kNone).
-inline __attribute__((always_inline)) float act_s(float v, const ConvEpi& e) {
-    v = act_raw_s(v, e);
-    if (e.clamp && e.act != ConvAct::kNone) v = std::min(std::max(v, e.lo), e.hi);
-    return v;
-}
-
 template <ConvAct A>
 inline V act_raw_v(V v, const ConvEpi& e) {
     if constexpr (A == ConvAct::kRelu) return vmax(v, V{});
@@ -109,11 +88,11 @@ inline V clamp_v(V v, const ConvEpi& e) {
     return hi < v ? hi : v;
 }
 
-// The activation A, then the clamp where asked (kNone, and kSigmoid / kTanh whose activation
-// runs later through act_s, pass through untouched).
+// The activation A, then the clamp where asked (kNone, and the deferred kinds, whose activation
+// runs later through deferred_rows, pass through untouched).
 template <ConvAct A>
 inline V act_v(V v, const ConvEpi& e) {
-    if constexpr (A == ConvAct::kNone || A == ConvAct::kSigmoid || A == ConvAct::kTanh) {
+    if constexpr (A == ConvAct::kNone || deferred_act_kind(A)) {
         return v;
     } else {
         v = act_raw_v<A>(v, e);
@@ -122,8 +101,8 @@ inline V act_v(V v, const ConvEpi& e) {
 }
 
 // f(std::integral_constant<ConvAct, A>{}) with A the instantiation a kernel uses for `act`: the
-// activations applied on the registers as themselves, kNone for none and for Sigmoid / Tanh (left
-// to deferred_act). The one switch of every kernel family's activation dispatch.
+// activations applied on the registers as themselves, kNone for none and for Sigmoid / Tanh /
+// SiLU (left to deferred_act). The one switch of every kernel family's activation dispatch.
 template <typename F>
 inline decltype(auto) with_act(ConvAct act, F&& f) {
     switch (act) {
@@ -136,12 +115,33 @@ inline decltype(auto) with_act(ConvAct act, F&& f) {
     }
 }
 
+// Sigmoid / Tanh / SiLU (then the clamp where asked) over n floats in place: the vector forms of
+// kernels/activation.h (~1e-7 relative) of this translation unit's ISA.
+inline void deferred_rows(float* y, int64_t n, const ConvEpi& e) {
+    Activation a;
+    a.kind = e.act == ConvAct::kSigmoid ? ActKind::kSigmoid : e.act == ConvAct::kTanh ? ActKind::kTanh : ActKind::kSilu;
+#if JIFFY_CONV_VL == 16
+    act_apply_avx512(a, y, y, n);
+#elif JIFFY_CONV_VL == 8
+    act_apply_avx2(a, y, y, n);
+#elif defined(__ARM_NEON)
+    act_apply_neon(a, y, y, n);
+#else
+    act_apply_scalar(a, y, y, n);
+#endif
+    if (!e.clamp) return;
+    int64_t i = 0;
+    for (; i + VL <= n; i += VL) st(y + i, clamp_v(ld(y + i), e));
+    if (i < n) st_n(y + i, clamp_v(ld_n(y + i, n - i), e), n - i);
+}
+
 // y[i] = act(y[i] (+ r[i])) over n values.
 template <ConvAct A>
 void epi_row_t(float* y, const float* r, int64_t n, const ConvEpi& e) {
     int64_t i = 0;
-    if constexpr (A == ConvAct::kSigmoid || A == ConvAct::kTanh) {
-        for (; i < n; ++i) y[i] = act_s(r ? y[i] + r[i] : y[i], e);
+    if constexpr (deferred_act_kind(A)) {
+        if (r) epi_row_t<ConvAct::kNone>(y, r, n, e);
+        deferred_rows(y, n, e);
     } else {
         if (r)
             for (; i + VL <= n; i += VL) st(y + i, act_v<A>(ld(y + i) + ld(r + i), e));
@@ -167,16 +167,17 @@ void epi_row(float* y, const float* r, int64_t n, const ConvEpi& e) {
         case ConvAct::kHardSwish: epi_row_t<ConvAct::kHardSwish>(y, r, n, e); break;
         case ConvAct::kSigmoid: epi_row_t<ConvAct::kSigmoid>(y, r, n, e); break;
         case ConvAct::kTanh: epi_row_t<ConvAct::kTanh>(y, r, n, e); break;
+        case ConvAct::kSilu: epi_row_t<ConvAct::kSilu>(y, r, n, e); break;
     }
 }
 
-// The Sigmoid / Tanh that kernels instantiated with A = kNone leave to one pass over their output
-// (n contiguous floats, already biased and residual-added); nothing for the other activations,
-// which ran in the kernel.
+// The Sigmoid / Tanh / SiLU that kernels instantiated with A = kNone leave to one pass over their
+// output (n contiguous floats, already biased and residual-added); nothing for the other
+// activations, which ran in the kernel.
 template <ConvAct A>
 inline void deferred_act(float* y, int64_t n, const ConvEpi& e) {
     if constexpr (A == ConvAct::kNone)
-        if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(y, nullptr, n, e);
+        if (deferred_act_kind(e.act)) deferred_rows(y, n, e);
 }
 
 // ------------------------------------------------------------------------- GEMM microkernel
@@ -354,9 +355,9 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
         case ConvAct::kNone: store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv); break;
         case ConvAct::kSigmoid:
         case ConvAct::kTanh:
+        case ConvAct::kSilu:
             store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv);
-            for (int i = 0; i < mr; ++i)
-                for (int64_t j = 0; j < nv; ++j) C[i * ldc + j] = act_s(C[i * ldc + j], e);
+            for (int i = 0; i < mr; ++i) deferred_rows(C + i * ldc, nv, e);
             break;
     }
 }

@@ -99,7 +99,7 @@ void dwp_channels(const Conv2DGeom& g, const DwPlane& d, const float* x, const f
                 st_n(yr + ox, act_v<A>(v, e), n);
             }
             if constexpr (A == ConvAct::kNone)
-                if (e.act == ConvAct::kSigmoid || e.act == ConvAct::kTanh) epi_row(yr, nullptr, OW, e);
+                if (deferred_act_kind(e.act)) deferred_rows(yr, OW, e);
         }
     }
 }

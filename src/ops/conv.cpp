@@ -283,9 +283,10 @@ Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
     else if (act == "HardSwish") e->act = ConvAct::kHardSwish;
     else if (act == "Sigmoid") e->act = ConvAct::kSigmoid;
     else if (act == "Tanh") e->act = ConvAct::kTanh;
+    else if (act == "Silu") e->act = ConvAct::kSilu;
     else
         return ctx.fail("_fused_act must be Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, ",
-                        "Sigmoid or Tanh, got '", act, "'");
+                        "Sigmoid, Tanh or Silu, got '", act, "'");
     e->alpha = ctx.attr_float("_fused_alpha", da);
     e->beta = ctx.attr_float("_fused_beta", db);
     const float inf = std::numeric_limits<float>::infinity();
@@ -318,6 +319,7 @@ inline T fused_act_raw(T v, const kernels::ConvEpi& e) {
         case ConvAct::kHardSwish: return v * std::min(std::max(v / T(6) + T(0.5), T(0)), T(1));
         case ConvAct::kSigmoid: return T(1) / (T(1) + std::exp(-v));
         case ConvAct::kTanh: return std::tanh(v);
+        case ConvAct::kSilu: return v / (T(1) + std::exp(-v));
     }
     return v;
 }
@@ -1127,6 +1129,7 @@ std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2
         case kernels::ConvAct::kHardSwish: act.kind = kernels::ActKind::kHardSwish; break;
         case kernels::ConvAct::kSigmoid: act.kind = kernels::ActKind::kSigmoid; break;
         case kernels::ConvAct::kTanh: act.kind = kernels::ActKind::kTanh; break;
+        case kernels::ConvAct::kSilu: act.kind = kernels::ActKind::kSilu; break;
     }
     act.alpha = epi.alpha;
     act.beta = epi.beta;

@@ -40,6 +40,7 @@ ConvEpi epi_of(const std::string& act) {
     if (act == "HardSwish") e.act = ConvAct::kHardSwish;
     if (act == "Sigmoid") e.act = ConvAct::kSigmoid;
     if (act == "Tanh") e.act = ConvAct::kTanh;
+    if (act == "Silu") e.act = ConvAct::kSilu;
     return e;
 }
 
@@ -116,7 +117,7 @@ std::string run_case(const Case& c, uint32_t seed) {
 
 TEST(ConvOnePixel, SqueezeExciteShapesEveryActivation) {
     uint32_t seed = 1;
-    for (const char* act : {"", "Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"})
+    for (const char* act : {"", "Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Silu"})
         for (bool bias : {false, true}) {
             // 960 -> 240, 240 -> 960, 480 -> 120 (a GEMV tail of 7.5 vectors) and odd sizes: M of
             // 1, 7 (gemv_narrow on AVX-512), 17, 130 (128-column panel + tail), 257.

@@ -90,7 +90,7 @@ TEST(ConvChanVec, MatchesReferenceOnOddShapesEveryIsa) {
 
 TEST(ConvChanVec, EveryEpilogueWithAndWithoutResidual) {
     const ConvAct acts[] = {ConvAct::kNone, ConvAct::kRelu, ConvAct::kLeakyRelu, ConvAct::kClip,
-                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid, ConvAct::kTanh};
+                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid, ConvAct::kTanh, ConvAct::kSilu};
     const Conv2DGeom shapes[] = {geom(11, 5, 3, 21, 1, 3, 1, 1, 0, 1, 0, 1), geom(8, 9, 4, 35, 3, 1, 1, 1, 0, 0, 0, 0)};
     uint32_t seed = 100;
     for (const Conv2DGeom& g : shapes)

@@ -109,7 +109,7 @@ Conv2DGeom case_geom(const Case& c, bool depthwise) {
     return g;
 }
 
-const char* kActs[] = {"", "Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
+const char* kActs[] = {"", "Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Silu"};
 
 ConvEpi epi_of(const std::string& act, float alpha, float beta) {
     ConvEpi e;
@@ -120,6 +120,7 @@ ConvEpi epi_of(const std::string& act, float alpha, float beta) {
     if (act == "HardSwish") e.act = ConvAct::kHardSwish;
     if (act == "Sigmoid") e.act = ConvAct::kSigmoid;
     if (act == "Tanh") e.act = ConvAct::kTanh;
+    if (act == "Silu") e.act = ConvAct::kSilu;
     e.alpha = alpha;
     e.beta = beta;
     return e;

@@ -73,11 +73,11 @@ TEST(ConvNhwc, DepthwiseMatchesReference) {
         {16, 5, 40, 3, 1, 1, 1},  {24, 6, 79, 3, 2, 1, 1}, {19, 4, 37, 5, 1, 2, 1}, {8, 3, 60, 3, 1, 1, 1},
     };
     const ConvEpi epis[] = {{ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f}, {ConvAct::kHardSwish},
-                            {ConvAct::kSigmoid}, {ConvAct::kRelu}};
+                            {ConvAct::kSigmoid}, {ConvAct::kRelu},  {ConvAct::kSilu}};
     int idx = 0;
     for (const DwCase& d : cases)
         for (Isa isa : testisa::isas()) {
-            const ConvEpi& e = epis[idx % 5];
+            const ConvEpi& e = epis[idx % 6];
             const bool with_res = idx % 3 == 1;
             ++idx;
             const Conv2DGeom g = geom(d, d.C);
@@ -113,11 +113,11 @@ TEST(ConvNhwc, DepthwiseChannelsFirstOutputIsTheTransposedNhwc) {
         {5, 6, 9, 3, 2, 1, 1},    {16, 8, 8, 3, 1, 0, 1},    {32, 1, 1, 3, 1, 1, 1},
     };
     const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f},
-                            {ConvAct::kHardSwish}, {ConvAct::kSigmoid}, {ConvAct::kTanh}};
+                            {ConvAct::kHardSwish}, {ConvAct::kSigmoid}, {ConvAct::kTanh}, {ConvAct::kSilu}};
     int idx = 0;
     for (const DwCase& d : cases)
         for (Isa isa : testisa::isas()) {
-            const ConvEpi& e = epis[idx % 6];
+            const ConvEpi& e = epis[idx % 7];
             ++idx;
             const Conv2DGeom g = geom(d, d.C);
             ASSERT_TRUE(nhwc_dw_writes_nchw(g));
@@ -148,11 +148,12 @@ TEST(ConvNhwc, PointwiseMatchesReference) {
         int64_t K, M, P;
     };
     const PwCase cases[] = {{16, 32, 100}, {7, 5, 13}, {33, 70, 29}, {64, 16, 12}, {3, 48, 1}, {128, 256, 37}, {24, 17, 25}};
-    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, -1.0f, 1.0f}, {ConvAct::kTanh}};
+    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, -1.0f, 1.0f}, {ConvAct::kTanh},
+                            {ConvAct::kSilu}};
     int idx = 0;
     for (const PwCase& c : cases)
         for (Isa isa : testisa::isas()) {
-            const ConvEpi& e = epis[idx % 4];
+            const ConvEpi& e = epis[idx % 5];
             const bool with_res = idx % 2 == 0;
             ++idx;
             Conv2DGeom g;

@@ -22,6 +22,7 @@ inline double act_ref(double v, const kernels::ConvEpi& e) {
         case ConvAct::kHardSwish: v = v * std::min(std::max(v / 6 + 0.5, 0.0), 1.0); break;
         case ConvAct::kSigmoid: v = 1 / (1 + std::exp(-v)); break;
         case ConvAct::kTanh: v = std::tanh(v); break;
+        case ConvAct::kSilu: v = v / (1 + std::exp(-v)); break;
     }
     return e.clamp ? std::min(std::max(v, double(e.lo)), double(e.hi)) : v;
 }

@@ -74,7 +74,7 @@ const Activation kAllActs[] = {
     {ActKind::kNone, 0, 0},        {ActKind::kRelu, 0, 0},       {ActKind::kLeakyRelu, 0.1f, 0},
     {ActKind::kClip, -1.5f, 2.0f}, {ActKind::kClip, 0.0f, 6.0f}, {ActKind::kHardSigmoid, 0.2f, 0.5f},
     {ActKind::kHardSwish, 0, 0},   {ActKind::kSigmoid, 0, 0},    {ActKind::kTanh, 0, 0},
-    {ActKind::kExp, 0, 0},
+    {ActKind::kExp, 0, 0},         {ActKind::kSilu, 0, 0},
 };
 
 TEST(KernelsIsa, ActivationsMatchScalarOnEdgeValues) {
@@ -681,7 +681,8 @@ TEST(KernelsIsa, ConvEpilogueEveryActivationAndResidual) {
     const ConvCase gemm{5, 6, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
     const ConvCase dw{3, 6, 21, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
     const ConvAct acts[] = {ConvAct::kNone,        ConvAct::kRelu,      ConvAct::kLeakyRelu, ConvAct::kClip,
-                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid,   ConvAct::kTanh};
+                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid,   ConvAct::kTanh,
+                            ConvAct::kSilu};
     uint32_t seed = 200;
     for (ConvAct a : acts)
         for (bool res : {false, true}) {

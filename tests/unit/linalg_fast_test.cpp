@@ -33,7 +33,7 @@ const Activation kAllActs[] = {
     {ActKind::kNone, 0, 0},        {ActKind::kRelu, 0, 0},          {ActKind::kLeakyRelu, 0.1f, 0},
     {ActKind::kClip, -1.5f, 2.0f}, {ActKind::kClip, 0.0f, 6.0f},    {ActKind::kHardSigmoid, 0.2f, 0.5f},
     {ActKind::kHardSwish, 0, 0},   {ActKind::kSigmoid, 0, 0},       {ActKind::kTanh, 0, 0},
-    {ActKind::kExp, 0, 0},
+    {ActKind::kExp, 0, 0},         {ActKind::kSilu, 0, 0},
 };
 
 // ---------------------------------------------------------------- activations
@@ -271,7 +271,7 @@ TEST(LinalgFast, GemmEveryCLayoutAndFlag) {
 }
 
 TEST(LinalgFast, GemmEveryFusedActivation) {
-    const char* names[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
+    const char* names[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Silu"};
     // N = 13: M = 1 takes the narrow (dot product) GEMV on AVX-512.
     for (int64_t M : {int64_t(1), int64_t(6)})
         for (int64_t N : {int64_t(50), int64_t(13)})

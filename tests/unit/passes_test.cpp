@@ -653,6 +653,43 @@ TEST(Passes, ActivationNotFusedAcrossSharedValue) {
     check_pass(b, passes::fuse_activation, 0);
 }
 
+// SiLU as PyTorch exports nn.SiLU: Mul(y, Sigmoid(y)), either operand order.
+TEST(Passes, SiluFusesIntoConvGemmMatMul) {
+    for (const char* op : {"Conv", "Gemm", "MatMul"})
+        for (bool sig_first : {false, true}) {
+            Builder b(17);
+            int y;
+            Shape out;
+            if (std::string(op) == "Conv") {
+                y = conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
+                out = {1, 4, 5, 6};
+            } else {
+                y = b.node(op, {b.input("x", {3, 5}), b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
+                out = {3, 7};
+            }
+            const int s = b.node("Sigmoid", {y}, out);
+            b.output(b.node("Mul", sig_first ? std::vector<int>{s, y} : std::vector<int>{y, s}, out));
+            ASSERT_TRUE(passes::kernel_supports(kind(op, "Silu"))) << op;
+            Graph g = check_pass(b, passes::fuse_activation, 2);
+            ASSERT_EQ(g.nodes.size(), 1u) << op;
+            EXPECT_EQ(passes::attr_s(g.nodes[0], "_fused_act", ""), "Silu");
+        }
+}
+
+TEST(Passes, SiluNotFusedWhenTheProductIsReadElsewhere) {
+    for (int variant = 0; variant < 3; ++variant) {
+        Builder b;
+        int y = conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
+        const Shape out = {1, 4, 5, 6};
+        const int s = b.node("Sigmoid", {y}, out);
+        const int other = variant == 2 ? b.node("Neg", {y}, out) : y;
+        b.output(b.node("Mul", {variant == 2 ? other : y, s}, out));
+        if (variant == 0) b.output(y);  // the conv's own output is a graph output
+        if (variant == 1) b.output(s);  // the Sigmoid is read elsewhere
+        check_pass(b, passes::fuse_activation, 0);  // nothing to fuse in any of them
+    }
+}
+
 // Conv -> LeakyRelu -> Max / Min with a one-element constant (openWakeWord's embedding model).
 int leaky_conv(Builder& b) {
     int x = b.input("x", {1, 3, 5, 6});

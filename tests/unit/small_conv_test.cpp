@@ -80,7 +80,7 @@ TEST(SmallConv, MatchesReferenceOnOddShapesEveryIsa) {
 TEST(SmallConv, EveryEpilogueWithAndWithoutResidual) {
     const Conv2DGeom g = geom(6, 1, 19, 21, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1);
     const ConvAct acts[] = {ConvAct::kNone, ConvAct::kRelu, ConvAct::kLeakyRelu, ConvAct::kClip,
-                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid, ConvAct::kTanh};
+                            ConvAct::kHardSigmoid, ConvAct::kHardSwish, ConvAct::kSigmoid, ConvAct::kTanh, ConvAct::kSilu};
     uint32_t seed = 100;
     for (ConvAct a : acts)
         for (bool res : {false, true}) {

@@ -78,7 +78,7 @@ double max_rel_err(Isa isa, int m, bool trans, const Conv2DGeom& g, const Case& 
                 const double want = act_ref(s, e);
                 // Sigmoid / tanh round in float on their own (a few ulps of the output): not the
                 // conv's error, which a 1-term sum (a 1x3 kernel over a pad of 2) would inflate.
-                const double own = c.act == ConvAct::kSigmoid || c.act == ConvAct::kTanh ? 5e-7 * std::abs(want) : 0.0;
+                const double own = deferred_act_kind(c.act) ? 5e-7 * std::abs(want) : 0.0;
                 const double err = std::max(0.0, std::abs(double(y[size_t(o)]) - want) - own) / (mag + 1e-30);
                 if (!(err <= worst)) worst = std::isnan(err) ? 1e9 : err;
             }

@@ -4,6 +4,8 @@
 //   HardSigmoid alpha, beta)
 // and writes the activation's output value. Only where the producer's kernel honours the
 // attributes (kernel_supports probes it), so the graph stays correct while kernels catch up.
+// Mul(y, Sigmoid(y)) (SiLU / Swish, as PyTorch exports nn.SiLU: EfficientNet, YOLOv5/v8) with y
+// read by nothing else fuses the same way, as _fused_act = "Silu".
 // Then a Max / Min with a constant one-element operand after such a fused Conv (as in
 // openWakeWord's Max(LeakyRelu(Conv(x)), -0.4)) becomes a clamp after the activation:
 //   _fused_lo / _fused_hi (floats; y = min(max(act(...), lo), hi)).
@@ -75,6 +77,42 @@ int fuse_one(Graph& g, const Uses& u, int ai, std::vector<char>& dead) {
     return 1;
 }
 
+// Mul(y, Sigmoid(y)) or Mul(Sigmoid(y), y), y a Conv / Gemm / MatMul output read only by the two.
+int fuse_silu(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
+    const Node& m = g.nodes[size_t(mi)];
+    if (!is_op(m, "Mul") || m.inputs.size() != 2 || m.num_explicit_inputs != 2 || m.outputs.size() != 1 ||
+        m.outputs[0] < 0)
+        return 0;
+    for (int side = 0; side < 2; ++side) {
+        const int y = m.inputs[size_t(side)], sv = m.inputs[size_t(1 - side)];
+        if (y < 0 || sv < 0 || y == sv || !is_f32(g, y) || !only_feeds(u, sv, mi)) continue;
+        const int si = g.values[size_t(sv)].producer;
+        if (si < 0) continue;
+        const Node& sg = g.nodes[size_t(si)];
+        if (!is_op(sg, "Sigmoid") || sg.inputs.size() != 1 || sg.inputs[0] != y || sg.outputs.size() != 1) continue;
+        if (u.pinned[size_t(y)] || u.count[size_t(y)] != 2 || !same_dims(g, y, m.outputs[0])) continue;
+        const int pi = g.values[size_t(y)].producer;
+        if (pi < 0) continue;
+        const Node& p = g.nodes[size_t(pi)];
+        if (!is_op(p, "Conv") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) continue;
+        if (p.outputs.size() != 1 || p.outputs[0] != y || p.attrs.count("_fused_act") || p.inputs.size() < 2)
+            continue;
+        FusionKind k;
+        k.op = p.op;
+        k.act = "Silu";
+        k.residual = attr_i(p, "_fused_residual", 0) != 0;
+        k.bias = attr_i(p, "_fused_bias", 0) != 0;
+        k.const_weight = const_of(g, p.inputs[1]) != nullptr;
+        if (!kernel_supports(k)) return 0;
+        const int out = m.outputs[0];
+        set_s(g.nodes[size_t(pi)], "_fused_act", "Silu");
+        retarget_output(g, pi, out);
+        dead[size_t(si)] = dead[size_t(mi)] = 1;
+        return 2;
+    }
+    return 0;
+}
+
 // Max(y, c) / Min(y, c) (either order) with y the only-read output of a Conv carrying a fused
 // activation and c a constant with one element that does not change y's shape.
 int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
@@ -123,7 +161,9 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
 
 }  // namespace
 
-int fuse_activation(Graph& g) { return rewrite_all(g, fuse_one) + rewrite_all(g, fuse_bound); }
+int fuse_activation(Graph& g) {
+    return rewrite_all(g, fuse_one) + rewrite_all(g, fuse_silu) + rewrite_all(g, fuse_bound);
+}
 
 }  // namespace passes
 }  // namespace jiffy

@@ -37,6 +37,7 @@ float act_ref(const std::string& act, float x, float a, float b) {
     if (act == "HardSwish") return x * std::max(0.0f, std::min(1.0f, x / 6.0f + 0.5f));
     if (act == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
     if (act == "Tanh") return std::tanh(x);
+    if (act == "Silu") return x / (1.0f + std::exp(-x));
     return x;
 }
 

@@ -54,6 +54,13 @@ inline float32x4_t sigmoid_v128(float32x4_t x) {
     return vdivq_f32(vdupq_n_f32(1.0f), vaddq_f32(vdupq_n_f32(1.0f), e));
 }
 
+// x * Sigmoid(x), Sigmoid's negative half as e / (1 + e) with e = exp(-|x|) (as the scalar form).
+inline float32x4_t silu_v128(float32x4_t x) {
+    const float32x4_t e = exp_v128(vnegq_f32(vabsq_f32(x)));
+    const float32x4_t num = vbslq_f32(vcltq_f32(x, vdupq_n_f32(0.0f)), e, vdupq_n_f32(1.0f));
+    return vmulq_f32(x, vdivq_f32(num, vaddq_f32(vdupq_n_f32(1.0f), e)));
+}
+
 inline float32x4_t tanh_v128(float32x4_t x) {
     constexpr float kT0 = -5.70498872745E-3f, kT1 = 2.06390887954E-2f;
     constexpr float kT2 = -5.37397155531E-2f, kT3 = 1.33314422036E-1f;
@@ -221,6 +228,7 @@ inline float32x4_t act_v128(const Activation& a, float32x4_t x) {
         case ActKind::kFloor: return vrndmq_f32(x);
         case ActKind::kCeil: return vrndpq_f32(x);
         case ActKind::kRound: return vrndnq_f32(x);  // ties to even
+        case ActKind::kSilu: return silu_v128(x);
     }
     return x;
 }
