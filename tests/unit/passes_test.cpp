@@ -206,6 +206,27 @@ TEST(Passes, DropoutWithUsedMaskStays) {
     check_pass(b, passes::remove_identity, 0);
 }
 
+// Dropout with training_mode = true passes the data through only with a ratio of exactly 0
+// (torchvision 0.14's Swin attention exports F.dropout(p=0.0) with training=True).
+TEST(Passes, TrainingDropoutRemovedOnlyWithRatioZero) {
+    for (float ratio : {0.0f, 0.25f}) {
+        Builder b;
+        int x = b.input("x", {2, 3});
+        Tensor tm(DType::kBool, {});
+        tm.as<uint8_t>()[0] = 1;
+        int d = b.node("Dropout", {x, b.constant("ratio", scalar(ratio)), b.constant("training", std::move(tm))},
+                       {2, 3});
+        b.output(b.node("Neg", {d}, {2, 3}));
+        if (ratio == 0.0f) {
+            Graph g = check_pass(b, passes::remove_identity, 1);
+            EXPECT_EQ(ops(g), (std::vector<std::string>{"Neg"}));
+        } else {
+            Graph g = b.g;  // not run: training-mode dropout with a ratio is random
+            EXPECT_EQ(passes::remove_identity(g), 0);
+        }
+    }
+}
+
 TEST(Passes, CapturedValueIsNotRewired) {
     Builder b;
     int x = b.input("x", {4});

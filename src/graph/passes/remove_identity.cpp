@@ -1,5 +1,5 @@
 // Identity, and Dropout in inference (mask unused, training_mode absent or constant false, valid
-// ratio), are removed: readers are rewired to the input. When the output is pinned (a graph
+// ratio; or training_mode true with a constant ratio of 0), are removed: readers are rewired to the input. When the output is pinned (a graph
 // output or a subgraph capture), the input's producer is made to write it instead, if the input
 // is private to this node.
 #include "graph/passes/pass_util.h"
@@ -18,13 +18,17 @@ bool is_passthrough(const Graph& g, const Uses& u, const Node& n) {
         (u.count[size_t(n.outputs[1])] > 0 || u.pinned[size_t(n.outputs[1])]))
         return false;
     if (g.opset >= 12) {
+        // A ratio input (default 0.5) and a constant training_mode; in training mode only a
+        // ratio of exactly 0 passes the data through (mask all true, scale 1): torchvision 0.14's
+        // Swin attention calls F.dropout(p=0.0) with its default training=True.
+        double r = 0.5;
+        if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
+            if (!scalar_of(g, n.inputs[1], &r) || !(r >= 0 && r < 1)) return false;
+        }
         if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
             const Tensor* tm = const_of(g, n.inputs[2]);
-            if (!tm || tm->numel() != 1 || tm->get_i64(0) != 0) return false;
-        }
-        if (n.inputs.size() > 1 && n.inputs[1] >= 0) {
-            double r;
-            if (!scalar_of(g, n.inputs[1], &r) || !(r >= 0 && r < 1)) return false;
+            if (!tm || tm->numel() != 1) return false;
+            if (tm->get_i64(0) != 0 && r != 0.0) return false;
         }
     } else {
         float r = attr_f(n, "ratio", 0.5f);
