@@ -415,17 +415,15 @@ public:
                 if (hi > lo) part(a, b, y, lo, hi - lo);
             });
         } else if (pool_) {
-            const int64_t ra = sa_[0], rb = sb_[0];
             pool_->parallel_for(chunks_, [&](int i) {
                 int64_t lo, hi;
                 chunk_range(outer_, chunks_, i, 1, &lo, &hi);
-                for (int64_t r = lo; r < hi; ++r) row(a + r * ra, b + r * rb, y + r * inner_);
+                rows(a, b, y, lo, hi);
             });
         } else if (dims_.empty()) {
             row(a, b, y);
         } else if (dims_.size() == 1) {
-            const int64_t ra = sa_[0], rb = sb_[0];
-            for (int64_t r = 0; r < outer_; ++r) row(a + r * ra, b + r * rb, y + r * inner_);
+            rows(a, b, y, 0, outer_);
         } else {
             for_each_broadcast2(dims_, sa_, sb_, [&](int64_t i, int64_t ia, int64_t ib) {
                 row(a + ia, b + ib, y + i * inner_);
@@ -444,6 +442,10 @@ public:
 private:
     enum Mode { kVV, kVS, kSV };
     void row(const float* a, const float* b, float* y) const { part(a, b, y, 0, inner_); }
+    // Rows [lo, hi) of a one-level broadcast (dims_.size() == 1).
+    void rows(const float* a, const float* b, float* y, int64_t lo, int64_t hi) const {
+        for (int64_t r = lo; r < hi; ++r) row(a + r * sa_[0], b + r * sb_[0], y + r * inner_);
+    }
     // Elements [o, o + n) of one row (a scalar operand stays at its one element).
     void part(const float* a, const float* b, float* y, int64_t o, int64_t n) const {
         switch (mode_) {

@@ -11,23 +11,6 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p) {
-    auto it = t.attrs.find("perm");
-    if (it == t.attrs.end()) {
-        p->resize(rank);
-        for (size_t i = 0; i < rank; ++i) (*p)[i] = int64_t(rank - 1 - i);
-        return true;
-    }
-    if (it->second.kind != Attr::kInts || it->second.ints.size() != rank) return false;
-    std::vector<char> seen(rank, 0);
-    for (int64_t v : it->second.ints) {
-        if (v < 0 || v >= int64_t(rank) || seen[size_t(v)]) return false;
-        seen[size_t(v)] = 1;
-    }
-    *p = it->second.ints;
-    return true;
-}
-
 // The Transpose producing v (read only by node `mi`), or -1.
 int transpose_into(const Graph& g, const Uses& u, int v, int mi) {
     if (v < 0 || !only_feeds(u, v, mi)) return -1;

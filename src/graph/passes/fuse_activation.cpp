@@ -46,25 +46,32 @@ bool parse_act(const Graph& g, const Node& a, Act* act) {
     return false;
 }
 
+// The Conv / Gemm / MatMul writing y (its only output, no activation fused yet) when its kernel
+// honours `act` as a fused activation (kernel_supports), else -1.
+int fusable_producer(const Graph& g, int y, const std::string& act) {
+    const int pi = g.values[size_t(y)].producer;
+    if (pi < 0) return -1;
+    const Node& p = g.nodes[size_t(pi)];
+    if (!is_op(p, "Conv") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) return -1;
+    if (p.outputs.size() != 1 || p.outputs[0] != y || p.attrs.count("_fused_act") || p.inputs.size() < 2)
+        return -1;
+    FusionKind k;
+    k.op = p.op;
+    k.act = act;
+    k.residual = attr_i(p, "_fused_residual", 0) != 0;
+    k.bias = attr_i(p, "_fused_bias", 0) != 0;
+    k.const_weight = const_of(g, p.inputs[1]) != nullptr;
+    return kernel_supports(k) ? pi : -1;
+}
+
 int fuse_one(Graph& g, const Uses& u, int ai, std::vector<char>& dead) {
     const Node& a = g.nodes[size_t(ai)];
     Act act;
     if (!parse_act(g, a, &act)) return 0;
     const int y = a.inputs[0];
     if (y < 0 || !is_f32(g, y) || !only_feeds(u, y, ai) || !same_dims(g, y, a.outputs[0])) return 0;
-    const int pi = g.values[size_t(y)].producer;
+    const int pi = fusable_producer(g, y, act.name);
     if (pi < 0) return 0;
-    const Node& p = g.nodes[size_t(pi)];
-    if (!is_op(p, "Conv") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) return 0;
-    if (p.outputs.size() != 1 || p.outputs[0] != y || p.attrs.count("_fused_act") || p.inputs.size() < 2)
-        return 0;
-    FusionKind k;
-    k.op = p.op;
-    k.act = act.name;
-    k.residual = attr_i(p, "_fused_residual", 0) != 0;
-    k.bias = attr_i(p, "_fused_bias", 0) != 0;
-    k.const_weight = const_of(g, p.inputs[1]) != nullptr;
-    if (!kernel_supports(k)) return 0;
     const int out = a.outputs[0];
     Node& pn = g.nodes[size_t(pi)];
     set_s(pn, "_fused_act", act.name);
@@ -91,19 +98,8 @@ int fuse_silu(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
         const Node& sg = g.nodes[size_t(si)];
         if (!is_op(sg, "Sigmoid") || sg.inputs.size() != 1 || sg.inputs[0] != y || sg.outputs.size() != 1) continue;
         if (u.pinned[size_t(y)] || u.count[size_t(y)] != 2 || !same_dims(g, y, m.outputs[0])) continue;
-        const int pi = g.values[size_t(y)].producer;
+        const int pi = fusable_producer(g, y, "Silu");
         if (pi < 0) continue;
-        const Node& p = g.nodes[size_t(pi)];
-        if (!is_op(p, "Conv") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) continue;
-        if (p.outputs.size() != 1 || p.outputs[0] != y || p.attrs.count("_fused_act") || p.inputs.size() < 2)
-            continue;
-        FusionKind k;
-        k.op = p.op;
-        k.act = "Silu";
-        k.residual = attr_i(p, "_fused_residual", 0) != 0;
-        k.bias = attr_i(p, "_fused_bias", 0) != 0;
-        k.const_weight = const_of(g, p.inputs[1]) != nullptr;
-        if (!kernel_supports(k)) return 0;
         const int out = m.outputs[0];
         set_s(g.nodes[size_t(pi)], "_fused_act", "Silu");
         retarget_output(g, pi, out);

@@ -50,18 +50,10 @@ int transpose_of_ones(Graph& g, int ni) {
     std::vector<int64_t> din, dout;
     if (!known_dims(g, n.inputs[0], &din) || !known_dims(g, n.outputs[0], &dout) || din.size() != dout.size())
         return 0;
-    auto it = n.attrs.find("perm");
     std::vector<int64_t> perm;
-    if (it == n.attrs.end()) {
-        for (size_t i = din.size(); i-- > 0;) perm.push_back(int64_t(i));
-    } else if (it->second.kind == Attr::kInts && it->second.ints.size() == din.size()) {
-        perm = it->second.ints;
-    } else {
-        return 0;
-    }
+    if (!perm_of(n, din.size(), &perm)) return 0;
     int64_t last = -1;
     for (int64_t a : perm) {
-        if (a < 0 || a >= int64_t(din.size())) return 0;
         if (din[size_t(a)] == 1) continue;
         if (a < last) return 0;
         last = a;

@@ -7,23 +7,6 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p) {
-    auto it = t.attrs.find("perm");
-    if (it == t.attrs.end()) {
-        p->resize(rank);
-        for (size_t i = 0; i < rank; ++i) (*p)[i] = int64_t(rank - 1 - i);
-        return true;
-    }
-    if (it->second.kind != Attr::kInts || it->second.ints.size() != rank) return false;
-    std::vector<char> seen(rank, 0);
-    for (int64_t v : it->second.ints) {
-        if (v < 0 || v >= int64_t(rank) || seen[size_t(v)]) return false;
-        seen[size_t(v)] = 1;
-    }
-    *p = it->second.ints;
-    return true;
-}
-
 int merge_one(Graph& g, const Uses& u, int t2, std::vector<char>& dead) {
     const Node& b = g.nodes[size_t(t2)];
     if (!is_op(b, "Transpose") || b.inputs.size() != 1 || b.outputs.size() != 1 || b.outputs[0] < 0) return 0;

@@ -58,6 +58,23 @@ bool scalar_of(const Graph& g, int v, double* out) {
     return true;
 }
 
+bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p) {
+    auto it = t.attrs.find("perm");
+    if (it == t.attrs.end()) {
+        p->resize(rank);
+        for (size_t i = 0; i < rank; ++i) (*p)[i] = int64_t(rank - 1 - i);
+        return true;
+    }
+    if (it->second.kind != Attr::kInts || it->second.ints.size() != rank) return false;
+    std::vector<char> seen(rank, 0);
+    for (int64_t v : it->second.ints) {
+        if (v < 0 || v >= int64_t(rank) || seen[size_t(v)]) return false;
+        seen[size_t(v)] = 1;
+    }
+    *p = it->second.ints;
+    return true;
+}
+
 bool same_dims(const Graph& g, int a, int b) {
     const auto& da = g.values[size_t(a)].dims;
     const auto& db = g.values[size_t(b)].dims;

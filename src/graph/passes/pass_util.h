@@ -42,6 +42,10 @@ bool channel_vector(const Tensor& c, const std::vector<Dim>& out, size_t axis, s
 // False when an input bound is not a constant scalar.
 bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi);
 
+// A Transpose's permutation for an input of `rank` axes (reversed when `perm` is absent); false
+// unless `perm` is a permutation of 0 .. rank - 1.
+bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p);
+
 // Adds a constant value named after `base` (made unique) and returns its id.
 int add_const(Graph& g, const std::string& base, Tensor t);
 

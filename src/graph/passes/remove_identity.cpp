@@ -1,7 +1,7 @@
 // Identity, and Dropout in inference (mask unused, training_mode absent or constant false, valid
-// ratio; or training_mode true with a constant ratio of 0), are removed: readers are rewired to the input. When the output is pinned (a graph
-// output or a subgraph capture), the input's producer is made to write it instead, if the input
-// is private to this node.
+// ratio; or training_mode true with a constant ratio of 0), are removed: readers are rewired to
+// the input. When the output is pinned (a graph output or a subgraph capture), the input's
+// producer is made to write it instead, if the input is private to this node.
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 
