@@ -10,7 +10,7 @@ namespace jiffy::kernels {
 void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                           const ConvEpi&, int64_t, int64_t, bool);
+                           const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
 void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 #if defined(__x86_64__)
 void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
@@ -18,18 +18,18 @@ void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t, int64_t, 
 void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                          const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                         const ConvEpi&, int64_t, int64_t, bool);
+                         const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
 void conv_nhwc_pw_avx2(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t, bool);
+                       const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
 #endif
 #if defined(__aarch64__)
 void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
-                       const ConvEpi&, int64_t, int64_t, bool);
+                       const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
 #endif
 
 namespace {
@@ -108,9 +108,12 @@ void NhwcDepthwise::pack(const float* W, const float* b, float* dst) const {
 }
 
 void NhwcDepthwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
-                        int64_t oy0, int64_t oy1, bool y_nchw) const {
+                        int64_t oy0, int64_t oy1, bool y_nchw, int64_t c0, int64_t c1) const {
+    if (c1 < 0) c0 = 0, c1 = g_.C;
     if (y_nchw && (res || !nhwc_dw_writes_nchw(g_))) return;  // callers check (ConvNhwc's prepare)
-    if (oy1 > oy0) dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1, y_nchw);
+    if (c1 - c0 != g_.C && !nhwc_dw_writes_nchw(g_)) return;
+    if (oy1 > oy0 && c1 > c0)
+        dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1, y_nchw, c0, c1);
 }
 
 }  // namespace jiffy::kernels

@@ -48,9 +48,11 @@ public:
     // (C planes of OH x OW): the sums are transposed in registers on the way out, so a chain's
     // depthwise whose readers are NCHW (detection heads) needs no Transpose after it. Only where
     // nhwc_dw_writes_nchw(geom()) and without a residual (ConvNhwc's prepare rejects the rest);
-    // otherwise nothing is written.
+    // otherwise nothing is written. Channels [c0, c1) only (c1 < 0: all; any range, but a part
+    // range only where nhwc_dw_writes_nchw(geom()), else nothing is written): the thread split of
+    // a channels-first output, whole planes per thread.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t oy0,
-             int64_t oy1, bool y_nchw = false) const;
+             int64_t oy1, bool y_nchw = false, int64_t c0 = 0, int64_t c1 = -1) const;
     const Conv2DGeom& geom() const { return g_; }
 
 private:
@@ -78,6 +80,7 @@ using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float*
                               const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1,
                               int64_t x_plane);
 using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
-                              const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw);
+                              const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw,
+                              int64_t c0, int64_t c1);
 
 }  // namespace jiffy::kernels

@@ -422,16 +422,18 @@ inline __attribute__((always_inline)) void nw_strip(const float* in, const float
 // strip, so that the input and output are swept front to back (the prefetchers follow; one channel
 // vector at a time over a row read every C-th line: 32 x 112x112 ~106 against ~76 us in NCHW).
 // YT: Y channels-first, planes of OH * OW floats (no residual).
+// Channels [c0, c1) only (the two-thread split of a channels-first output: each thread whole
+// planes, the same halves as the NCHW readers' own splits).
 template <int KW, int S, ConvAct A, bool YT>
 void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
-            const ConvEpi& e, int64_t oy0, int64_t oy1) {
+            const ConvEpi& e, int64_t oy0, int64_t oy1, int64_t c0, int64_t c1) {
     // R = 8 pixels per strip (6 for 5x5 stride 2). 3x3 stride 1 ran R = 16 until session 16:
     // R = 8 is 15-28% faster on planes of 30x40 and up (hot in L2, A/B in one process: 16 x
     // 120x160 70 -> 50 us, 32 x 60x80 31 -> 22, 144 x 56x56 97 -> 77), equal on smaller ones; 10
     // and 12 are as fast as 8, 14 as slow as 16 (the fully unrolled strip outgrows the op cache).
     constexpr int R = KW == 5 && S == 2 ? 6 : 8;
     const int64_t C = g.C, Cp = (C + 15) / 16 * 16, W = g.W, OW = g.OW, rstep = W * C;
-    const int64_t full = C / VL * VL, rest = C - full;
+    const int64_t full = c0 + (c1 - c0) / VL * VL, rest = c1 - full;
     const int64_t yplane = g.OH * OW, ypix = YT ? 1 : C, ych = YT ? yplane : 1;  // Y's strides
     const int64_t lo = std::min(OW, (g.pw + S - 1) / S);  // first pixel whose window starts inside
     const int64_t span = W - KW + g.pw;                    // last window start inside: ox * S - pw <= W - KW
@@ -457,10 +459,10 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
                                                                    rs ? rs + c : nullptr, ys + c * ych, n, nc, e,
                                                                    yplane);
             };
-            int64_t c0 = 0;
-            for (; c0 + 2 * VL <= full; c0 += 2 * VL)
-                vectors.template operator()<2, false>(c0, {ld(bias + c0), ld(bias + c0 + VL)}, VL);
-            if (c0 < full) vectors.template operator()<1, false>(c0, {ld(bias + c0)}, VL);
+            int64_t c = c0;
+            for (; c + 2 * VL <= full; c += 2 * VL)
+                vectors.template operator()<2, false>(c, {ld(bias + c), ld(bias + c + VL)}, VL);
+            if (c < full) vectors.template operator()<1, false>(c, {ld(bias + c)}, VL);
             if (rest) vectors.template operator()<1, true>(full, {ld_n(bias + full, rest)}, rest);
         };
         // A checked strip of R pixels over the left border, strips of R inside, checked strips of R
@@ -481,21 +483,24 @@ void nw_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
         row.template operator()<false>();
     }
     if constexpr (YT)
-        for (int64_t c = 0; c < C; ++c) deferred_act<A>(y + c * yplane + oy0 * OW, (oy1 - oy0) * OW, e);
+        for (int64_t c = c0; c < c1; ++c) deferred_act<A>(y + c * yplane + oy0 * OW, (oy1 - oy0) * OW, e);
+    else if (c1 - c0 == C)
+        deferred_act<A>(y + oy0 * OW * C, (oy1 - oy0) * OW * C, e);
     else
-        deferred_act<A>(y + oy0 * g.OW * g.C, (oy1 - oy0) * g.OW * g.C, e);
+        for (int64_t p = oy0 * OW; p < oy1 * OW; ++p) deferred_act<A>(y + p * C + c0, c1 - c0, e);
 }
 
 // y_nchw: Y channels-first (nhwc_dw_writes_nchw(g) holds; no residual).
+// Channels [c0, c1): only where nhwc_dw_writes_nchw(g) (else all, NhwcDepthwise::run checks).
 template <ConvAct A>
 void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
-            const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw) {
+            const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw, int64_t c0, int64_t c1) {
     if (nhwc_dw_writes_nchw(g)) {
         auto go = [&]<bool YT>() {
-            if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
-            if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
-            if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
-            return nw_act<5, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1);
+            if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
+            if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
+            if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
+            return nw_act<5, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
         };
         if (y_nchw) return go.template operator()<true>();
         return go.template operator()<false>();
@@ -508,8 +513,8 @@ void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* b
 }
 
 void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
-             const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw) {
-    with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw); });
+             const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw, int64_t c0, int64_t c1) {
+    with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw, c0, c1); });
 }
 
 // ------------------------------------------------------------------------- transpose
@@ -553,8 +558,9 @@ void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, i
 
 void JIFFY_CONV_CAT(conv_nhwc_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,
                                                       const float* bias, const float* res, float* y, const ConvEpi& e,
-                                                      int64_t oy0, int64_t oy1, bool y_nchw) {
-    nhwc_dw(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw);
+                                                      int64_t oy0, int64_t oy1, bool y_nchw, int64_t c0,
+                                                      int64_t c1) {
+    nhwc_dw(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw, c0, c1);
 }
 
 }  // namespace jiffy::kernels

@@ -1361,6 +1361,13 @@ public:
     // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (pool && chunks >= 2) pool_ = pool, chunks_ = chunks;
+        // A channels-first output of small planes splits by channels (whole planes per thread):
+        // split by rows, both threads write into every 7x7 plane's 3-4 cache lines, and the
+        // squeeze-excite readers (GlobalAveragePool, the channel scale) split by channels too.
+        // EfficientNet-B0's 1152 x 7x7: 120 -> 55 us at two threads; from 10x10 up the rows split
+        // stays (channels read each pixel's input in halves that the prefetchers fetch whole:
+        // 144 x 56x56 192 -> 308 us; 14x14 even). EfficientNet-B0 at 2T 0.95x, MobileNetV3 0.99x.
+        csplit_ = depthwise_ && y_nchw_ && g_.OH * g_.OW < 100;
     }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
@@ -1379,6 +1386,14 @@ public:
             };
             if (!pool_) {
                 part(0, total);
+                continue;
+            }
+            if (csplit_) {
+                pool_->parallel_for(chunks_, [&](int i) {
+                    int64_t c0, c1;
+                    chunk_range(g_.C, chunks_, i, 1, &c0, &c1);
+                    dw_.run(x, packed_.get(), r, y, epi_, 0, g_.OH, true, c0, c1);
+                });
                 continue;
             }
             pool_->parallel_for(chunks_, [&](int i) {
@@ -1404,6 +1419,7 @@ private:
     bool has_res_;
     int64_t x_plane_;  // > 0: X is NCHW (pointwise), planes of this many pixels
     bool y_nchw_;      // Y is NCHW (depthwise)
+    bool csplit_ = false;
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
     std::shared_ptr<float> packed_;
@@ -1889,8 +1905,21 @@ class GlobalAvgF32Kernel : public Kernel {
 public:
     GlobalAvgF32Kernel(int64_t planes, int64_t size)
         : planes_(planes), size_(size), isa_(kernels::active_isa()), fn_(kernels::global_avg_for(isa_)) {}
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (pool && chunks >= 2 && planes_ >= 2 * chunks) pool_ = pool, chunks_ = chunks;
+    }
     Status run(const void* const* in, void* const* out) const override {
-        fn_(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), planes_, size_);
+        const float* x = static_cast<const float*>(in[0]);
+        float* y = static_cast<float*>(out[0]);
+        if (!pool_) {
+            fn_(x, y, planes_, size_);
+            return {};
+        }
+        pool_->parallel_for(chunks_, [&](int i) {
+            int64_t b, e;
+            chunk_range(planes_, chunks_, i, 1, &b, &e);
+            if (e > b) fn_(x + b * size_, y + b, e - b, size_);
+        });
         return {};
     }
     std::string describe() const override { return std::string("global_avg ") + kernels::isa_name(isa_); }
@@ -1899,6 +1928,8 @@ private:
     int64_t planes_, size_;
     kernels::Isa isa_;
     kernels::GlobalAvgFn fn_;
+    ThreadPool* pool_ = nullptr;
+    int chunks_ = 1;
 };
 
 template <PoolKind K>
@@ -1917,7 +1948,12 @@ Status prep_global_pool(OpContext& ctx) {
     out.resize(x.size(), 1);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
     if (K == PoolKind::kAvg && ctx.in_dtype(0) == DType::kF32 && size > 0) {
-        ctx.set_kernel(std::make_unique<GlobalAvgF32Kernel>(planes, size));
+        auto k = std::make_unique<GlobalAvgF32Kernel>(planes, size);
+        // Split by planes from ~16 K values: after a split producer (a squeeze-excite block's
+        // depthwise conv) one thread alone reads half the input across cores (1152 x 7x7: 3 us at
+        // one thread, 9 at two unsplit). EfficientNet-B0 at 2T 0.975x.
+        k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 32 * planes * size));
+        ctx.set_kernel(std::move(k));
         return {};
     }
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {

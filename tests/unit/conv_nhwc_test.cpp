@@ -140,6 +140,26 @@ TEST(ConvNhwc, DepthwiseChannelsFirstOutputIsTheTransposedNhwc) {
                         << " channel " << c << " pixel " << p;
             for (size_t i = 0; i < 16; ++i) ASSERT_EQ(yf[i], -7.0f) << "wrote before the output";
             for (size_t i = size_t(16 + d.C * P); i < yf.size(); ++i) ASSERT_EQ(yf[i], -7.0f) << "wrote past the output";
+            // Channel ranges (the two-thread split of small planes): three parts cut at odd
+            // channels, each written alone, give the whole output bit for bit, channels-first and
+            // channels-last alike; an empty range writes nothing.
+            const int64_t c1 = d.C / 3, c2 = std::max(c1, d.C - 5);
+            for (bool yt : {true, false}) {
+                std::vector<float> yc(size_t(d.C * P) + 32, -7.0f);
+                float* y0 = yc.data() + 16;
+                k.run(xn.data(), packed.get(), nullptr, y0, e, 0, g.OH, yt, c2, d.C);
+                k.run(xn.data(), packed.get(), nullptr, y0, e, 0, g.OH, yt, c1, c1);
+                k.run(xn.data(), packed.get(), nullptr, y0, e, 0, g.OH, yt, 0, c1);
+                k.run(xn.data(), packed.get(), nullptr, y0, e, 0, g.OH, yt, c1, c2);
+                for (int64_t c = 0; c < d.C; ++c)
+                    for (int64_t p = 0; p < P; ++p)
+                        ASSERT_EQ(y0[yt ? c * P + p : p * d.C + c], yl[size_t(p * d.C + c)])
+                            << isa_name(isa) << " C " << d.C << " channels [" << c1 << ", " << c2 << ") "
+                            << (yt ? "channels-first" : "channels-last") << " channel " << c << " pixel " << p;
+                for (size_t i = 0; i < 16; ++i) ASSERT_EQ(yc[i], -7.0f) << "wrote before the output";
+                for (size_t i = size_t(16 + d.C * P); i < yc.size(); ++i)
+                    ASSERT_EQ(yc[i], -7.0f) << "wrote past the output";
+            }
         }
 }
 
