@@ -28,11 +28,12 @@ namespace jiffy::kernels {
 // SiLU: x * Sigmoid(x).
 enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh, kSilu };
 
-// Sigmoid, Tanh and SiLU run after a kernel's epilogue, in one vector pass over the rows it just
-// wrote (conv_impl.h's deferred_rows), not on the microkernel's registers.
-constexpr bool deferred_act_kind(ConvAct a) {
-    return a == ConvAct::kSigmoid || a == ConvAct::kTanh || a == ConvAct::kSilu;
-}
+// Sigmoid and Tanh run after a kernel's epilogue, in one vector pass over the rows it just wrote
+// (conv_impl.h's deferred_rows), not on the microkernel's registers. SiLU (EfficientNet, YOLO:
+// after nearly every conv) runs on the registers like the piecewise-linear ones: deferred, it
+// re-read every output it had stored (from L3 for the 112x112 layers) or paid a call per 32
+// values in the GEMM's block stores (see docs/benchmarks.md, session 19).
+constexpr bool deferred_act_kind(ConvAct a) { return a == ConvAct::kSigmoid || a == ConvAct::kTanh; }
 
 struct ConvEpi {
     ConvAct act = ConvAct::kNone;

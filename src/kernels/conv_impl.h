@@ -15,6 +15,9 @@
 #if (JIFFY_CONV_VL == 16 && defined(__AVX512F__)) || (JIFFY_CONV_VL == 8 && defined(__AVX2__))
 #include <immintrin.h>
 #endif
+#if JIFFY_CONV_VL == 4 && defined(__ARM_NEON)
+#include "kernels/arm/activation_neon.h"
+#endif
 
 #define JIFFY_CONV_CAT2(a, b) a##b
 #define JIFFY_CONV_CAT(a, b) JIFFY_CONV_CAT2(a, b)
@@ -69,6 +72,24 @@ inline void st_n(float* p, V v, int64_t n) {
 inline V vmax(V a, V b) { return a > b ? a : b; }
 inline V vmin(V a, V b) { return a < b ? a : b; }
 
+// x * Sigmoid(x): activation.h's vector form of this translation unit's ISA (the same values as
+// act_apply's SiLU, bit for bit), per lane through act_scalar where there is none.
+inline V silu_vec(V v) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    return (V)silu_v512((__m512)v);
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+    return (V)silu_v256((__m256)v);
+#elif JIFFY_CONV_VL == 4 && defined(__ARM_NEON)
+    return (V)silu_v128((float32x4_t)v);
+#else
+    Activation a;
+    a.kind = ActKind::kSilu;
+    V r;
+    for (int i = 0; i < VL; ++i) r[i] = act_scalar(a, v[i]);
+    return r;
+#endif
+}
+
 template <ConvAct A>
 inline V act_raw_v(V v, const ConvEpi& e) {
     if constexpr (A == ConvAct::kRelu) return vmax(v, V{});
@@ -78,6 +99,7 @@ inline V act_raw_v(V v, const ConvEpi& e) {
         return vmin(vmax(v * e.alpha + e.beta, V{}), bc(1.0f));
     else if constexpr (A == ConvAct::kHardSwish)
         return v * vmin(vmax(v * (1.0f / 6.0f) + 0.5f, V{}), bc(1.0f));
+    else if constexpr (A == ConvAct::kSilu) return silu_vec(v);
     else return v;
 }
 
@@ -101,8 +123,8 @@ inline V act_v(V v, const ConvEpi& e) {
 }
 
 // f(std::integral_constant<ConvAct, A>{}) with A the instantiation a kernel uses for `act`: the
-// activations applied on the registers as themselves, kNone for none and for Sigmoid / Tanh /
-// SiLU (left to deferred_act). The one switch of every kernel family's activation dispatch.
+// activations applied on the registers as themselves (SiLU too), kNone for none and for Sigmoid /
+// Tanh (left to deferred_act). The one switch of every kernel family's activation dispatch.
 template <typename F>
 inline decltype(auto) with_act(ConvAct act, F&& f) {
     switch (act) {
@@ -111,15 +133,16 @@ inline decltype(auto) with_act(ConvAct act, F&& f) {
         case ConvAct::kClip: return f(std::integral_constant<ConvAct, ConvAct::kClip>{});
         case ConvAct::kHardSigmoid: return f(std::integral_constant<ConvAct, ConvAct::kHardSigmoid>{});
         case ConvAct::kHardSwish: return f(std::integral_constant<ConvAct, ConvAct::kHardSwish>{});
+        case ConvAct::kSilu: return f(std::integral_constant<ConvAct, ConvAct::kSilu>{});
         default: return f(std::integral_constant<ConvAct, ConvAct::kNone>{});
     }
 }
 
-// Sigmoid / Tanh / SiLU (then the clamp where asked) over n floats in place: the vector forms of
+// Sigmoid / Tanh (then the clamp where asked) over n floats in place: the vector forms of
 // kernels/activation.h (~1e-7 relative) of this translation unit's ISA.
 inline void deferred_rows(float* y, int64_t n, const ConvEpi& e) {
     Activation a;
-    a.kind = e.act == ConvAct::kSigmoid ? ActKind::kSigmoid : e.act == ConvAct::kTanh ? ActKind::kTanh : ActKind::kSilu;
+    a.kind = e.act == ConvAct::kSigmoid ? ActKind::kSigmoid : ActKind::kTanh;
 #if JIFFY_CONV_VL == 16
     act_apply_avx512(a, y, y, n);
 #elif JIFFY_CONV_VL == 8
@@ -171,7 +194,7 @@ void epi_row(float* y, const float* r, int64_t n, const ConvEpi& e) {
     }
 }
 
-// The Sigmoid / Tanh / SiLU that kernels instantiated with A = kNone leave to one pass over their
+// The Sigmoid / Tanh that kernels instantiated with A = kNone leave to one pass over their
 // output (n contiguous floats, already biased and residual-added); nothing for the other
 // activations, which ran in the kernel.
 template <ConvAct A>
@@ -353,9 +376,9 @@ void ukr(int64_t kc, const float* __restrict a, const float* __restrict b, float
             store_block<mr, ConvAct::kHardSwish, PART>(c0, c1, C, ldc, R, e, nv);
             break;
         case ConvAct::kNone: store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv); break;
+        case ConvAct::kSilu: store_block<mr, ConvAct::kSilu, PART>(c0, c1, C, ldc, R, e, nv); break;
         case ConvAct::kSigmoid:
         case ConvAct::kTanh:
-        case ConvAct::kSilu:
             store_block<mr, ConvAct::kNone, PART>(c0, c1, C, ldc, R, e, nv);
             for (int i = 0; i < mr; ++i) deferred_rows(C + i * ldc, nv, e);
             break;
