@@ -1,7 +1,8 @@
 // 2-D float32 MaxPool / AveragePool over NCHW planes (the pools' fast path). Separable: per
 // output row, the valid input rows are reduced into a row buffer padded left and right with the
 // reduction's identity (-inf / 0), then each output column reduces kw entries of that buffer at
-// stride sw (compiled for kw 1-3, sw 1-2, dilation 1; any other width through a generic loop).
+// stride sw (compiled for kw 1-3, sw 1-2, and kw 5, sw 1; dilation 1; any other width through a
+// generic loop).
 // Padding, ceil_mode and dilation are resolved at prepare into per-row tables (Pool2d below), so
 // every window shape ONNX allows runs here except MaxPool's Indices output. Max ignores NaN like
 // the reference (a NaN never wins `v > best`); Average divides the float sum by the row count

@@ -23,6 +23,20 @@ void pool_vertical(const float* __restrict x, int64_t W, int64_t first, int64_t 
                        : (r0[i] + r1[i]) + r2[i];
         return;
     }
+    if (MAX && (n == 4 || n == 5)) {  // 5-row windows (YOLO's SPPF): one pass, same order as below
+        const float* __restrict r1 = r0 + dh * W;
+        const float* __restrict r2 = r1 + dh * W;
+        const float* __restrict r3 = r2 + dh * W;
+        if (n == 4) {
+            for (int64_t i = 0; i < W; ++i)
+                t[i] = pool_max(r3[i], pool_max(r2[i], pool_max(r1[i], pool_max(r0[i], -INFINITY))));
+            return;
+        }
+        const float* __restrict r4 = r3 + dh * W;
+        for (int64_t i = 0; i < W; ++i)
+            t[i] = pool_max(r4[i], pool_max(r3[i], pool_max(r2[i], pool_max(r1[i], pool_max(r0[i], -INFINITY)))));
+        return;
+    }
     for (int64_t i = 0; i < W; ++i) t[i] = MAX ? pool_max(r0[i], -INFINITY) : r0[i];
     for (int64_t r = 1; r < n; ++r) {
         const float* __restrict rr = r0 + r * dh * W;
@@ -62,6 +76,7 @@ PoolHFn pool_pick_h(int64_t kw, int64_t sw, int64_t dw) {
         if (kw == 1) return pool_horizontal<MAX, 1, 1>;
         if (kw == 2) return pool_horizontal<MAX, 2, 1>;
         if (kw == 3) return pool_horizontal<MAX, 3, 1>;
+        if (kw == 5) return pool_horizontal<MAX, 5, 1>;  // YOLO's SPPF (5x5, stride 1, pad 2)
     } else if (sw == 2) {
         if (kw == 1) return pool_horizontal<MAX, 1, 2>;
         if (kw == 2) return pool_horizontal<MAX, 2, 2>;

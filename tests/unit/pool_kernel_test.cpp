@@ -132,6 +132,9 @@ const std::vector<PoolCase>& pool_cases() {
         {3, 1, 50, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, false},
         {3, 1, 67, 1, 5, 1, 1, 1, 1, 0, 2, 0, 2, true},
         {2, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false},
+        // YOLO's SPPF (5x5, stride 1, pad 2: the compiled kw 5 and the 4- / 5-row vertical pass)
+        {4, 10, 10, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false},
+        {3, 9, 21, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, true},
     };
     return cases;
 }
