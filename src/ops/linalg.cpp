@@ -1672,10 +1672,7 @@ public:
             int64_t base = 0;
             for (int d = 0; d < r - 1; ++d) base += ax_[size_t(d)].off[size_t(ax_[size_t(d)].first[size_t(idx[d])])];
             row_base_.push_back(base);
-            for (int d = r - 2; d >= 0; --d) {
-                if (++idx[d] < out_[size_t(d)]) break;
-                idx[d] = 0;
-            }
+            next_row(idx);
         }
     }
 
@@ -1747,15 +1744,20 @@ public:
                 }
                 idx[r - 1] = 0;
             }
-            for (int d = r - 2; d >= 0; --d) {
-                if (++idx[d] < out_[size_t(d)]) break;
-                idx[d] = 0;
-            }
+            next_row(idx);
         }
         return {};
     }
 
 private:
+    // The next output row's index on the outer axes (all but the last), row-major.
+    void next_row(int64_t* idx) const {
+        for (int d = int(out_.size()) - 2; d >= 0; --d) {
+            if (++idx[d] < out_[size_t(d)]) break;
+            idx[d] = 0;
+        }
+    }
+
     // Linear / cubic float32 resizes whose outer axes (all but the last two) take one input index
     // with weight 1 (an image resize: scale 1 on N and C) and with no extrapolated points run
     // separably per output row: the row's taps down the plane's columns into a row of the input's
