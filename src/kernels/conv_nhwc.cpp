@@ -116,4 +116,17 @@ void NhwcDepthwise::run(const float* x, const float* packed, const float* res, f
         dw_for(isa_)(g_, x, packed, packed + g_.kh * g_.kw * Cp_, res, y, epi, oy0, oy1, y_nchw, c0, c1);
 }
 
+void NhwcDepthwise::run_band(const float* x, int64_t h0, int64_t h1, const float* packed, float* y,
+                             const ConvEpi& epi, int64_t oy0, int64_t oy1, bool y_nchw) const {
+    if (y_nchw && !nhwc_dw_writes_nchw(g_)) return;
+    if (oy1 <= oy0) return;
+    // The band as an image of h1 - h0 rows whose padding above is h0 rows deeper: every output
+    // row's first input row, oy * sh - ph, lands on the band's row oy * sh - ph - h0; the output
+    // keeps the whole image's rows and strides.
+    Conv2DGeom g = g_;
+    g.H = h1 - h0;
+    g.ph = g_.ph + h0;
+    dw_for(isa_)(g, x, packed, packed + g_.kh * g_.kw * Cp_, nullptr, y, epi, oy0, oy1, y_nchw, 0, g_.C);
+}
+
 }  // namespace jiffy::kernels

@@ -53,6 +53,12 @@ public:
     // a channels-first output, whole planes per thread.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t oy0,
              int64_t oy1, bool y_nchw = false, int64_t c0 = 0, int64_t c1 = -1) const;
+    // As run, but x holds only the image's input rows [h0, h1) (a band, rows W * C floats apart:
+    // the expand 1x1 before it wrote just those; ConvNhwcBand). Output rows [oy0, oy1) read no
+    // row outside it: h0 <= oy0 * sh - ph (or 0) and h1 >= (oy1 - 1) * sh - ph + (kh - 1) * dh + 1
+    // (or H). The same sums as run on the whole image.
+    void run_band(const float* x, int64_t h0, int64_t h1, const float* packed, float* y, const ConvEpi& epi,
+                  int64_t oy0, int64_t oy1, bool y_nchw = false) const;
     const Conv2DGeom& geom() const { return g_; }
 
 private:

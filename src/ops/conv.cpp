@@ -269,9 +269,11 @@ std::vector<XRange> build_xr(const Geom& g, bool transpose) {
 // ---------------------------------------------------------------- Conv
 
 // Reads the fused-epilogue attributes; *has_res reports the residual input 3.
-Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
+// The fused activation and clamp: attributes `prefix`_fused_act / _alpha / _beta / _lo / _hi
+// (prefix "": the conv's own; "_pw": ConvNhwcBand's expand 1x1).
+Status parse_fused_act(const OpContext& ctx, const std::string& prefix, kernels::ConvEpi* e) {
     using kernels::ConvAct;
-    const std::string act = ctx.attr_str("_fused_act", "");
+    const std::string act = ctx.attr_str((prefix + "_fused_act").c_str(), "");
     float da = 0, db = 0;
     if (act.empty()) e->act = ConvAct::kNone;
     else if (act == "Relu") e->act = ConvAct::kRelu;
@@ -285,18 +287,23 @@ Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
     else if (act == "Tanh") e->act = ConvAct::kTanh;
     else if (act == "Silu") e->act = ConvAct::kSilu;
     else
-        return ctx.fail("_fused_act must be Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, ",
+        return ctx.fail(prefix, "_fused_act must be Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, ",
                         "Sigmoid, Tanh or Silu, got '", act, "'");
-    e->alpha = ctx.attr_float("_fused_alpha", da);
-    e->beta = ctx.attr_float("_fused_beta", db);
+    e->alpha = ctx.attr_float((prefix + "_fused_alpha").c_str(), da);
+    e->beta = ctx.attr_float((prefix + "_fused_beta").c_str(), db);
     const float inf = std::numeric_limits<float>::infinity();
-    e->lo = ctx.attr_float("_fused_lo", -inf);
-    e->hi = ctx.attr_float("_fused_hi", inf);
+    e->lo = ctx.attr_float((prefix + "_fused_lo").c_str(), -inf);
+    e->hi = ctx.attr_float((prefix + "_fused_hi").c_str(), inf);
     e->clamp = e->lo != -inf || e->hi != inf;
     if (e->clamp && e->act == ConvAct::kNone)
-        return ctx.fail("_fused_lo / _fused_hi need a _fused_act");
+        return ctx.fail(prefix, "_fused_lo / ", prefix, "_fused_hi need a ", prefix, "_fused_act");
     if (std::isnan(e->lo) || std::isnan(e->hi))
-        return ctx.fail("_fused_lo / _fused_hi must not be NaN");
+        return ctx.fail(prefix, "_fused_lo / ", prefix, "_fused_hi must not be NaN");
+    return {};
+}
+
+Status parse_fused(const OpContext& ctx, kernels::ConvEpi* e, bool* has_res) {
+    JIFFY_RETURN_IF_ERROR(parse_fused_act(ctx, "", e));
     *has_res = ctx.attr_int("_fused_residual", 0) != 0;
     if (!*has_res && ctx.num_inputs() > 3)
         return ctx.fail("has ", ctx.num_inputs(), " inputs; at most 3 without _fused_residual");
@@ -1485,6 +1492,170 @@ Status prep_ConvNhwc(OpContext& ctx) {
     return {};
 }
 
+// ---------------------------------------------------------------- ConvNhwcBand
+// ConvNhwcBand (domain "jiffy", made by the fuse_conv_band pass; docs/layout.md): a channels-last
+// expand 1x1 and the depthwise conv that is its only reader, run band by band so that the
+// expanded tensor (MobileNet's and EfficientNet's 96 x 112x112, 4.8 MB) never leaves L2: the 1x1
+// writes a few rows of it into a scratch band, the depthwise reads them back from L2 and writes
+// its output rows, the band's last kh - sh rows move to its front for the next output rows.
+// Inputs X (N x H x W x K, or N x K x H x W with _pw_x_nchw = 1), W1 (M x K x 1 x 1), B1 (M, may
+// be empty), W2 (M x 1 x kh x kw), B2 (M, may be empty); all weights constant. The depthwise's
+// attributes (strides, pads, dilations, group = M, _fused_act ..., _y_nchw) as in ConvNhwc; the
+// 1x1's epilogue as _pw_fused_act / _pw_fused_alpha / _pw_fused_beta / _pw_fused_lo / _pw_fused_hi.
+// Y is the depthwise's output, channels-last (N x OH x OW x M) or with _y_nchw channels-first.
+// The same sums as the two ConvNhwc steps, bit for bit.
+class ConvNhwcBandKernel : public Kernel {
+public:
+    ConvNhwcBandKernel(int64_t N, int64_t K, kernels::Conv2DGeom g, const float* W1, const float* B1,
+                       const float* W2, const float* B2, kernels::ConvEpi pw_epi, kernels::ConvEpi dw_epi,
+                       bool x_nchw, bool y_nchw, int64_t band_bytes)
+        : N_(N), K_(K), g_(g), pw_epi_(pw_epi), dw_epi_(dw_epi), x_nchw_(x_nchw), y_nchw_(y_nchw) {
+        const kernels::Isa isa = kernels::active_isa();
+        pw_ = kernels::NhwcPointwise(isa, K, g.M);
+        dw_ = kernels::NhwcDepthwise(isa, g);
+        pw_packed_ = kernels::alloc_weights(pw_.packed_floats());
+        dw_packed_ = kernels::alloc_weights(dw_.packed_floats());
+        pw_.pack(W1, B1, pw_packed_.get());
+        dw_.pack(W2, B2, dw_packed_.get());
+        // Output rows per band: as many as keep the band's input rows within band_bytes (at least
+        // one output row's kh rows).
+        ext_ = (g.kh - 1) * g.dh + 1;
+        const int64_t row_bytes = g.W * g.M * int64_t(sizeof(float));
+        const int64_t fit = std::max<int64_t>(ext_, band_bytes / std::max<int64_t>(1, row_bytes));
+        orows_ = std::max<int64_t>(1, (fit - ext_) / g.sh + 1);
+        band_rows_ = std::min(g.H, (orows_ - 1) * g.sh + ext_);
+    }
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (pool && chunks >= 2) pool_ = pool, chunks_ = chunks;
+    }
+    // After set_parallel: a band per part in the plan's shared scratch.
+    void bind_scratch(SharedScratch* s) {
+        scr_ = s;
+        band_floats_ = (band_rows_ * g_.W * g_.M + 15) / 16 * 16;
+        s->reserve(size_t(band_floats_) * size_t(pool_ ? chunks_ : 1));
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        float* Y = static_cast<float*>(out[0]);
+        const int64_t in_img = g_.H * g_.W * K_, out_img = g_.OH * g_.OW * g_.M;
+        float* scratch = scr_->data();
+        for (int64_t n = 0; n < N_; ++n) {
+            const float* x = X + n * in_img;
+            float* y = Y + n * out_img;
+            if (!pool_) {
+                rows(x, y, scratch, 0, g_.OH);
+                continue;
+            }
+            pool_->parallel_for(chunks_, [&](int i) {
+                int64_t b, e;
+                chunk_range(g_.OH, chunks_, i, 1, &b, &e);
+                rows(x, y, scratch + i * band_floats_, b, e);
+            });
+        }
+        return {};
+    }
+    std::string describe() const override {
+        return std::string("conv_nhwc_1x1+dw band ") + std::to_string(orows_) + " rows" +
+               (x_nchw_ ? " nchw-in" : "") + (y_nchw_ ? " nchw-out" : "") +
+               (pool_ ? " x" + std::to_string(chunks_) + " threads by rows " : " ") +
+               kernels::isa_name(kernels::active_isa());
+    }
+
+private:
+    // Output rows [oy0, oy1) of one image, band after band in `band` (band_rows_ rows of W * M).
+    void rows(const float* x, float* y, float* band, int64_t oy0, int64_t oy1) const {
+        const int64_t rowf = g_.W * g_.M, x_row = x_nchw_ ? g_.W : g_.W * K_, x_plane = x_nchw_ ? g_.H * g_.W : 0;
+        int64_t h0 = 0, h1 = 0;  // the image rows the band holds
+        for (int64_t oy = oy0; oy < oy1; oy += orows_) {
+            const int64_t o1 = std::min(oy1, oy + orows_);
+            const int64_t need0 = std::min(g_.H, std::max<int64_t>(0, oy * g_.sh - g_.ph));
+            const int64_t need1 = std::max(need0, std::min(g_.H, (o1 - 1) * g_.sh - g_.ph + ext_));
+            // Rows [need0, h1) were made for the previous output rows: moved to the front.
+            int64_t keep = 0;
+            if (h1 > need0 && h0 <= need0) {
+                keep = std::min(h1, need1) - need0;
+                if (need0 > h0) std::memmove(band, band + (need0 - h0) * rowf, size_t(keep * rowf) * sizeof(float));
+            }
+            const int64_t start = need0 + keep;
+            if (need1 > start)
+                pw_.run(x + start * x_row, pw_packed_.get(), nullptr, band + keep * rowf, pw_epi_, 0,
+                        (need1 - start) * g_.W, x_plane);
+            h0 = need0, h1 = need1;
+            dw_.run_band(band, h0, h1, dw_packed_.get(), y, dw_epi_, oy, o1, y_nchw_);
+        }
+    }
+
+    int64_t N_, K_;
+    kernels::Conv2DGeom g_;  // the depthwise's (C = M: the 1x1's output channels)
+    kernels::ConvEpi pw_epi_, dw_epi_;
+    bool x_nchw_, y_nchw_;
+    int64_t ext_ = 1;        // input rows one output row reads: (kh - 1) * dh + 1
+    int64_t orows_ = 1;      // output rows per band
+    int64_t band_rows_ = 1;  // input rows a band holds at most
+    int64_t band_floats_ = 0;
+    kernels::NhwcPointwise pw_;
+    kernels::NhwcDepthwise dw_;
+    std::shared_ptr<float> pw_packed_, dw_packed_;
+    ThreadPool* pool_ = nullptr;
+    int chunks_ = 1;
+    SharedScratch* scr_ = nullptr;
+};
+
+// The band size (bytes of the expanded tensor's rows held at once): env JIFFY_BAND_KB, else 256 KiB.
+int64_t conv_band_bytes() {
+    const char* e = std::getenv("JIFFY_BAND_KB");
+    const long kb = e ? std::strtol(e, nullptr, 10) : 256;
+    return int64_t(kb > 0 ? kb : 1) * 1024;
+}
+
+Status prep_ConvNhwcBand(OpContext& ctx) {
+    if (ctx.num_inputs() != 5 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(3))
+        return ctx.fail("needs inputs X, W1, B1 (may be empty), W2, B2 (may be empty); got ", ctx.num_inputs());
+    for (int i = 0; i < 5; ++i)
+        if (ctx.has_input(i) && ctx.in_dtype(i) != DType::kF32)
+            return ctx.fail_unsupported("input ", i, " must be float32");
+    for (int i = 1; i < 5; ++i)
+        if (ctx.has_input(i) && !ctx.in_const(i)) return ctx.fail("input ", i, " (a weight or bias) must be a constant");
+    const Shape& x = ctx.in_shape(0);
+    const Shape& w1 = ctx.in_shape(1);
+    const Shape& w2 = ctx.in_shape(3);
+    const bool x_nchw = ctx.attr_int("_pw_x_nchw", 0) != 0, y_nchw = ctx.attr_int("_y_nchw", 0) != 0;
+    if (x.size() != 4)
+        return ctx.fail("X must be ", x_nchw ? "N x K x H x W" : "N x H x W x K", ", got shape ", shape_str(x));
+    const int64_t N = x[0], K = x_nchw ? x[1] : x[3], H = x_nchw ? x[2] : x[1], Wd = x_nchw ? x[3] : x[2];
+    if (w1.size() != 4 || w1[1] != K || w1[2] != 1 || w1[3] != 1)
+        return ctx.fail("W1 must be M x ", K, " x 1 x 1 (the expand 1x1), got shape ", shape_str(w1));
+    const int64_t M = w1[0];
+    if (w2.size() != 4 || w2[0] != M || w2[1] != 1)
+        return ctx.fail("W2 must be ", M, " x 1 x kh x kw (the depthwise), got shape ", shape_str(w2));
+    if (ctx.attr_int("group", 1) != M) return ctx.fail("group must be ", M, " (depthwise), got ", ctx.attr_int("group", 1));
+    if (ctx.has_input(2)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 2, "B1", M));
+    if (ctx.has_input(4)) JIFFY_RETURN_IF_ERROR(expect_vec(ctx, 4, "B2", M));
+    if (const Attr* a = ctx.attr("kernel_shape"); a && a->ints != Shape{w2[2], w2[3]})
+        return ctx.fail("kernel_shape ", ints_str(a->ints), " does not match W2's kernel dims");
+    Geom g;
+    JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, Shape{H, Wd}, Shape{w2[2], w2[3]}, false, &g));
+    kernels::Conv2DGeom geo = conv2d_geom(g);
+    geo.C = geo.M = M;
+    kernels::ConvEpi pw_epi, dw_epi;
+    JIFFY_RETURN_IF_ERROR(parse_fused_act(ctx, "_pw", &pw_epi));
+    JIFFY_RETURN_IF_ERROR(parse_fused_act(ctx, "", &dw_epi));
+    if (ctx.attr_int("_fused_residual", 0) != 0) return ctx.fail_unsupported("ConvNhwcBand takes no _fused_residual");
+    if (y_nchw && !kernels::nhwc_dw_writes_nchw(geo))
+        return ctx.fail_unsupported("_y_nchw (an NCHW Y) only for a 3x3 or 5x5 depthwise of stride 1 or 2");
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, y_nchw ? Shape{N, M, geo.OH, geo.OW} : Shape{N, geo.OH, geo.OW, M}));
+    auto k = std::make_unique<ConvNhwcBandKernel>(
+        N, K, geo, ctx.in_const(1)->as<float>(), ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr,
+        ctx.in_const(3)->as<float>(), ctx.has_input(4) ? ctx.in_const(4)->as<float>() : nullptr, pw_epi, dw_epi,
+        x_nchw, y_nchw, conv_band_bytes());
+    // Threads as the two steps would: the 1x1's FLOPs and the depthwise's x3 (prep_ConvNhwc).
+    const int64_t flops = 2 * N * H * Wd * K * M + 3 * 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw;
+    k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops));
+    k->bind_scratch(ctx.options().scratch.get());
+    ctx.set_kernel(std::move(k));
+    return {};
+}
+
 Status prep_ConvTranspose(OpContext& ctx) {
     Shape kernel;
     JIFFY_RETURN_IF_ERROR(check_conv_inputs(ctx, &kernel));
@@ -2464,6 +2635,7 @@ void register_conv_ops(OpRegistry& r) {
     r.add("Conv", prep_Conv);
     r.add("ConvTranspose", prep_ConvTranspose);
     r.add("ConvNhwc", prep_ConvNhwc, "jiffy");
+    r.add("ConvNhwcBand", prep_ConvNhwcBand, "jiffy");
     r.add("MaxPool", prep_pool<PoolKind::kMax>);
     r.add("AveragePool", prep_pool<PoolKind::kAvg>);
     r.add("LpPool", prep_pool<PoolKind::kLp>);

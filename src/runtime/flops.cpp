@@ -18,6 +18,9 @@ int64_t step_flops(const StepInfo& s) {
         if ((s.op == "Conv" || s.op == "ConvNhwc") && s.in_shapes.size() >= 2) {  // ConvNhwc: the same count
             const Shape& w = s.in_shapes[1];  // M x C/g x k...
             total += 2 * prod(y) * prod(w, 1);
+        } else if (s.op == "ConvNhwcBand" && s.in_shapes.size() >= 4 && !s.in_shapes[1].empty()) {
+            // The expand 1x1 (X's pixels x K x M) and the depthwise (Y x kh x kw).
+            total += 2 * prod(x) * s.in_shapes[1][0] + 2 * prod(y) * prod(s.in_shapes[3], 1);
         } else if (s.op == "ConvTranspose" && s.in_shapes.size() >= 2) {
             const Shape& w = s.in_shapes[1];  // C x M/g x k...
             total += 2 * prod(x) * prod(w, 1);

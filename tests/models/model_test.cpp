@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "kernels/cpu.h"
@@ -140,6 +141,40 @@ TEST(ConvStemModels, DirectWhereItPays) {
             ASSERT_GE(plan->steps.size(), 2u);
             const std::string k1 = plan->steps[1].kernel ? plan->steps[1].kernel->describe() : "";
             EXPECT_EQ(k1.rfind("conv_nhwc_dw", 0), 0u) << w.model << ": step 1 " << k1;
+        }
+    }
+}
+
+// MobileNetV2's three expand 1x1s over tensors past L2 (96 x 112x112, 144 x 56x56 twice) run band
+// by band with their depthwise convs (jiffy::ConvNhwcBand, fuse_conv_band): bitwise the outputs of
+// the two-step plan (JIFFY_BAND=0), at one thread and at two.
+TEST(ConvBandModels, MobileNetV2ExpansionsRunInBands) {
+    RefCase rc;
+    Status st = load_ref_inputs("mobilenetv2", &rc);
+    ASSERT_TRUE(st.ok()) << st.message();
+    for (int threads : {1, 2}) {
+        rc.opt.threads = threads;
+        std::vector<std::pair<std::string, Tensor>> banded, steps;
+        std::shared_ptr<const Plan> plan;
+        st = run_model(rc.model_path, rc, &plan, &banded);
+        ASSERT_TRUE(st.ok()) << st.message();
+        int bands = 0;
+        for (const auto& step : plan->steps)
+            bands += step.kernel && step.kernel->describe().rfind("conv_nhwc_1x1+dw band", 0) == 0;
+        EXPECT_EQ(bands, 3) << threads << " thread(s)";
+        setenv("JIFFY_BAND", "0", 1);
+        st = run_model(rc.model_path, rc, &plan, &steps);
+        unsetenv("JIFFY_BAND");
+        ASSERT_TRUE(st.ok()) << st.message();
+        int left = 0;
+        for (const auto& step : plan->steps)
+            left += step.kernel && step.kernel->describe().find(" band ") != std::string::npos;
+        EXPECT_EQ(left, 0);
+        ASSERT_EQ(banded.size(), steps.size());
+        for (size_t i = 0; i < banded.size(); ++i) {
+            ASSERT_EQ(banded[i].second.nbytes(), steps[i].second.nbytes());
+            EXPECT_EQ(std::memcmp(banded[i].second.data(), steps[i].second.data(), banded[i].second.nbytes()), 0)
+                << banded[i].first << " differs from the two-step plan at " << threads << " thread(s)";
         }
     }
 }

@@ -91,10 +91,10 @@ struct ScopedPasses {
 
 // Compiles and runs; outputs in order. Fails the test on error.
 std::vector<Tensor> run(const Graph& g, const std::map<std::string, Tensor>& feeds, bool passes,
-                        std::shared_ptr<const Plan>* plan_out = nullptr) {
+                        std::shared_ptr<const Plan>* plan_out = nullptr, const CompileOptions& opt = {}) {
     ScopedPasses sp(passes);
     std::shared_ptr<const Plan> plan;
-    Status st = compile_graph(g, CompileOptions{}, &plan);
+    Status st = compile_graph(g, opt, &plan);
     EXPECT_TRUE(st.ok()) << st.message();
     if (!st.ok()) return {};
     Session s(plan);
@@ -1247,4 +1247,180 @@ TEST(Passes, ChannelsLastChainWithBatchAndResidual) {
     b.output(b.node("Conv", {d1, w2, -1, x}, {2, 24, 7, 9}, {{"_fused_residual", ai(1)}}));
     Graph g = check_pass(b, passes::layout_nhwc, 2);
     EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "Transpose"}));
+}
+
+// ---------------------------------------------------------------- fuse_conv_band
+
+struct ScopedEnv {
+    std::string name;
+    ScopedEnv(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
+    ~ScopedEnv() { unsetenv(name.c_str()); }
+};
+
+// Depthwise k x k (stride s, pad k / 2, group C) on [N, C, H, W].
+int dw_k(Builder& b, int x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, uint32_t seed,
+         Attrs extra = {}) {
+    int w = b.constant("Wk" + std::to_string(seed), rnd({C, 1, k, k}, seed, 0.5f));
+    int bias = b.constant("Bk" + std::to_string(seed), rnd({C}, seed + 1));
+    const int64_t p = k / 2;
+    Attrs a = {{"kernel_shape", aints({k, k})}, {"pads", aints({p, p, p, p})}, {"strides", aints({s, s})},
+               {"group", ai(C)}};
+    for (auto& [key, v] : extra) a[key] = v;
+    return b.node("Conv", {x, w, bias}, {N, C, (H + 2 * p - k) / s + 1, (W + 2 * p - k) / s + 1}, a);
+}
+
+// Compiles (all passes) and runs with `threads`; the plan's step kernels' descriptions.
+std::vector<Tensor> run_threads(const Builder& b, int threads, std::vector<std::string>* kernels) {
+    CompileOptions opt;
+    opt.threads = threads;
+    opt.parallel_min_flops = 0;  // every op that can split does
+    std::shared_ptr<const Plan> plan;
+    std::vector<Tensor> r = run(b.g, b.feeds, true, &plan, opt);
+    if (kernels && plan)
+        for (const auto& step : plan->steps) kernels->push_back(step.kernel->describe());
+    return r;
+}
+
+void expect_bitwise(const std::vector<Tensor>& got, const std::vector<Tensor>& want, const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t o = 0; o < got.size(); ++o) {
+        ASSERT_EQ(got[o].shape(), want[o].shape()) << what;
+        ASSERT_EQ(std::memcmp(got[o].data(), want[o].data(), got[o].nbytes()), 0) << what << ", output " << o;
+    }
+}
+
+// An expand 1x1 and its depthwise (MobileNet's inverted residual block) become one ConvNhwcBand
+// once the expanded tensor reaches JIFFY_BAND_MIN_KB (0 here: every pair): the 1x1 writes a band
+// of rows, the depthwise reads it, the band's overlap rows move to its front. Bands from one output
+// row (1 KiB: every overlap moved) to the whole image, stride 1 and 2, 3x3 and 5x5, a channel count
+// off the vector width (40), odd planes, batch 2, an NCHW entry read in place and a channels-first
+// exit, one and two threads: the same outputs bit for bit as the two ConvNhwc steps.
+TEST(Passes, ExpandAndDepthwiseRunBandByBand) {
+    ScopedEnv min_kb("JIFFY_BAND_MIN_KB", "0");
+    struct Case {
+        int64_t k, s;
+        bool x_nchw, head;  // the 1x1 reads the NCHW input in place; an NCHW head reads the depthwise
+    };
+    for (const Case c : {Case{3, 1, true, false}, Case{3, 2, false, false}, Case{5, 2, true, true},
+                         Case{5, 1, false, true}, Case{3, 2, true, true}}) {
+        const int64_t N = 2, K = 8, M = 40, H = 13, W = 11;
+        Builder b;
+        int x = b.input("x", {N, K, H, W});
+        int e = x;
+        if (!c.x_nchw) e = dw_k(b, x, N, K, H, W, 3, 1, 3);  // the chain starts channels-last
+        int w1 = b.constant("W1", rnd({M, K, 1, 1}, 5, 0.4f));
+        int b1 = b.constant("B1", rnd({M}, 6));
+        int p1 = b.node("Conv", {e, w1, b1}, {N, M, H, W}, {{"_fused_act", as("Silu")}});
+        int d1 = dw_k(b, p1, N, M, H, W, c.k, c.s, 7, {{"_fused_act", as("Relu")}});
+        const int64_t OH = (H + 2 * (c.k / 2) - c.k) / c.s + 1, OW = (W + 2 * (c.k / 2) - c.k) / c.s + 1;
+        int w2 = b.constant("W2", rnd({c.head ? 6 : 16, M, 1, 1}, 9, 0.3f));
+        b.output(b.node("Conv", {d1, w2}, {N, c.head ? 6 : 16, OH, OW}));
+        const std::string what = "k " + std::to_string(c.k) + " s " + std::to_string(c.s) +
+                                 (c.x_nchw ? " nchw-in" : "") + (c.head ? " head" : "");
+        std::vector<Tensor> want;
+        {
+            ScopedEnv off("JIFFY_BAND", "0");
+            want = run_threads(b, 1, nullptr);
+        }
+        expect_close(want, run(b.g, b.feeds, false));  // the two ConvNhwc steps against the NCHW graph
+        for (const char* kb : {"1", "4", "1024"}) {
+            ScopedEnv band("JIFFY_BAND_KB", kb);
+            for (int threads : {1, 2}) {
+                std::vector<std::string> kernels;
+                expect_bitwise(run_threads(b, threads, &kernels), want,
+                               what + ", band " + kb + " KiB, threads " + std::to_string(threads));
+                int banded = 0;
+                for (const std::string& d : kernels) banded += d.rfind("conv_nhwc_1x1+dw band", 0) == 0;
+                EXPECT_EQ(banded, 1) << what;
+            }
+        }
+        // The pass itself: the 1x1 gone, its epilogue and entry layout on the ConvNhwcBand.
+        Graph g = b.g;
+        passes::layout_nhwc(g);
+        EXPECT_EQ(passes::fuse_conv_band(g), 1) << what;
+        int found = 0;
+        for (const Node& n : g.nodes)
+            if (n.op == "ConvNhwcBand") {
+                ++found;
+                EXPECT_EQ(passes::attr_s(n, "_pw_fused_act", ""), "Silu");
+                EXPECT_EQ(passes::attr_s(n, "_fused_act", ""), "Relu");
+                EXPECT_EQ(passes::attr_i(n, "_pw_x_nchw", 0), c.x_nchw ? 1 : 0);
+                EXPECT_EQ(n.inputs[1], w1);
+                EXPECT_EQ(n.inputs[2], b1);
+            }
+        EXPECT_EQ(found, 1);
+    }
+}
+
+// Not fused: an expanded tensor below JIFFY_BAND_MIN_KB (default 1 MiB), one read by another node
+// too, or a depthwise with a residual.
+TEST(Passes, BandFusionNeedsALargeSoleReadExpansion) {
+    Builder b;
+    int x = b.input("x", {1, 16, 9, 11});
+    int p1 = pw_conv(b, x, 16, 32, 9, 11, 3);
+    b.output(pw_conv(b, dw_conv(b, p1, 32, 9, 11, 1, 5), 32, 16, 9, 11, 7));  // 12 KiB: small
+    Graph g = b.g;
+    ASSERT_GT(passes::layout_nhwc(g), 0);
+    EXPECT_EQ(passes::fuse_conv_band(g), 0);
+    ScopedEnv min_kb("JIFFY_BAND_MIN_KB", "0");
+    Graph g2 = b.g;
+    passes::layout_nhwc(g2);
+    EXPECT_EQ(passes::fuse_conv_band(g2), 1);
+    {
+        ScopedEnv off("JIFFY_BAND", "0");
+        Graph g3 = b.g;
+        passes::layout_nhwc(g3);
+        EXPECT_EQ(passes::fuse_conv_band(g3), 0);
+    }
+    Builder c;  // the expansion read by a second 1x1 too
+    int y = c.input("y", {1, 16, 9, 11});
+    int q1 = pw_conv(c, y, 16, 32, 9, 11, 3);
+    c.output(pw_conv(c, dw_conv(c, q1, 32, 9, 11, 1, 5), 32, 16, 9, 11, 7));
+    c.output(pw_conv(c, q1, 32, 16, 9, 11, 9));
+    Graph gc = c.g;
+    ASSERT_GT(passes::layout_nhwc(gc), 0);
+    EXPECT_EQ(passes::fuse_conv_band(gc), 0);
+    Builder d;  // a depthwise adding a residual
+    int z = d.input("z", {1, 16, 9, 11});
+    int r = d.input("r", {1, 32, 9, 11}, 11);
+    int q = pw_conv(d, z, 16, 32, 9, 11, 3);
+    int wd = d.constant("Wd", rnd({32, 1, 3, 3}, 5, 0.5f));
+    int dr = d.node("Conv", {q, wd, -1, r}, {1, 32, 9, 11},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(32)},
+                     {"_fused_residual", ai(1)}});
+    d.output(pw_conv(d, dr, 32, 16, 9, 11, 7));
+    Graph gd = d.g;
+    ASSERT_GT(passes::layout_nhwc(gd), 0);
+    EXPECT_EQ(passes::fuse_conv_band(gd), 0);
+}
+
+// A malformed jiffy::ConvNhwcBand node (written by hand: the pass only makes well-formed ones) gets
+// a clear error naming what is wrong, at compile.
+TEST(Passes, MalformedConvNhwcBandGivesAClearError) {
+    auto compile_band = [](const Shape& w1s, const Shape& w2s, Attrs extra, bool w2_const = true) {
+        Builder b;
+        int x = b.input("x", {1, 6, 7, 8});  // N x H x W x K
+        int w1 = b.constant("W1", rnd(w1s, 3, 0.4f));
+        int w2 = w2_const ? b.constant("W2", rnd(w2s, 5, 0.4f)) : b.input("W2", w2s, 5);
+        Attrs a = {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(w1s[0])}};
+        for (auto& [k, v] : extra) a[k] = v;
+        int y = b.node("ConvNhwcBand", {x, w1, -1, w2, -1}, {1, 6, 7, w1s[0]}, a);
+        b.g.nodes.back().domain = "jiffy";
+        b.output(y);
+        ScopedPasses sp(false);
+        std::shared_ptr<const Plan> plan;
+        return compile_graph(b.g, CompileOptions{}, &plan);
+    };
+    Status st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {});
+    EXPECT_TRUE(st.ok()) << st.message();
+    st = compile_band({16, 8, 3, 3}, {16, 1, 3, 3}, {});
+    EXPECT_NE(st.message().find("W1 must be M x 8 x 1 x 1"), std::string::npos) << st.message();
+    st = compile_band({16, 8, 1, 1}, {12, 1, 3, 3}, {});
+    EXPECT_NE(st.message().find("W2 must be 16 x 1 x kh x kw"), std::string::npos) << st.message();
+    st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {{"group", ai(2)}});
+    EXPECT_NE(st.message().find("group must be 16"), std::string::npos) << st.message();
+    st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {{"_pw_fused_act", as("Gelu")}});
+    EXPECT_NE(st.message().find("_pw_fused_act must be"), std::string::npos) << st.message();
+    st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {}, false);
+    EXPECT_NE(st.message().find("must be a constant"), std::string::npos) << st.message();
 }
