@@ -382,6 +382,11 @@ int64_t ConvGemm::pixel_align() const {
     if (mode() == ConvGemmMode::kTrans) return 1;
     // 1x1-direct reading the image in place (no anti-aliasing copy): any NR-aligned range.
     if (mode() == ConvGemmMode::kImplicit && args_.pointwise && !args_.pad_copy && args_.WP == args_.g.OW) return nr_;
+    // The buffered implicit grid (a padded copy, output rows WP apart): whole output rows, each part
+    // copying only the padded rows it reads (the line detector's dilated 3x3 32 -> 32 on 160x160,
+    // whose channel split was 12 | 20 channels).
+    if (mode() == ConvGemmMode::kImplicit && args_.WP != args_.g.OW && args_.g.sh == 1 && args_.g.sw == 1)
+        return args_.g.OW;
     return 0;
 }
 

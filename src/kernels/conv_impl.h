@@ -697,13 +697,25 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     float* panel = scratch + M * a.ldbuf;       // K x NR packed tail panel
     const float* xin = x;
     float* xs = panel + K * NR;  // the padded image or the split planes
+    // A pixel split of the buffered (padded) grid, output rows [oy0, oy1) (ConvGemm::pixel_align:
+    // whole rows): positions [oy0 * WP, oy1 * WP), and only the padded rows they read (up to the
+    // last panel's NR positions past the range) copied.
+    int64_t qbeg = a.range_begin(), qend = a.range_end(Q);
+    int64_t py0 = 0, py1 = a.HP;
+    if (!direct && !a.split && a.pe > 0) {
+        const int64_t oy0 = a.pb / OW, oy1 = std::min(g.OH, (a.pe + OW - 1) / OW);
+        qbeg = oy0 * WP;
+        qend = std::min(Q, oy1 * WP);
+        py0 = oy0;  // stride 1: position q reads padded rows from q / WP on
+        py1 = std::min(a.HP, (qend + NR - 2 + a.offs_max - (g.C - 1) * a.PS) / WP + 1);
+    }
     if (a.split && a.srows == 0) {
         split_image(a, x, xs, 0, a.HQ);
         x = xs;
     } else if (a.split) {
         x = xs;  // tiled planes: filled per tile below
     } else if (a.pad_copy) {
-        pad_image(a, x, xs, 0, a.HP);
+        pad_image(a, x, xs, py0, py1);
         x = xs;
     }
     // B row k of position q is x[q - qb + offs[k]] (qb: the first position of a tile of split
@@ -712,9 +724,8 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     const ConvEpi none{};
     // A pixel split, output pixels [pb, pe): run_pixels sets pe only for the modes
     // ConvGemm::pixel_align allows here (tiled split planes, whole tiles; an unpadded 1x1 read
-    // in place), both with q == p.
-    const int64_t qend = a.range_end(Q);
-    for (int64_t q0 = a.range_begin(); q0 < qend; q0 += a.tile) {
+    // in place; both with q == p) and the buffered grid by whole output rows (above).
+    for (int64_t q0 = qbeg; q0 < qend; q0 += a.tile) {
         const int64_t nq = std::min(a.tile, qend - q0);
         int64_t qb = 0;
         // Tiled split planes: the input rows of the next tile (per channel one contiguous run of

@@ -394,6 +394,52 @@ TEST(ConvFast, EveryForcedModeMatchesReference) {
     }
 }
 
+// The implicit GEMM on a padded copy (output rows WP apart on the buffered grid) splits by whole
+// output rows (run_pixels; the two-thread split of e.g. the line detector's dilated 3x3): each part
+// copies only the padded rows it reads. Parts out of order, each on its own scratch pre-filled with
+// NaN (a read of a row the part did not copy would show), bit for bit the whole run, every ISA.
+TEST(ConvFast, ImplicitPaddedGridSplitsByRows) {
+    const Case cases[] = {
+        // N  C   H   W   M  kh kw sh sw dh dw pt pl pb pr G
+        {1, 9, 13, 11, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1},  // 3x3 pad 1, partial row blocks
+        {1, 5, 20, 17, 32, 3, 3, 1, 1, 5, 5, 5, 5, 5, 5, 1},  // dilated 5 (the line detector's)
+        {1, 6, 9, 23, 13, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, 1},   // 5x5 pad 2
+        {1, 4, 15, 8, 7, 1, 3, 1, 1, 1, 2, 0, 2, 0, 2, 1},    // 1x3 dilated columns
+    };
+    uint32_t seed = 4000;
+    for (const Case& c : cases)
+        for (Isa isa : isas()) {
+            const Conv2DGeom g = case_geom(c, false);
+            const ConvGemm cg(isa, g, 1, ConvGemmMode::kImplicit);
+            ASSERT_EQ(cg.mode(), ConvGemmMode::kImplicit) << case_str(c);
+            ASSERT_EQ(cg.pixel_align(), g.OW) << case_str(c) << " " << isa_name(isa);
+            const int64_t P = g.OH * g.OW;
+            const auto x = rnd(c.C * c.H * c.W, ++seed);
+            const auto w = rnd(c.M * c.C * c.kh * c.kw, ++seed, 0.3f);
+            const auto b = rnd(c.M, ++seed);
+            const auto r = rnd(c.M * P, ++seed);
+            std::vector<float> wp(cg.packed_w_floats());
+            cg.pack_w(w.data(), wp.data());
+            for (bool with_res : {false, true}) {
+                ConvEpi e;
+                e.act = with_res ? ConvAct::kRelu : ConvAct::kSilu;
+                const float* res = with_res ? r.data() : nullptr;
+                std::vector<float> whole(size_t(c.M * P), 0.0f), parts(size_t(c.M * P), -7.0f);
+                std::vector<float> scratch(cg.scratch_floats());
+                cg.run(x.data(), wp.data(), b.data(), res, whole.data(), scratch.data(), e);
+                // Rows [0, 1), [OH - 2, OH), [1, OH - 2): a one-row part, the last rows, then the middle.
+                const int64_t cuts[][2] = {{0, 1}, {g.OH - 2, g.OH}, {1, g.OH - 2}};
+                for (const auto& cut : cuts) {
+                    std::vector<float> own(cg.scratch_floats(), std::nanf(""));
+                    cg.run_pixels(x.data(), wp.data(), b.data(), res, parts.data(), own.data(), e,
+                                  cut[0] * g.OW, cut[1] * g.OW);
+                }
+                ASSERT_EQ(std::memcmp(parts.data(), whole.data(), whole.size() * sizeof(float)), 0)
+                    << case_str(c) << " " << isa_name(isa) << (with_res ? " residual" : "");
+            }
+        }
+}
+
 TEST(ConvFast, DepthwiseMatchesReferenceOnOddShapes) {
     const Case cases[] = {
         {1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3},    // strips + tails
