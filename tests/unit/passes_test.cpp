@@ -1424,3 +1424,26 @@ TEST(Passes, MalformedConvNhwcBandGivesAClearError) {
     st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {}, false);
     EXPECT_NE(st.message().find("must be a constant"), std::string::npos) << st.message();
 }
+
+// A hand-written channels-last 1x1 (domain jiffy) with a stride or padding is not fused: the band
+// step runs its 1x1 as stride 1 without padding.
+TEST(Passes, BandFusionSkipsAStridedOrPaddedOneByOne) {
+    ScopedEnv min_kb("JIFFY_BAND_MIN_KB", "0");
+    for (const Attrs& extra : {Attrs{{"strides", aints({2, 2})}}, Attrs{{"pads", aints({1, 1, 1, 1})}}}) {
+        Builder b;
+        int x = b.input("x", {1, 9, 11, 16});  // N x H x W x C
+        int w1 = b.constant("W1", rnd({32, 16, 1, 1}, 3, 0.4f));
+        int p1 = b.node("ConvNhwc", {x, w1}, {1, 9, 11, 32}, extra);
+        b.g.nodes.back().domain = "jiffy";
+        int wd = b.constant("Wd", rnd({32, 1, 3, 3}, 5, 0.5f));
+        int d1 = b.node("ConvNhwc", {p1, wd}, {1, 9, 11, 32},
+                        {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(32)}});
+        b.g.nodes.back().domain = "jiffy";
+        b.output(d1);
+        Graph g = b.g;
+        EXPECT_EQ(passes::fuse_conv_band(g), 0);
+        b.g.nodes[0].attrs.clear();  // the same pair as a plain 1x1: fused
+        Graph g2 = b.g;
+        EXPECT_EQ(passes::fuse_conv_band(g2), 1);
+    }
+}

@@ -27,6 +27,16 @@ Shape weight_dims(const Graph& g, const Node& n) {
     return w && w->dtype() == DType::kF32 && w->shape().size() == 4 ? w->shape() : Shape{};
 }
 
+// Attribute `name` absent, or ints all equal to `want`.
+bool ints_all(const Node& n, const char* name, int64_t want) {
+    auto it = n.attrs.find(name);
+    if (it == n.attrs.end()) return true;
+    if (it->second.kind != Attr::kInts) return false;
+    for (int64_t x : it->second.ints)
+        if (x != want) return false;
+    return true;
+}
+
 int64_t value_bytes(const Graph& g, int v) {
     const Value& val = g.values[size_t(v)];
     if (!val.has_shape) return 0;
@@ -59,11 +69,16 @@ int fuse_conv_band(Graph& g) {
             return 0;
         const Shape wp = weight_dims(gr, p);
         if (wp.empty() || wp[0] != wd[0] || wp[2] != 1 || wp[3] != 1 || attr_i(p, "group", 1) != 1) return 0;
+        // The band step runs the 1x1 as stride 1 without padding (layout_nhwc's pointwise
+        // candidates; a hand-written ConvNhwc may say otherwise).
+        const std::string ap = attr_s(p, "auto_pad", "NOTSET");
+        if (!ints_all(p, "strides", 1) || !ints_all(p, "pads", 0) || !ints_all(p, "dilations", 1) ||
+            (!ap.empty() && ap != "NOTSET"))
+            return 0;
         if (num_explicit(p) == 3 && p.inputs[2] >= 0 && !const_of(gr, p.inputs[2])) return 0;
         if (num_explicit(d) == 3 && d.inputs[2] >= 0 && !const_of(gr, d.inputs[2])) return 0;
         if (value_bytes(gr, v) < min_bytes) return 0;
-        // A pointwise ConvNhwc has no pads / strides other than zeros / ones (layout_nhwc's
-        // candidates); its epilogue moves over under the _pw prefix.
+        // The 1x1's epilogue moves over under the _pw prefix.
         Node& dn = gr.nodes[size_t(di)];
         const Node& pn = gr.nodes[size_t(pi)];
         const int b1 = num_explicit(pn) >= 3 ? pn.inputs[2] : -1, b2 = num_explicit(dn) >= 3 ? dn.inputs[2] : -1;
