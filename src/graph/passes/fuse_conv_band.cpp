@@ -27,16 +27,6 @@ Shape weight_dims(const Graph& g, const Node& n) {
     return w && w->dtype() == DType::kF32 && w->shape().size() == 4 ? w->shape() : Shape{};
 }
 
-// Attribute `name` absent, or ints all equal to `want`.
-bool ints_all(const Node& n, const char* name, int64_t want) {
-    auto it = n.attrs.find(name);
-    if (it == n.attrs.end()) return true;
-    if (it->second.kind != Attr::kInts) return false;
-    for (int64_t x : it->second.ints)
-        if (x != want) return false;
-    return true;
-}
-
 int64_t value_bytes(const Graph& g, int v) {
     const Value& val = g.values[size_t(v)];
     if (!val.has_shape) return 0;

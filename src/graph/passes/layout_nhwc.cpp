@@ -40,15 +40,6 @@ bool dims4(const Graph& g, int v, std::vector<int64_t>* d) {
     return true;
 }
 
-bool all_equal(const Node& n, const char* name, int64_t want) {
-    auto it = n.attrs.find(name);
-    if (it == n.attrs.end()) return true;
-    if (it->second.kind != Attr::kInts) return false;
-    for (int64_t v : it->second.ints)
-        if (v != want) return false;
-    return true;
-}
-
 // 0: not a candidate; 1: pointwise; 2: depthwise; 3: an RGB stem (dense 3x3 stride 2 over a few
 // channels where the direct stem kernel runs: it reads its NCHW X in place and writes channels-
 // last); 4: a stride-1 depthwise on a large plane of few channels, a candidate only after a stem.
@@ -68,10 +59,10 @@ int candidate(const Graph& g, const Node& n) {
     if (ap != "NOTSET" && ap != "") return 0;
     const Shape& ws = w->shape();
     const int64_t G = attr_i(n, "group", 1), C = x[1], M = ws[0];
-    if (!all_equal(n, "dilations", 1) && !(G == C && M == C)) return 0;
+    if (!ints_all(n, "dilations", 1) && !(G == C && M == C)) return 0;
     // Pointwise with fewer than 16 output channels (detection heads) stays NCHW: channels-last
     // it fills a fraction of the vector (30x40 64 -> 6: ~13 against ~6.5 us).
-    if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && all_equal(n, "strides", 1) && all_equal(n, "pads", 0))
+    if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && ints_all(n, "strides", 1) && ints_all(n, "pads", 0))
         return M >= 16 ? 1 : 0;
     // A stride-1 depthwise with few channels (<= 32) whose input is past L2 (1 MiB: MobileNetV2's
     // 32 x 112x112, the face detector's 16 x 120x160, right after the stems) stays NCHW: there the
@@ -80,10 +71,10 @@ int candidate(const Graph& g, const Node& n) {
     // sit inside chains, where leaving them would add two conversions.
     // Right after a stem that writes channels-last (kind 3) no conversion is needed, and there the
     // NHWC kernel is faster since session 16 (16 x 120x160: ~50 against ~83 us): kind 4.
-    const bool big_s1 = all_equal(n, "strides", 1) && C <= 32 && x[1] * x[2] * x[3] * 4 > (int64_t(1) << 20);
+    const bool big_s1 = ints_all(n, "strides", 1) && C <= 32 && x[1] * x[2] * x[3] * 4 > (int64_t(1) << 20);
     if (G == C && M == C && ws[1] == 1 && C > 1) return big_s1 ? 4 : 2;
-    if (G == 1 && ws[1] == C && ws[2] == 3 && ws[3] == 3 && ni <= 3 && all_equal(n, "strides", 2) &&
-        all_equal(n, "dilations", 1)) {
+    if (G == 1 && ws[1] == C && ws[2] == 3 && ws[3] == 3 && ni <= 3 && ints_all(n, "strides", 2) &&
+        ints_all(n, "dilations", 1)) {
         auto pads = n.attrs.find("pads");
         int64_t ph = 0, pw = 0;
         if (pads != n.attrs.end()) {
@@ -199,8 +190,8 @@ int layout_nhwc(Graph& g) {
         const Shape& ws = const_of(g, nd.inputs[1])->shape();
         kernels::Conv2DGeom geo;
         geo.kh = ws[2], geo.kw = ws[3];
-        geo.sh = geo.sw = all_equal(nd, "strides", 1) ? 1 : all_equal(nd, "strides", 2) ? 2 : 0;
-        return all_equal(nd, "dilations", 1) && kernels::nhwc_dw_writes_nchw(geo);
+        geo.sh = geo.sw = ints_all(nd, "strides", 1) ? 1 : ints_all(nd, "strides", 2) ? 2 : 0;
+        return ints_all(nd, "dilations", 1) && kernels::nhwc_dw_writes_nchw(geo);
     };
     std::vector<char> y_nchw(n, 0);
     for (size_t i = 0; i < n; ++i) y_nchw[i] = convert[i] && writes_nchw(i);

@@ -145,6 +145,15 @@ std::string attr_s(const Node& n, const char* name, const std::string& def) {
     auto it = n.attrs.find(name);
     return it == n.attrs.end() || it->second.kind != Attr::kString ? def : it->second.s;
 }
+bool ints_all(const Node& n, const char* name, int64_t want) {
+    auto it = n.attrs.find(name);
+    if (it == n.attrs.end()) return true;
+    if (it->second.kind != Attr::kInts) return false;
+    for (int64_t v : it->second.ints)
+        if (v != want) return false;
+    return true;
+}
+
 void set_f(Node& n, const char* name, float v) {
     Attr a;
     a.kind = Attr::kFloat;

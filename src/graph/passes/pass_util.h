@@ -52,6 +52,8 @@ int add_const(Graph& g, const std::string& base, Tensor t);
 float attr_f(const Node& n, const char* name, float def);
 int64_t attr_i(const Node& n, const char* name, int64_t def);
 std::string attr_s(const Node& n, const char* name, const std::string& def);
+// Ints attribute `name` absent, or all its values equal to `want` (strides 1, pads 0, ...).
+bool ints_all(const Node& n, const char* name, int64_t want);
 void set_f(Node& n, const char* name, float v);
 void set_i(Node& n, const char* name, int64_t v);
 void set_s(Node& n, const char* name, const std::string& v);
