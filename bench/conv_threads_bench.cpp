@@ -6,7 +6,9 @@
 // --parts: instead, each split's two halves timed one after the other on the calling thread
 // (kernels API, the ranges conv.cpp's set_parallel uses): the estimated speedup T1 / max(half)
 // counts duplicated work and imbalance but not contention, and needs no free second core.
-//   build/jiffy_conv_threads_bench [--filter SUBSTR] [--rounds N] [--threads T] [--parts]
+// --cold: the caches flushed (64 MiB read) before each timed run, as in a model whose weights
+// stream from DRAM (JIFFY_SPIN_US=100000 keeps the second thread awake meanwhile).
+//   build/jiffy_conv_threads_bench [--filter SUBSTR] [--rounds N] [--threads T] [--parts] [--cold]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -121,7 +123,29 @@ Bench make(const ConvShape& c, int threads) {
     return b;
 }
 
+// --cold: before each timed run, 64 MiB are read (the caches then hold none of the conv's
+// weights, input or scratch, as in a model whose weights stream from DRAM every run).
+bool g_cold = false;
+std::vector<float> g_flush;
+float g_sink = 0;
+void flush_caches() {
+    if (g_flush.empty()) g_flush.assign(size_t(16) << 20, 1.0f);
+    float s = 0;
+    for (size_t i = 0; i < g_flush.size(); i += 16) s += g_flush[i];
+    g_sink += s;
+}
+
 double run_us(Bench& b, int reps) {
+    if (g_cold) {
+        double t = 0;
+        for (int i = 0; i < reps; ++i) {
+            flush_caches();
+            const auto t0 = std::chrono::steady_clock::now();
+            (void)b.session->run();
+            t += std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+        }
+        return t / reps;
+    }
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < reps; ++i) (void)b.session->run();
     return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / reps;
@@ -242,8 +266,9 @@ int main(int argc, char** argv) {
         else if (a == "--rounds" && i + 1 < argc) rounds = std::max(1, std::atoi(argv[++i]));
         else if (a == "--threads" && i + 1 < argc) threads = std::max(2, std::atoi(argv[++i]));
         else if (a == "--parts") split_parts = true;
+        else if (a == "--cold") g_cold = true;
         else {
-            std::fprintf(stderr, "usage: %s [--filter SUBSTR] [--rounds N] [--threads T] [--parts]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--filter SUBSTR] [--rounds N] [--threads T] [--parts] [--cold]\n", argv[0]);
             return 2;
         }
     }
@@ -261,7 +286,7 @@ int main(int argc, char** argv) {
         if (!filter.empty() && std::string(c.name).find(filter) == std::string::npos) continue;
         Bench one = make(c, 1), many = make(c, threads);
         const double flops = 2.0 * double(c.M * c.C * c.k * (c.kw ? c.kw : c.k)) * double((c.H / c.s) * (c.W / c.s));
-        const int reps = std::clamp(int(2e8 / flops), 1, 50);  // ~2-5 ms per timing
+        const int reps = std::clamp(int(2e9 / flops), 8, 100);  // ~2-20 ms per timing, the workers kept awake
         run_us(one, 2);
         run_us(many, 2);
         for (int r = 0; r < rounds; ++r) {

@@ -374,6 +374,19 @@ void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bia
     gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
 }
 
+void ConvGemm::run_channels(const float* x, const float* wpacked, const float* bias, const float* res,
+                            float* y, float* scratch, const ConvEpi& epi, int64_t cb, int64_t ce) const {
+    if (ce <= cb) return;
+    ConvGemmArgs args = bound_args();
+    args.cb = cb;
+    args.ce = ce;
+    gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
+}
+
+int64_t ConvGemm::channel_blocks() const {
+    return args_.trans ? args_.Mpad / nr_ : (args_.g.M + conv_mr(isa_) - 1) / conv_mr(isa_);
+}
+
 int64_t ConvGemm::pixel_align() const {
     if (groups_ != 1) return 0;
     if (mode() == ConvGemmMode::kIm2col || mode() == ConvGemmMode::kMasked) return nr_;

@@ -91,6 +91,12 @@ struct ConvGemmArgs {
     // The pixels [begin, end) of n to compute: the range where there is one, else all n.
     int64_t range_begin() const { return pe > 0 ? pb : 0; }
     int64_t range_end(int64_t n) const { return pe > 0 ? std::min(n, pe) : n; }
+    // A channel split across threads (ConvGemm::run_channels): the weights' row blocks [cb, ce)
+    // only (balanced blocks of <= MR output channels; transposed: NR-wide channel panels) of the
+    // whole conv's packing; ce 0: every block. Sums as for the whole conv.
+    int64_t cb = 0, ce = 0;
+    int64_t blocks_begin() const { return ce > 0 ? cb : 0; }
+    int64_t blocks_end(int64_t n) const { return ce > 0 ? std::min(n, ce) : n; }
 
     // Split (stride > 1; with implicit): each image's group input is first copied into planes of
     // HQ x OW floats, one per (row phase r, tap column kx), plane[c][r][kx][i][j] =
@@ -154,6 +160,14 @@ public:
     // results equal run()'s bitwise.
     void run_pixels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                     float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const;
+    // Only the output channels of weight blocks [cb, ce) of channel_blocks() (groups == 1), from
+    // the whole conv's packed weights: each thread of a channel split runs its range on its own
+    // scratch (each packs or pads the input it reads); results equal run()'s bitwise.
+    void run_channels(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
+                      float* scratch, const ConvEpi& epi, int64_t cb, int64_t ce) const;
+    // The weights' row blocks (balanced, <= MR output channels each) or, transposed, NR-wide
+    // channel panels: the units of a run_channels range.
+    int64_t channel_blocks() const;
     // The multiple of output pixels a run_pixels range must start at (NR for im2col, masked and
     // 1x1-direct, a tile of output rows for tiled split planes, 1 for the transposed mode); 0
     // where run_pixels does not apply (the other modes).

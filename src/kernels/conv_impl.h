@@ -481,7 +481,7 @@ void masked_group(const ConvGemmArgs& a, const float* x, const float* wp, const 
             const bool unroll3 = khw == 3 && k0 % 3 == 0 && kc % 3 == 0;
             for (int64_t j = 0; j * NR < nq; ++j) {
                 const int64_t q = q0 + j * NR, nv = std::min<int64_t>(NR, nq - j * NR);
-                for (int64_t blk = 0; blk < nb; ++blk) {
+                for (int64_t blk = a.blocks_begin(); blk < a.blocks_end(nb); ++blk) {
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
                     (unroll3 ? kUkrMsk3 : kUkrMsk)[size_t(mr - 1)](kc, wp + r0 * K + k0 * mr, x + q, y + r0 * P + q, P, nv,
                                             first, bias ? bias + r0 : nullptr, last,
@@ -691,6 +691,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
     const Conv2DGeom& g = a.g;
     const int64_t K = a.K, M = a.g.M, WP = a.WP, OW = g.OW, P = a.P;
     const int64_t nb = (M + MR - 1) / MR;
+    const int64_t bb = a.blocks_begin(), be = a.blocks_end(nb);  // a channel split's row blocks
     const int64_t Q = (g.OH - 1) * WP + OW;     // positions on the padded grid
     const bool direct = WP == OW;               // q == p: write Y in place
     float* buf = scratch;                       // M x tile (buffered mode)
@@ -784,7 +785,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
                         for (int64_t l = 0; l < NR; ++l) panel[k * NR + l] = l < avail ? x[o + l] : 0.0f;
                     }
                 }
-                for (int64_t blk = 0; blk < nb; ++blk) {
+                for (int64_t blk = bb; blk < be; ++blk) {
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
                     float* Cb = C + r0 * ldc + j * NR;
                     const float* bb = bias ? bias + r0 : nullptr;
@@ -794,7 +795,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
                     const ConvEpi& eb = direct || !res ? e : none;
                     // Prefetch: the next block's weights on the tile's first panel, the next
                     // panel's output rows on the first K chunk (direct mode: Y itself).
-                    const float* pa = j == 0 && blk + 1 < nb && (q0 == 0 || M * K > 131072)
+                    const float* pa = j == 0 && blk + 1 < be && (q0 == 0 || M * K > 131072)
                                           ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
                                           : nullptr;
                     float* pc = direct && first && q + NR < Q ? Cb + NR : nullptr;
@@ -815,7 +816,7 @@ void implicit_group(const ConvGemmArgs& a, const float* x, const float* wp, cons
             const int64_t lo = std::max<int64_t>(0, q0 - oy * WP);
             const int64_t hi = std::min<int64_t>(OW, q0 + nq - oy * WP);
             if (hi <= lo) continue;
-            for (int64_t m = 0; m < M; ++m) {
+            for (int64_t m = bb * M / nb; m < be * M / nb; ++m) {
                 float* yd = y + m * P + oy * OW + lo;
                 copy_n(yd, buf + m * a.ldbuf + oy * WP + lo - q0, hi - lo);
                 if (epi) epi_row(yd, res ? res + m * P + oy * OW + lo : nullptr, hi - lo, e);
@@ -910,6 +911,8 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
     // output's sums do not depend on how the pixels are grouped into blocks).
     const int64_t pb = a.range_begin(), pe = a.range_end(P), np = pe - pb;
     const int64_t nb = (np + MR - 1) / MR;
+    // A channel split: the NR-wide panels [cb, ce) only.
+    const int64_t nbeg = a.blocks_begin() * NR, nend = std::min(Mp, a.blocks_end(Mp / NR) * NR);
     const ConvEpi none{};
     for (int64_t k0 = 0; k0 < K; k0 += a.kc) {
         const int64_t kc = std::min(a.kc, K - k0);
@@ -940,7 +943,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
             }
         }
         const bool first = k0 == 0, last = k0 + kc == K;
-        for (int64_t n0 = 0; n0 < Mp; n0 += NR) {
+        for (int64_t n0 = nbeg; n0 < nend; n0 += NR) {
             const float* bp = wp + n0 * K + k0 * NR;
             const int64_t n1 = std::min(n0 + NR, M);
             if (last && np == P)  // Y rows [n0, n1) are contiguous
@@ -952,7 +955,7 @@ void trans_group(const ConvGemmArgs& a, const float* x, const float* wp, const f
                 const int64_t r0 = pb + blk * np / nb, r1 = pb + (blk + 1) * np / nb, mr = r1 - r0;
                 // The weights are streamed once (from DRAM when large): the first two blocks
                 // prefetch the next panel's K chunk (2 * kc lines), one line per k step each.
-                const float* pa = blk < 2 && n0 + NR < Mp ? bp + NR * K + blk * 16 * kc : nullptr;
+                const float* pa = blk < 2 && n0 + NR < nend ? bp + NR * K + blk * 16 * kc : nullptr;
                 kUkr[size_t(mr - 1)](kc, ap + r0 * kc, bp, yt + r0 * Mp + n0, Mp, NR, first,
                                      nullptr, false, nullptr, none, pa, nullptr, nullptr);
             }
@@ -989,11 +992,11 @@ void gemm_group(const ConvGemmArgs& a, const float* x, const float* wp, const fl
                 const float* bp = scratch + j * K * NR + k0 * NR;
                 const int64_t nv = std::min<int64_t>(NR, np - j * NR);
                 const int64_t col = p0 + j * NR;
-                for (int64_t blk = 0; blk < nb; ++blk) {
+                for (int64_t blk = a.blocks_begin(); blk < a.blocks_end(nb); ++blk) {
                     const int64_t r0 = blk * M / nb, r1 = (blk + 1) * M / nb, mr = r1 - r0;
                     // Prefetch: the next block's weights on the tile's first panel, the next
                     // panel's output rows on the first K chunk.
-                    const float* pa = j == 0 && blk + 1 < nb && (p0 == pb || M * K > 131072)
+                    const float* pa = j == 0 && blk + 1 < a.blocks_end(nb) && (p0 == pb || M * K > 131072)
                                           ? wp + r1 * K + k0 * ((blk + 2) * M / nb - r1)
                                           : nullptr;
                     float* pc = first && col + NR < pe ? y + r0 * P + col + NR : nullptr;

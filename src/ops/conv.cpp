@@ -611,14 +611,17 @@ public:
 
     // Splits the conv across `pool` in `chunks` parts (docs/threading.md), each part with its own
     // scratch and every output summed in the same order as on one thread (bitwise equal):
-    //  - by output channels (depthwise; GEMM path with large weights): each part its own ConvGemm
-    //    (forced to the whole conv's mode) / Winograd and packed weight rows;
+    //  - by output channels: GEMM path with large weights: one ConvGemm, each part a range of
+    //    the whole packing's row blocks / channel panels (run_channels); Winograd and depthwise:
+    //    fixed ranges, each Winograd part its own transformed weights;
     //  - by pixels (GEMM im2col mode, small weights, many pixels; the transposed mode on planes of
     //    >= 4 x chunks x MR pixels): one ConvGemm, each part a range of output pixels with only
     //    its im2col / padded rows (no copy done twice);
     //  - by tiles (Winograd, transformed weights <= 8 MiB): each part transforms, multiplies
-    //    and back-transforms its own tiles (the transposed orientation then writes Y in a second
-    //    stage split by channels).
+    //    and back-transforms its own tiles (the transposed orientation then finishes the tile
+    //    rows two parts share on the caller).
+    // The GEMM channel, pixel and tile splits are balanced: one part per thread, the ranges cut
+    // per run in proportion to the threads' measured speeds (ThreadPool::split).
     // Needs one group and constant weights for the GEMM path; otherwise the kernel stays serial.
     // JIFFY_CONV_SPLIT=channels forces the channel split, =tiles (or pixels) the others wherever
     // they apply (measurements).
@@ -647,73 +650,68 @@ public:
                 // Tiles unless the transformed weights are large (each part streams all of them:
                 // 3x3 512 -> 512 on 7x7, 16 MiB, measured faster split by channels).
                 const double u_bytes = 4.0 * double(a.npts * geo_.C * (a.trans ? a.Mpad : M));
-                if (!force_channels && a.T >= 2 * chunks && (force_other || u_bytes <= 8.0 * (1 << 20))) {
-                    split_ = Split::kTiles;
+                if (!force_channels && a.T >= 2 * chunks && chunks == pool->threads() &&
+                    (force_other || u_bytes <= 8.0 * (1 << 20))) {
+                    split_ = Split::kTiles;  // one part per thread, its tiles chosen per run
+                    bal_ = std::make_unique<Balance>(chunks);
                     for (int t = 0; t < chunks; ++t) {
                         Part p;
-                        chunk_range(a.T, chunks, t, 1, &p.b0, &p.b1);
                         p.sn = size_t(wino_k_.scratch_floats());
                         parts_.push_back(std::move(p));
                     }
                     yt_n_ = wino_k_.yt_floats();
-                    std::vector<int64_t> starts;
-                    for (const Part& p : parts_) starts.push_back(p.b0);
-                    shared_rows_ = wino_k_.shared_tile_rows(starts);
                     pool_ = pool;
                     return;
                 }
             } else if (const kernels::ConvGemmArgs& a = gemm_.args();
-                       !force_channels && gemm_.pixel_align() > 0 &&
+                       !force_channels && gemm_.pixel_align() > 0 && chunks == pool->threads() &&
                        (a.trans ? !trans_channels() && a.P >= 4 * chunks * mr
                                 : a.P >= chunks * nr &&
                                       (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr)))) {
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
                 // and each part gets several NR-wide panels.
-                split_ = Split::kPixels;
+                split_ = Split::kPixels;  // one part per thread, its pixels chosen per run
+                bal_ = std::make_unique<Balance>(chunks);
                 for (int t = 0; t < chunks; ++t) {
                     Part p;
-                    chunk_range(a.P, chunks, t, gemm_.pixel_align(), &p.b0, &p.b1);
-                    if (p.b1 <= p.b0) continue;
                     p.sn = size_t(gemm_.scratch_floats());
                     parts_.push_back(std::move(p));
-                }
-                if (parts_.size() < 2) {
-                    parts_.clear();
-                    return;
                 }
                 pool_ = pool;
                 return;
             }
             // Parts of >= 8 rows keep the microkernel's efficiency.
             if (M < 16) return;
-            // The transposed mode puts output channels on NR-wide panels: split at panel edges.
-            const int64_t align = !wino_m_ && gemm_.args().trans ? nr : M >= chunks * mr ? mr : 8;
-            chunks = int(std::min<int64_t>(chunks, M / (align == nr ? nr : 8)));
+            if (!wino_m_) {
+                // By channels on the GEMM path: one part per thread, a range of the whole conv's
+                // weight row blocks (transposed: channel panels) chosen per run; each part packs
+                // or pads the input it reads on its own scratch.
+                if (gemm_.channel_blocks() < chunks || chunks != pool->threads()) return;
+                split_ = Split::kChannels;
+                bal_ = std::make_unique<Balance>(chunks);
+                for (int t = 0; t < chunks; ++t) {
+                    Part p;
+                    p.sn = size_t(gemm_.scratch_floats());
+                    parts_.push_back(std::move(p));
+                }
+                pool_ = pool;
+                return;
+            }
+            // Winograd by channels (each part its own transformed weights), at MR-row edges.
+            const int64_t align = M >= chunks * mr ? mr : 8;
+            chunks = int(std::min<int64_t>(chunks, M / 8));
             for (int t = 0; t < chunks; ++t) {
                 Part p;
                 chunk_range(M, chunks, t, align, &p.c0, &p.c1);
                 if (p.c1 <= p.c0) continue;
                 kernels::Conv2DGeom g = geo_;
                 g.M = p.c1 - p.c0;
-                if (wino_m_) {  // each part transforms the whole input (sums as on one thread)
-                    p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
-                    p.sn = size_t(p.wino.scratch_floats());
-                    p.w = kernels::alloc_weights(p.wino.packed_w_floats());
-                    p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.get());
-                    parts_.push_back(std::move(p));
-                    continue;
-                }
-                // A part takes the same path as the whole conv (the automatic choice depends on
-                // M): else its sums would round differently from one thread.
-                p.gemm = kernels::ConvGemm(isa_, g, 1, gemm_.mode());
-                if (p.gemm.mode() != gemm_.mode() || p.gemm.args().kc != gemm_.args().kc) {
-                    parts_.clear();
-                    return;
-                }
-                p.sn = size_t(p.gemm.scratch_floats());
-                p.w = kernels::alloc_weights(p.gemm.packed_w_floats());
-                p.gemm.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.get());
+                // Winograd: each part transforms the whole input (sums as on one thread).
+                p.wino = kernels::Winograd(isa_, g, wino_m_, wino_.trans);
+                p.sn = size_t(p.wino.scratch_floats());
+                p.w = kernels::alloc_weights(p.wino.packed_w_floats());
+                p.wino.pack_w(w_const + p.c0 * geo_.C * geo_.kh * geo_.kw, p.w.get());
                 parts_.push_back(std::move(p));
             }
         } else {
@@ -750,9 +748,7 @@ private:
     enum class Split { kChannels, kPixels, kTiles };
     struct Part {
         int64_t c0 = 0, c1 = 0;  // output channels [c0, c1)
-        int64_t b0 = 0, b1 = 0;  // by pixels / tiles: output pixels / Winograd tiles [b0, b1)
-        kernels::ConvGemm gemm;  // by channels, GEMM path: the conv restricted to those channels
-        kernels::Winograd wino;  // or the Winograd path
+        kernels::Winograd wino;  // by channels, Winograd: the conv restricted to those channels
         std::shared_ptr<float> w;  // its packed weights (kernels::alloc_weights: huge pages)
         size_t sn = 0, so = 0;  // its scratch: floats, offset in the shared scratch
     };
@@ -766,23 +762,43 @@ private:
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
+            // Pixels and tiles: one part per thread, sized by the threads' measured speeds
+            // (ThreadPool::split; any boundary gives the same bits).
+            int64_t b[ThreadPool::kMaxThreads + 1];
             if (split_ == Split::kTiles) {
+                const kernels::WinoArgs& wa = wino_k_.args();
                 float* yt = base + yt_o_;
+                pool_->split(wa.T, 1, b, bal_.get());
                 auto tiles = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    wino_k_.run_tiles(x, wpacked_.get(), B, r, y, base + p.so, epi_, p.b0, p.b1, yt);
+                    wino_k_.run_tiles(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1], yt);
                 };
-                pool_->parallel_for(n_parts, tiles);
+                pool_->parallel_balanced(b, tiles, bal_.get());
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
-                for (int64_t tr : shared_rows_) wino_k_.finish_rows(yt, B, r, y, epi_, tr, tr + 1);
+                if (wa.trans)
+                    for (int i = 1, last = -1; i < n_parts; ++i)
+                        if (b[i] % wa.TW != 0 && b[i] < wa.T && b[i] / wa.TW != last) {
+                            last = int(b[i] / wa.TW);
+                            wino_k_.finish_rows(yt, B, r, y, epi_, last, last + 1);
+                        }
+                continue;
+            }
+            if (split_ == Split::kChannels && !depthwise_ && !wino_m_) {
+                pool_->split(gemm_.channel_blocks(), 1, b, bal_.get());
+                auto channels = [&](int t) {
+                    const Part& p = parts_[size_t(t)];
+                    gemm_.run_channels(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1]);
+                };
+                pool_->parallel_balanced(b, channels, bal_.get());
                 continue;
             }
             if (split_ == Split::kPixels) {
+                pool_->split(gemm_.args().P, gemm_.pixel_align(), b, bal_.get());
                 auto pixels = [&](int t) {
                     const Part& p = parts_[size_t(t)];
-                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + p.so, epi_, p.b0, p.b1);
+                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1]);
                 };
-                pool_->parallel_for(n_parts, pixels);
+                pool_->parallel_balanced(b, pixels, bal_.get());
                 continue;
             }
             auto part = [&](int t) {
@@ -794,10 +810,8 @@ private:
                     g.C = g.M = p.c1 - p.c0;
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
                                             base + p.so, dw_mode_);
-                } else if (wino_m_) {
-                    p.wino.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 } else {
-                    p.gemm.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
+                    p.wino.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
                 }
             };
             pool_->parallel_for(n_parts, part);
@@ -807,9 +821,9 @@ private:
 
     Split split_ = Split::kChannels;
     size_t yt_n_ = 0, yt_o_ = 0;  // by tiles, transposed Winograd: the shared P x Mpad output
-    std::vector<int64_t> shared_rows_;  // by tiles, transposed: tile rows split between parts
     ThreadPool* pool_ = nullptr;
     std::vector<Part> parts_;
+    std::unique_ptr<Balance> bal_;  // the balanced splits' per-thread speeds on this conv
     ConvDims d_;
     kernels::Isa isa_;
     kernels::Conv2DGeom geo_;

@@ -1,5 +1,6 @@
 #include "runtime/threadpool.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -75,6 +76,19 @@ void pin_to(int k) {
 #endif
 }
 
+// A cycle counter (no syscall): the TSC, the ARM virtual counter, else steady_clock's ticks.
+inline uint64_t cycles() {
+#if defined(__x86_64__)
+    return __rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    asm volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
+
 constexpr uint64_t pack(uint32_t epoch, uint32_t n, uint32_t next) {
     return (uint64_t(epoch) << 32) | (uint64_t(n) << 16) | next;
 }
@@ -84,8 +98,15 @@ constexpr uint64_t pack(uint32_t epoch, uint32_t n, uint32_t next) {
 ThreadPool::ThreadPool(int threads, int spin_us) {
     spin_us_ = spin_us >= 0 ? spin_us : env_int("JIFFY_SPIN_US", 100);
     const bool pin = env_int("JIFFY_PIN", 1) != 0;
+    balance_ = env_int("JIFFY_BALANCE", 1) != 0;
+    if (const char* e = std::getenv("JIFFY_SPLIT_SHARE"); e && *e) {
+        const double v = std::atof(e);
+        if (v > 0 && v < 1) fixed_share_ = v;
+    }
     if (threads < 1) threads = 1;
-    if (threads > 256) threads = 256;
+    if (threads > kMaxThreads) threads = kMaxThreads;
+    slots_.reset(new Slot[size_t(threads)]);
+    overall_ = std::make_unique<Balance>(threads, 0.98);
     workers_.reserve(size_t(threads - 1));
     for (int i = 1; i < threads; ++i)
         workers_.emplace_back([this, i, pin] {
@@ -102,7 +123,7 @@ ThreadPool::~ThreadPool() {
 }
 
 // Claims and runs chunks of the job published with `epoch` until none is left.
-void ThreadPool::work(uint32_t epoch) {
+void ThreadPool::work(uint32_t epoch, int self) {
     uint64_t w = claim_.load(std::memory_order_acquire);
     for (;;) {
         if (uint32_t(w >> 32) != epoch) return;
@@ -111,12 +132,16 @@ void ThreadPool::work(uint32_t epoch) {
         if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
             continue;
         fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), int(i));
+        if (timed_.load(std::memory_order_relaxed)) {
+            slots_[i].who.store(self, std::memory_order_relaxed);
+            slots_[i].end.store(cycles(), std::memory_order_relaxed);
+        }
         done_.fetch_add(1, std::memory_order_acq_rel);
         w = claim_.load(std::memory_order_acquire);
     }
 }
 
-void ThreadPool::worker(int) {
+void ThreadPool::worker(int index) {
     using clk = std::chrono::steady_clock;
     uint32_t seen = epoch_.load(std::memory_order_acquire);
     const auto spin = std::chrono::microseconds(spin_us_);
@@ -140,11 +165,14 @@ void ThreadPool::worker(int) {
         }
         if (stop_.load(std::memory_order_acquire)) return;
         seen = e;
-        work(e);
+        work(e, index);
     }
 }
 
-void ThreadPool::run(int n, Fn fn, void* ctx) {
+void ThreadPool::run(int n, Fn fn, void* ctx) { run_impl(n, fn, ctx, nullptr, nullptr); }
+
+void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op) {
+    const bool timed = frac != nullptr;
     if (n <= 0) return;
     if (n == 1 || workers_.empty() || n > 0xFFFF || busy_.exchange(true, std::memory_order_acquire)) {
         for (int i = 0; i < n; ++i) fn(ctx, i);
@@ -152,14 +180,110 @@ void ThreadPool::run(int n, Fn fn, void* ctx) {
     }
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
+    timed_.store(timed, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     const uint32_t e = epoch_.load(std::memory_order_relaxed) + 1;
-    claim_.store(pack(e, uint32_t(n), 0), std::memory_order_release);
+    // The caller claims chunk 0 before publishing: it runs first on the caller (whose cache holds
+    // what the previous op's part 0 wrote), the workers take 1, 2, ... in order.
+    claim_.store(pack(e, uint32_t(n), 1), std::memory_order_release);
+    if (timed) t_start_ = cycles();
     epoch_.store(e, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&epoch_);
-    work(e);
+    fn(ctx, 0);
+    if (timed) {
+        slots_[0].who.store(0, std::memory_order_relaxed);
+        slots_[0].end.store(cycles(), std::memory_order_relaxed);
+    }
+    done_.fetch_add(1, std::memory_order_acq_rel);
+    work(e, 0);
     while (done_.load(std::memory_order_acquire) < n) cpu_relax();
+    if (timed) {
+        int who[kMaxThreads];
+        uint64_t cyc[kMaxThreads];
+        for (int i = 0; i < n; ++i) {
+            who[i] = slots_[size_t(i)].who.load(std::memory_order_relaxed);
+            const uint64_t end = slots_[size_t(i)].end.load(std::memory_order_relaxed);
+            cyc[i] = end > t_start_ ? end - t_start_ : 1;
+        }
+        if (balance_) {
+            overall_->update(frac, who, cyc, n);
+            if (op && op->threads() == threads()) op->update(frac, who, cyc, n);
+        }
+    }
     busy_.store(false, std::memory_order_release);
+}
+
+void ThreadPool::split(int64_t total, int64_t align, int64_t* b, const Balance* op) const {
+    const int n = threads();
+    const Balance& bal = op && op->threads() == n && op->measured() ? *op : *overall_;
+    if (align < 1) align = 1;
+    double acc = 0;
+    b[0] = 0;
+    for (int i = 1; i < n; ++i) {
+        acc += fixed_share_ > 0 ? (i == 1 ? fixed_share_ : (1 - fixed_share_) / (n - 1)) : bal.share(i - 1);
+        int64_t v = int64_t(double(total) * acc + 0.5);
+        v = (v + align / 2) / align * align;
+        b[i] = std::clamp<int64_t>(v, b[i - 1], total);
+    }
+    b[n] = total;
+}
+
+void ThreadPool::run_balanced(const int64_t* b, Fn fn, void* ctx, Balance* op) {
+    const int n = threads();
+    const double total = double(b[n] - b[0]);
+    if (n < 2 || total <= 0) {
+        for (int i = 0; i < n; ++i) fn(ctx, i);
+        return;
+    }
+    double frac[kMaxThreads];
+    for (int i = 0; i < n; ++i) frac[i] = double(b[i + 1] - b[i]) / total;
+    run_impl(n, fn, ctx, frac, op);
+}
+
+Balance::Balance(int threads, double decay) : n_(std::max(1, threads)), decay_(decay) {
+    work_.reset(new double[size_t(n_)]());
+    time_.reset(new double[size_t(n_)]());
+    share_.reset(new std::atomic<double>[size_t(n_)]);
+    for (int i = 0; i < n_; ++i) share_[size_t(i)].store(1.0 / n_, std::memory_order_relaxed);
+}
+
+void Balance::update(const double* frac, const int* who, const uint64_t* cyc, int n) {
+    const int T = n_;
+    // Per thread: the fractions it ran and when its last part ended (a thread that ran two
+    // parts, the caller covering for a late worker, took until the later end for both).
+    double f[ThreadPool::kMaxThreads] = {};
+    uint64_t end[ThreadPool::kMaxThreads] = {}, run_len = 0;
+    for (int i = 0; i < n; ++i) {
+        const int t = who[i];
+        if (t < 0 || t >= T) continue;
+        f[t] += frac[i];
+        end[t] = std::max(end[t], cyc[i]);
+        run_len = std::max(run_len, cyc[i]);
+    }
+    for (int t = 0; t < T; ++t) {
+        work_[size_t(t)] *= decay_;
+        time_[size_t(t)] *= decay_;
+        if (f[t] <= 0 || end[t] == 0) continue;
+        work_[size_t(t)] += f[t] * double(run_len);
+        time_[size_t(t)] += double(end[t]);
+    }
+    // speed_t = work / time; threads not yet measured count as the mean of those measured.
+    double speed[ThreadPool::kMaxThreads], sum = 0;
+    int known = 0;
+    for (int t = 0; t < T; ++t) {
+        speed[t] = time_[size_t(t)] > 0 ? work_[size_t(t)] / time_[size_t(t)] : 0;
+        if (speed[t] > 0) sum += speed[t], ++known;
+    }
+    if (known == 0) return;
+    const double mean = sum / known;
+    double tot = 0;
+    for (int t = 0; t < T; ++t) {
+        if (speed[t] <= 0) speed[t] = mean;
+        speed[t] = std::clamp(speed[t], 0.5 * mean, 1.5 * mean);
+        tot += speed[t];
+    }
+    for (int t = 0; t < T; ++t) share_[size_t(t)].store(speed[t] / tot, std::memory_order_relaxed);
+    measured_.store(true, std::memory_order_relaxed);
 }
 
 }  // namespace jiffy

@@ -8,6 +8,19 @@
 // affinity mask allows), spin for a bounded time (JIFFY_SPIN_US, default 100 us) waiting for the
 // next job, then sleep on a futex. No allocation, lock or (with spinning workers) syscall on the
 // run path. A pool that is already running a job for another caller runs the next one serially.
+//
+// Balanced splits (split / run_balanced): one part per thread, part i sized by thread i's share
+// of the measured speed. The host's cores are not equally fast for long stretches (a busy
+// neighbour on a core's SMT sibling made one of this machine's two vCPUs 23-30% slower for
+// minutes); a fixed half each makes the fast thread wait for the slow one on every op. Each
+// balanced run times its parts (cycle counter, from the publish to each part's end, so a late
+// wake counts) and folds speed = fraction / time into per-thread sums that decay per run; the
+// shares are speed / sum of speeds, each speed clamped to [0.5, 1.5] x the mean. Each balanced op
+// keeps its own sums (decay 0.85: about its last 7 runs; one op's parts may favour a core more
+// than another's), the pool's overall ones (every balanced run, decay 0.98) standing in until the
+// op has run once. No
+// allocation, lock or syscall: a cycle-counter read per part. JIFFY_BALANCE=0 keeps every split
+// equal; JIFFY_SPLIT_SHARE=f gives the caller the fraction f of every split (tests).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -17,9 +30,31 @@
 
 namespace jiffy {
 
+// Per-thread speeds one balanced split measured (a pool's overall one, or one op's): decayed sums
+// of fraction x run length and of part cycles per thread, and the shares of work they give.
+class Balance {
+public:
+    explicit Balance(int threads = 1, double decay = 0.85);
+    int threads() const { return n_; }
+    bool measured() const { return measured_.load(std::memory_order_relaxed); }
+    // Thread i's share (1 / threads() until measured).
+    double share(int i) const { return share_[size_t(i)].load(std::memory_order_relaxed); }
+    // Folds one run in: part i had fraction frac[i] of the work, ran on thread who[i] and ended
+    // cycles[i] after the publish. Shares are clamped to [0.5, 1.5] x the mean speed.
+    void update(const double* frac, const int* who, const uint64_t* cycles, int n);
+
+private:
+    int n_;
+    double decay_;
+    std::unique_ptr<double[]> work_, time_;
+    std::unique_ptr<std::atomic<double>[]> share_;
+    std::atomic<bool> measured_{false};
+};
+
 class ThreadPool {
 public:
     using Fn = void (*)(void* ctx, int i);
+    static constexpr int kMaxThreads = 256;
 
     // threads: total threads including the caller (>= 1; 1 makes a pool with no workers).
     // spin_us < 0: from JIFFY_SPIN_US (default 100). pin: from JIFFY_PIN (default on).
@@ -40,9 +75,27 @@ public:
         run(n, [](void* c, int i) { (*static_cast<T*>(c))(i); }, const_cast<void*>(static_cast<const void*>(&f)));
     }
 
+    // Boundaries b[0] = 0 <= b[1] <= ... <= b[threads()] = total splitting [0, total) in
+    // proportion to the shares of `op` (once it has measured; else the pool's overall ones), the
+    // interior ones rounded to multiples of align (>= 1).
+    void split(int64_t total, int64_t align, int64_t* b, const Balance* op = nullptr) const;
+    // Part i of threads() (b: split()'s boundaries, for the fractions), part 0 on the caller and
+    // part i preferably on worker i; each part timed, the pool's and op's shares updated.
+    void run_balanced(const int64_t* b, Fn fn, void* ctx, Balance* op = nullptr);
+    template <typename F>
+    void parallel_balanced(const int64_t* b, F&& f, Balance* op = nullptr) {
+        using T = std::remove_reference_t<F>;
+        run_balanced(b, [](void* c, int i) { (*static_cast<T*>(c))(i); },
+                     const_cast<void*>(static_cast<const void*>(&f)), op);
+    }
+    // The pool's overall shares (every balanced run counts; reported by `jiffy bench`).
+    const Balance& balance() const { return *overall_; }
+    bool balancing() const { return balance_; }
+
 private:
     void worker(int index);
-    void work(uint32_t epoch);
+    void work(uint32_t epoch, int self);
+    void run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op);  // frac: a balanced run
 
     std::vector<std::thread> workers_;
     int spin_us_ = 100;
@@ -55,6 +108,18 @@ private:
     std::atomic<Fn> fn_{nullptr};
     std::atomic<void*> ctx_{nullptr};
     alignas(64) std::atomic<bool> busy_{false};
+    // Balanced runs: per part, the thread that ran it and its end (cycle counter); per thread,
+    // the decayed sums of fraction x run length and of part cycles, and the shares they give.
+    bool balance_ = true;  // JIFFY_BALANCE=0: every split stays equal (measurements)
+    double fixed_share_ = 0;  // JIFFY_SPLIT_SHARE=f in (0, 1): the caller's share of every split (tests)
+    std::atomic<bool> timed_{false};
+    uint64_t t_start_ = 0;  // the caller's cycle counter at the publish
+    struct alignas(64) Slot {
+        std::atomic<uint64_t> end{0};
+        std::atomic<int> who{0};
+    };
+    std::unique_ptr<Slot[]> slots_;
+    std::unique_ptr<Balance> overall_;
 };
 
 // Contiguous chunk i of n over [0, total), boundaries rounded to multiples of `align`.

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -91,6 +92,75 @@ TEST(ThreadPool, ChunkRangeCoversAligned) {
             }
 }
 
+// Balance: a thread that takes twice as long for the same fraction gets about a third of the
+// next split; the speeds are clamped to [0.5, 1.5] x the mean; an op's shares stay equal until
+// it has measured.
+TEST(ThreadPool, BalanceFollowsMeasuredSpeeds) {
+    Balance b(2, 0.85);
+    EXPECT_FALSE(b.measured());
+    EXPECT_DOUBLE_EQ(b.share(0), 0.5);
+    double frac[2] = {0.5, 0.5};
+    const int who[2] = {0, 1};
+    for (int r = 0; r < 60; ++r) {
+        // Thread 1 runs at half thread 0's speed: its part ends at f1 / 0.5, thread 0's at f0 / 1.
+        const uint64_t cyc[2] = {uint64_t(1e6 * frac[0]), uint64_t(1e6 * frac[1] / 0.5)};
+        b.update(frac, who, cyc, 2);
+        frac[0] = b.share(0);
+        frac[1] = 1 - frac[0];
+    }
+    EXPECT_TRUE(b.measured());
+    EXPECT_NEAR(b.share(0), 2.0 / 3, 0.01);
+    EXPECT_NEAR(b.share(1), 1.0 / 3, 0.01);
+    // Ten times slower: clamped at 0.5 x the mean against 1.5 x (shares 3 / 4, 1 / 4).
+    Balance c(2, 0.85);
+    const double half[2] = {0.5, 0.5};
+    const uint64_t slow[2] = {1000, 10000};
+    for (int r = 0; r < 20; ++r) c.update(half, who, slow, 2);
+    EXPECT_NEAR(c.share(0), 0.75, 1e-9);
+    // The caller covering a late worker (ran both parts): one thread measured, shares stay even.
+    Balance d(2, 0.85);
+    const int both[2] = {0, 0};
+    const uint64_t seq[2] = {1000, 2000};
+    d.update(half, both, seq, 2);
+    EXPECT_NEAR(d.share(0), 0.5, 1e-9);
+}
+
+// split(): boundaries in proportion to the shares, interior ones aligned, covering [0, total);
+// JIFFY_SPLIT_SHARE fixes the caller's share; run_balanced runs every part once, part 0 on the
+// caller.
+TEST(ThreadPool, BalancedSplitsCoverTheRange) {
+    setenv("JIFFY_SPLIT_SHARE", "0.3", 1);
+    ThreadPool pool(3, 2000);
+    unsetenv("JIFFY_SPLIT_SHARE");
+    int64_t b[4];
+    pool.split(1000, 8, b);
+    EXPECT_EQ(b[0], 0);
+    EXPECT_EQ(b[1], 304);  // 300 rounded to a multiple of 8
+    EXPECT_EQ(b[2], 648);  // 650 -> 648
+    EXPECT_EQ(b[3], 1000);
+    pool.split(5, 8, b);  // fewer than one aligned unit: parts may be empty, the last takes all
+    EXPECT_EQ(b[0], 0);
+    EXPECT_LE(b[1], b[2]);
+    EXPECT_EQ(b[3], 5);
+    ThreadPool even(2, 2000);
+    even.split(101, 1, b);
+    EXPECT_EQ(b[1], 51);
+    EXPECT_EQ(b[2], 101);
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int rep = 0; rep < 200; ++rep) {
+        std::atomic<int> runs[3] = {0, 0, 0};
+        std::atomic<bool> zero_on_caller{false};
+        pool.split(999, 1, b);
+        pool.parallel_balanced(b, [&](int i) {
+            runs[i].fetch_add(1);
+            if (i == 0) zero_on_caller.store(std::this_thread::get_id() == caller);
+        });
+        for (auto& r : runs) EXPECT_EQ(r.load(), 1);
+        EXPECT_TRUE(zero_on_caller.load());
+    }
+    EXPECT_TRUE(pool.balance().measured());
+}
+
 // One node with a non-constant input "x" (and optional "r") and constant others; run compiled
 // with `threads` (every op parallel regardless of size); returns the output.
 struct OneNode {
@@ -128,18 +198,24 @@ struct OneNode {
 
 // `split` (if set): the kernel description with 2 and 3 threads must contain it (the split kind
 // the case is meant to cover, e.g. "threads by tiles").
+// Balanced splits (pixels, tiles, GEMM channels) are cut per run from the threads' speeds: also
+// with the caller given 17% and 71% of each split (JIFFY_SPLIT_SHARE).
 void expect_same_threaded(const OneNode& c, const std::string& what, const std::string& split = "") {
     const auto one = c.run(1);
     ASSERT_FALSE(one.empty()) << what;
-    for (int threads : {2, 3}) {
-        const auto many = c.run(threads);
-        ASSERT_EQ(one.size(), many.size()) << what;
-        EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
-            << what << " with " << threads << " threads differs from 1 thread (" << c.kernel << ")";
-        if (!split.empty())
-            EXPECT_NE(c.kernel.find(split), std::string::npos)
-                << what << " with " << threads << " threads: kernel '" << c.kernel << "' lacks '" << split << "'";
-    }
+    for (const char* share : {"", "0.17", "0.71"})
+        for (int threads : {2, 3}) {
+            if (*share) setenv("JIFFY_SPLIT_SHARE", share, 1);
+            const auto many = c.run(threads);
+            unsetenv("JIFFY_SPLIT_SHARE");
+            ASSERT_EQ(one.size(), many.size()) << what;
+            EXPECT_EQ(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)), 0)
+                << what << " with " << threads << " threads (caller's share " << (*share ? share : "measured")
+                << ") differs from 1 thread (" << c.kernel << ")";
+            if (!split.empty())
+                EXPECT_NE(c.kernel.find(split), std::string::npos)
+                    << what << " with " << threads << " threads: kernel '" << c.kernel << "' lacks '" << split << "'";
+        }
 }
 
 struct ConvCase {
@@ -235,6 +311,23 @@ TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "threads");
         EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+}
+
+// The GEMM path split by channels on the whole packing (run_channels: each thread a range of
+// the weights' row blocks, cut per run): ResNet-50's layer-3 1x1s (14x14: too few pixels for a
+// pixel split), an odd M (17 row blocks of 11-12 rows) with a residual, a 5x5.
+TEST(Threaded, GemmByChannelsMatchesOneThreadBitwise) {
+    const ConvCase cases[] = {
+        {512, 14, 14, 256, 1, 1, 0, true, "1x1-direct"},
+        {300, 10, 12, 200, 1, 1, 0, true, "1x1"},
+        {128, 12, 14, 96, 5, 1, 2, false, "conv_gemm"},
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        EXPECT_EQ(o.kernel.find("by pixels"), std::string::npos) << conv_what(c) << ": " << o.kernel;
     }
 }
 

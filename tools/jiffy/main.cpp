@@ -335,6 +335,12 @@ int cmd_bench(const Args& a) {
         std::printf("%s: %zu runs, %d thread(s)\n", a.model.c_str(), us.size(), a.threads);
         std::printf("  min %.2f  p50 %.2f  p90 %.2f  p99 %.2f  max %.2f  mean %.2f  (us)\n", sorted.front(),
                     pct(0.5), pct(0.9), pct(0.99), sorted.back(), mean);
+        if (const ThreadPool* pool = L.plan->pool.get(); pool && pool->threads() > 1) {
+            // The balanced splits' shares (docs/threading.md): unequal when a core ran slower.
+            std::printf("  split shares (caller first, all ops):");
+            for (int i = 0; i < pool->threads(); ++i) std::printf(" %.3f", pool->balance().share(i));
+            std::printf("\n");
+        }
     }
     const char* pe = std::getenv("JIFFY_PROFILE");
     if (a.profile || (pe && std::atoi(pe) > 0)) {
