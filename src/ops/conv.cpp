@@ -762,8 +762,8 @@ private:
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
-            // Pixels and tiles: one part per thread, sized by the threads' measured speeds
-            // (ThreadPool::split; any boundary gives the same bits).
+            // Pixels, tiles and GEMM channel blocks: one part per thread, sized by the threads'
+            // measured speeds (ThreadPool::split; any boundary gives the same bits).
             int64_t b[ThreadPool::kMaxThreads + 1];
             if (split_ == Split::kTiles) {
                 const kernels::WinoArgs& wa = wino_k_.args();
@@ -784,21 +784,15 @@ private:
                 continue;
             }
             if (split_ == Split::kChannels && !depthwise_ && !wino_m_) {
-                pool_->split(gemm_.channel_blocks(), 1, b, bal_.get());
-                auto channels = [&](int t) {
-                    const Part& p = parts_[size_t(t)];
-                    gemm_.run_channels(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1]);
-                };
-                pool_->parallel_balanced(b, channels, bal_.get());
+                pool_->for_balanced(gemm_.channel_blocks(), 1, bal_.get(), [&](int t, int64_t cb, int64_t ce) {
+                    gemm_.run_channels(x, wpacked_.get(), B, r, y, base + parts_[size_t(t)].so, epi_, cb, ce);
+                });
                 continue;
             }
             if (split_ == Split::kPixels) {
-                pool_->split(gemm_.args().P, gemm_.pixel_align(), b, bal_.get());
-                auto pixels = [&](int t) {
-                    const Part& p = parts_[size_t(t)];
-                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1]);
-                };
-                pool_->parallel_balanced(b, pixels, bal_.get());
+                pool_->for_balanced(gemm_.args().P, gemm_.pixel_align(), bal_.get(), [&](int t, int64_t pb, int64_t pe) {
+                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + parts_[size_t(t)].so, epi_, pb, pe);
+                });
                 continue;
             }
             auto part = [&](int t) {
@@ -1381,7 +1375,10 @@ public:
     }
     // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
     void set_parallel(ThreadPool* pool, int chunks) {
-        if (pool && chunks >= 2) pool_ = pool, chunks_ = chunks;
+        if (pool && chunks >= 2 && chunks == pool->threads()) {
+            pool_ = pool, chunks_ = chunks;
+            bal_ = std::make_unique<Balance>(chunks);  // rows / pixels / channels cut per run
+        }
         // A channels-first output of small planes splits by channels (whole planes per thread):
         // split by rows, both threads write into every 7x7 plane's 3-4 cache lines, and the
         // squeeze-excite readers (GlobalAveragePool, the channel scale) split by channels too.
@@ -1410,17 +1407,13 @@ public:
                 continue;
             }
             if (csplit_) {
-                pool_->parallel_for(chunks_, [&](int i) {
-                    int64_t c0, c1;
-                    chunk_range(g_.C, chunks_, i, 1, &c0, &c1);
-                    dw_.run(x, packed_.get(), r, y, epi_, 0, g_.OH, true, c0, c1);
+                pool_->for_balanced(g_.C, 1, bal_.get(), [&](int, int64_t c0, int64_t c1) {
+                    if (c1 > c0) dw_.run(x, packed_.get(), r, y, epi_, 0, g_.OH, true, c0, c1);
                 });
                 continue;
             }
-            pool_->parallel_for(chunks_, [&](int i) {
-                int64_t b, e;
-                chunk_range(total, chunks_, i, align, &b, &e);
-                part(b, e);
+            pool_->for_balanced(total, align, bal_.get(), [&](int, int64_t b, int64_t e) {
+                if (e > b) part(b, e);
             });
         }
         return {};
@@ -1446,6 +1439,7 @@ private:
     std::shared_ptr<float> packed_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
+    std::unique_ptr<Balance> bal_;
     int64_t mr_ = 1;  // the pixel split's alignment (the ISA's microkernel rows)
 };
 
@@ -1540,7 +1534,10 @@ public:
         band_rows_ = std::min(g.H, (orows_ - 1) * g.sh + ext_);
     }
     void set_parallel(ThreadPool* pool, int chunks) {
-        if (pool && chunks >= 2) pool_ = pool, chunks_ = chunks;
+        if (pool && chunks >= 2 && chunks == pool->threads()) {
+            pool_ = pool, chunks_ = chunks;
+            bal_ = std::make_unique<Balance>(chunks);  // output rows cut per run
+        }
     }
     // After set_parallel: a band per part in the plan's shared scratch.
     void bind_scratch(SharedScratch* s) {
@@ -1560,10 +1557,8 @@ public:
                 rows(x, y, scratch, 0, g_.OH);
                 continue;
             }
-            pool_->parallel_for(chunks_, [&](int i) {
-                int64_t b, e;
-                chunk_range(g_.OH, chunks_, i, 1, &b, &e);
-                rows(x, y, scratch + i * band_floats_, b, e);
+            pool_->for_balanced(g_.OH, 1, bal_.get(), [&](int i, int64_t b, int64_t e) {
+                if (e > b) rows(x, y, scratch + i * band_floats_, b, e);
             });
         }
         return {};
@@ -1612,6 +1607,7 @@ private:
     std::shared_ptr<float> pw_packed_, dw_packed_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
+    std::unique_ptr<Balance> bal_;
     SharedScratch* scr_ = nullptr;
 };
 

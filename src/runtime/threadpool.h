@@ -88,6 +88,13 @@ public:
         run_balanced(b, [](void* c, int i) { (*static_cast<T*>(c))(i); },
                      const_cast<void*>(static_cast<const void*>(&f)), op);
     }
+    // f(i, begin, end) on thread i for its balanced range of [0, total) (split(total, align, op)).
+    template <typename F>
+    void for_balanced(int64_t total, int64_t align, Balance* op, F&& f) {
+        int64_t b[kMaxThreads + 1];
+        split(total, align, b, op);
+        parallel_balanced(b, [&](int i) { f(i, b[i], b[i + 1]); }, op);
+    }
     // The pool's overall shares (every balanced run counts; reported by `jiffy bench`).
     const Balance& balance() const { return *overall_; }
     bool balancing() const { return balance_; }

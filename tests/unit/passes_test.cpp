@@ -1325,10 +1325,13 @@ TEST(Passes, ExpandAndDepthwiseRunBandByBand) {
         expect_close(want, run(b.g, b.feeds, false));  // the two ConvNhwc steps against the NCHW graph
         for (const char* kb : {"1", "4", "1024"}) {
             ScopedEnv band("JIFFY_BAND_KB", kb);
-            for (int threads : {1, 2}) {
+            // Two threads: the rows cut evenly and with the caller given 20% / 80% (the balanced
+            // splits of the band step and of the ConvNhwc steps around it).
+            for (const auto& [threads, share] : {std::pair{1, "0.5"}, {2, "0.5"}, {2, "0.2"}, {2, "0.8"}}) {
+                ScopedEnv fixed("JIFFY_SPLIT_SHARE", share);
                 std::vector<std::string> kernels;
                 expect_bitwise(run_threads(b, threads, &kernels), want,
-                               what + ", band " + kb + " KiB, threads " + std::to_string(threads));
+                               what + ", band " + kb + " KiB, threads " + std::to_string(threads) + ", share " + share);
                 int banded = 0;
                 for (const std::string& d : kernels) banded += d.rfind("conv_nhwc_1x1+dw band", 0) == 0;
                 EXPECT_EQ(banded, 1) << what;
