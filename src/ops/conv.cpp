@@ -1088,9 +1088,10 @@ public:
                          std::unique_ptr<ConvFastKernel> inner, ThreadPool* pool, int chunks)
         : d_(d), g_(g), has_res_(has_res), isa_(kernels::active_isa()), inner_(std::move(inner)) {
         xs_.resize(size_t(d.C * g.OH * g.OW));
-        if (pool && chunks > 1 && d.C >= 2 * chunks) {
+        if (pool && chunks > 1 && chunks == pool->threads() && d.C >= 2 * chunks) {
             pool_ = pool;
             chunks_ = chunks;
+            bal_ = std::make_unique<Balance>(chunks);  // the subsample's channels cut per run
         }
     }
     Status run(const void* const* in, void* const* out) const override {
@@ -1101,15 +1102,13 @@ public:
         float* xs = xs_.data();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
-            auto part = [&](int t) {
-                int64_t c0 = 0, c1 = d_.C;
-                if (pool_) chunk_range(d_.C, chunks_, t, 1, &c0, &c1);
-                kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
+            auto part = [&](int, int64_t c0, int64_t c1) {
+                if (c1 > c0) kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
             };
             if (pool_)
-                pool_->parallel_for(chunks_, part);
+                pool_->for_balanced(d_.C, 1, bal_.get(), part);
             else
-                part(0);
+                part(0, 0, d_.C);
             const void* sub_in[4] = {xs, in[1], d_.has_bias ? in[2] : nullptr, R ? R + n * out_img : nullptr};
             void* sub_out[1] = {Y + n * out_img};
             JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
@@ -1128,6 +1127,7 @@ private:
     std::unique_ptr<ConvFastKernel> inner_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
+    std::unique_ptr<Balance> bal_;
     mutable std::vector<float> xs_;  // the subsampled image (not reentrant, like the plan's scratch)
 };
 
@@ -1906,8 +1906,8 @@ class Pool2dFastKernel : public Kernel {
 public:
     Pool2dFastKernel(kernels::Pool2d p, int64_t planes, ThreadPool* pool, int chunks)
         : p_(std::move(p)), planes_(planes), fn_(kernels::pool2d_for(kernels::active_isa())) {
-        const int n = pool && chunks > 1 && planes >= chunks ? chunks : 1;
-        if (n > 1) pool_ = pool;
+        const int n = pool && chunks > 1 && chunks == pool->threads() && planes >= chunks ? chunks : 1;
+        if (n > 1) pool_ = pool, bal_ = std::make_unique<Balance>(n);  // planes cut per run
         scratch_.resize(size_t(n));
         for (auto& s : scratch_) s.resize(size_t(kernels::pool2d_scratch_floats(p_)));
     }
@@ -1920,9 +1920,8 @@ public:
         }
         const int n = int(scratch_.size());
         const int64_t in_plane = p_.H * p_.W, out_plane = p_.OH * p_.OW;
-        pool_->parallel_for(n, [&](int t) {
-            int64_t b = 0, e = 0;
-            chunk_range(planes_, n, t, 1, &b, &e);
+        (void)n;
+        pool_->for_balanced(planes_, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
             if (e > b) fn_(p_, x + b * in_plane, y + b * out_plane, e - b, scratch_[size_t(t)].data());
         });
         return {};
@@ -1936,6 +1935,7 @@ private:
     int64_t planes_;
     kernels::Pool2dFn fn_;
     ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
     mutable std::vector<std::vector<float>> scratch_;
 };
 

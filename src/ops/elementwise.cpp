@@ -407,22 +407,20 @@ public:
         if (!pool) return;
         if (dims_.empty() && chunks >= 2) pool_ = pool, chunks_ = chunks;
         if (dims_.size() == 1 && bchunks >= 2 && outer_ >= 2 * bchunks) pool_ = pool, chunks_ = bchunks;
+        if (pool_ && chunks_ != pool->threads()) pool_ = nullptr;
+        if (pool_) bal_ = std::make_unique<Balance>(chunks_);  // the ranges cut per run
     }
     Status run(const void* const* in, void* const* out) const override {
         const float* a = static_cast<const float*>(in[0]);
         const float* b = static_cast<const float*>(in[1]);
         float* y = static_cast<float*>(out[0]);
         if (pool_ && dims_.empty()) {
-            pool_->parallel_for(chunks_, [&](int i) {
-                int64_t lo, hi;
-                chunk_range(inner_, chunks_, i, 16, &lo, &hi);
+            pool_->for_balanced(inner_, 16, bal_.get(), [&](int, int64_t lo, int64_t hi) {
                 if (hi > lo) part(a, b, y, lo, hi - lo);
             });
         } else if (pool_) {
-            pool_->parallel_for(chunks_, [&](int i) {
-                int64_t lo, hi;
-                chunk_range(outer_, chunks_, i, 1, &lo, &hi);
-                rows(a, b, y, lo, hi);
+            pool_->for_balanced(outer_, 1, bal_.get(), [&](int, int64_t lo, int64_t hi) {
+                if (hi > lo) rows(a, b, y, lo, hi);
             });
         } else if (dims_.empty()) {
             row(a, b, y);
@@ -460,6 +458,7 @@ private:
     }
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
+    std::unique_ptr<Balance> bal_;
     kernels::BinOp op_;
     kernels::BinaryRows rows_;
     Shape dims_, sa_, sb_;  // collapsed outer dims and the operands' strides on them

@@ -389,6 +389,23 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
     }
 }
 
+// Elementwise Add / Mul split by ranges (same shapes) and by rows (a per-channel scale, the
+// squeeze-excite Mul): balanced, at every caller share the same values as one thread.
+TEST(Threaded, BinaryMatchesOneThread) {
+    for (const char* op : {"Add", "Mul"}) {
+        OneNode same;
+        same.op = op;
+        same.xs = {1, 37, 29, 31};
+        same.consts = {{{1, 37, 29, 31}, true}};
+        expect_same_threaded(same, std::string(op) + " same shape", "threads");
+        OneNode scale;
+        scale.op = op;
+        scale.xs = {1, 144, 28, 28};
+        scale.consts = {{{1, 144, 1, 1}, true}};
+        expect_same_threaded(scale, std::string(op) + " per-channel", "threads");
+    }
+}
+
 // MaxPool / AveragePool on the fast 2-D pool split by planes (each part its own planes and row
 // buffer), against one thread: the split must show in the kernel column and change no bit.
 TEST(Threaded, PoolByPlanesMatchesOneThreadBitwise) {
