@@ -290,6 +290,7 @@ public:
         const int64_t panels = (B.N + B.NR - 1) / B.NR;
         if (M >= 16 * chunks) {
             rows_ = true;
+            if (chunks == pool->threads()) bal_ = std::make_unique<Balance>(chunks);  // rows cut per run
         } else if (panels >= 2) {
             chunks = int(std::min<int64_t>(chunks, panels));
             for (int t = 0; t < chunks; ++t) {
@@ -332,6 +333,8 @@ public:
         int64_t widest = 0;
         for (int t = 0; t < chunks; ++t) widest = std::max(widest, col0_[size_t(t) + 1] - col0_[size_t(t)]);
         if (widest * B->K * int64_t(sizeof(float)) < kernels::kGemvSerpentineMin) B->alternate = false;
+        // One range per thread: cut per run at the threads' measured speeds (whole units).
+        if (chunks == pool->threads()) unit_ = unit, units_ = units, bal_ = std::make_unique<Balance>(chunks);
         cols_fn_ = kernels::sgemv_cols_for(isa);
         *B = kernels::repack_gemv_split(*B, isa);
         gemv_ = B;
@@ -341,7 +344,11 @@ public:
 
     void gemm(kernels::SgemmFn fn, int64_t M, const float* A, int64_t lda, const kernels::PackedB& B,
               const float* bias, float* C, int64_t ldc, kernels::Act act) const {
-        if (rows_) {
+        if (rows_ && bal_) {
+            pool_->for_balanced(M, 8, bal_.get(), [&](int, int64_t m0, int64_t m1) {
+                if (m1 > m0) fn(m1 - m0, A + m0 * lda, lda, B, bias, C + m0 * ldc, ldc, act);
+            });
+        } else if (rows_) {
             pool_->parallel_for(chunks_, [&](int t) {
                 int64_t m0, m1;
                 chunk_range(M, chunks_, t, 8, &m0, &m1);
@@ -356,6 +363,13 @@ public:
     }
 
     void gemv(const float* a, const float* bias, float* y, const kernels::Activation& act, bool backward) const {
+        if (bal_ && units_ > 0) {
+            const int64_t N = gemv_->N;
+            pool_->for_balanced(units_, 1, bal_.get(), [&](int, int64_t u0, int64_t u1) {
+                if (u1 > u0) cols_fn_(a, *gemv_, u0 * unit_, u1 == units_ ? N : u1 * unit_, bias, y, act, backward);
+            });
+            return;
+        }
         pool_->parallel_for(chunks_, [&](int t) {
             cols_fn_(a, *gemv_, col0_[size_t(t)], col0_[size_t(t) + 1], bias, y, act, backward);
         });
@@ -365,6 +379,10 @@ private:
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
     bool rows_ = false;
+    // Balanced (one range per thread, cut per run): GEMM rows, or GEMV units of unit_ columns
+    // (the last one the tail block).
+    std::unique_ptr<Balance> bal_;
+    int64_t unit_ = 0, units_ = 0;
     std::vector<int64_t> col0_;
     std::vector<kernels::PackedB> gemm_views_;
     const kernels::PackedGemv* gemv_ = nullptr;  // the kernel's own (outlives this)
