@@ -16,7 +16,7 @@
 // balanced run times its parts (cycle counter, from the publish to each part's end, so a late
 // wake counts) and folds speed = fraction / time into per-thread sums that decay per run; the
 // shares are speed / sum of speeds, each speed clamped to [0.5, 1.5] x the mean. Each balanced op
-// keeps its own sums (decay 0.85: about its last 7 runs; one op's parts may favour a core more
+// keeps its own sums (decay 0.95: about its last 20 runs; one op's parts may favour a core more
 // than another's), the pool's overall ones (every balanced run, decay 0.98) standing in until the
 // op has run once. No
 // allocation, lock or syscall: a cycle-counter read per part. JIFFY_BALANCE=0 keeps every split
@@ -34,7 +34,7 @@ namespace jiffy {
 // of fraction x run length and of part cycles per thread, and the shares of work they give.
 class Balance {
 public:
-    explicit Balance(int threads = 1, double decay = 0.85);
+    explicit Balance(int threads = 1, double decay = 0.95);
     int threads() const { return n_; }
     bool measured() const { return measured_.load(std::memory_order_relaxed); }
     // Thread i's share (1 / threads() until measured).
