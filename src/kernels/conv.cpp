@@ -365,22 +365,21 @@ void ConvGemm::run(const float* x, const float* wpacked, const float* bias, cons
            res ? res + gi * out_g : nullptr, y + gi * out_g, scratch, epi);
 }
 
+// run_pixels / run_channels: the bound args with one range member pair set ([b, e) of pixels
+// or of weight blocks), one group.
 void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bias, const float* res,
                           float* y, float* scratch, const ConvEpi& epi, int64_t pb, int64_t pe) const {
-    if (pe <= pb) return;
     ConvGemmArgs args = bound_args();
     args.pb = pb;
     args.pe = pe;
-    gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
+    if (pe > pb) gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
 }
 
 void ConvGemm::run_channels(const float* x, const float* wpacked, const float* bias, const float* res,
                             float* y, float* scratch, const ConvEpi& epi, int64_t cb, int64_t ce) const {
-    if (ce <= cb) return;
     ConvGemmArgs args = bound_args();
-    args.cb = cb;
-    args.ce = ce;
-    gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
+    std::tie(args.cb, args.ce) = std::pair{cb, ce};
+    if (ce > cb) gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
 }
 
 int64_t ConvGemm::channel_blocks() const {

@@ -652,15 +652,8 @@ public:
                 const double u_bytes = 4.0 * double(a.npts * geo_.C * (a.trans ? a.Mpad : M));
                 if (!force_channels && a.T >= 2 * chunks && chunks == pool->threads() &&
                     (force_other || u_bytes <= 8.0 * (1 << 20))) {
-                    split_ = Split::kTiles;  // one part per thread, its tiles chosen per run
-                    bal_ = std::make_unique<Balance>(chunks);
-                    for (int t = 0; t < chunks; ++t) {
-                        Part p;
-                        p.sn = size_t(wino_k_.scratch_floats());
-                        parts_.push_back(std::move(p));
-                    }
+                    balanced_parts(pool, chunks, Split::kTiles, size_t(wino_k_.scratch_floats()));
                     yt_n_ = wino_k_.yt_floats();
-                    pool_ = pool;
                     return;
                 }
             } else if (const kernels::ConvGemmArgs& a = gemm_.args();
@@ -671,14 +664,7 @@ public:
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
                 // and each part gets several NR-wide panels.
-                split_ = Split::kPixels;  // one part per thread, its pixels chosen per run
-                bal_ = std::make_unique<Balance>(chunks);
-                for (int t = 0; t < chunks; ++t) {
-                    Part p;
-                    p.sn = size_t(gemm_.scratch_floats());
-                    parts_.push_back(std::move(p));
-                }
-                pool_ = pool;
+                balanced_parts(pool, chunks, Split::kPixels, size_t(gemm_.scratch_floats()));
                 return;
             }
             // Parts of >= 8 rows keep the microkernel's efficiency.
@@ -687,15 +673,8 @@ public:
                 // By channels on the GEMM path: one part per thread, a range of the whole conv's
                 // weight row blocks (transposed: channel panels) chosen per run; each part packs
                 // or pads the input it reads on its own scratch.
-                if (gemm_.channel_blocks() < chunks || chunks != pool->threads()) return;
-                split_ = Split::kChannels;
-                bal_ = std::make_unique<Balance>(chunks);
-                for (int t = 0; t < chunks; ++t) {
-                    Part p;
-                    p.sn = size_t(gemm_.scratch_floats());
-                    parts_.push_back(std::move(p));
-                }
-                pool_ = pool;
+                if (gemm_.channel_blocks() >= chunks && chunks == pool->threads())
+                    balanced_parts(pool, chunks, Split::kChannels, size_t(gemm_.scratch_floats()));
                 return;
             }
             // Winograd by channels (each part its own transformed weights), at MR-row edges.
@@ -752,6 +731,15 @@ private:
         std::shared_ptr<float> w;  // its packed weights (kernels::alloc_weights: huge pages)
         size_t sn = 0, so = 0;  // its scratch: floats, offset in the shared scratch
     };
+
+    // A balanced split: one part per thread (its range cut per run), each with `scratch` floats.
+    void balanced_parts(ThreadPool* pool, int chunks, Split split, size_t scratch) {
+        split_ = split;
+        bal_ = std::make_unique<Balance>(chunks);
+        parts_.assign(size_t(chunks), Part{});
+        for (Part& p : parts_) p.sn = scratch;
+        pool_ = pool;
+    }
 
     Status run_parallel(const float* X, const float* W, const float* B, const float* R, float* Y) const {
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
