@@ -378,7 +378,8 @@ void ConvGemm::run_pixels(const float* x, const float* wpacked, const float* bia
 void ConvGemm::run_channels(const float* x, const float* wpacked, const float* bias, const float* res,
                             float* y, float* scratch, const ConvEpi& epi, int64_t cb, int64_t ce) const {
     ConvGemmArgs args = bound_args();
-    std::tie(args.cb, args.ce) = std::pair{cb, ce};
+    args.cb = cb;
+    args.ce = ce;
     if (ce > cb) gemm_fn(isa_)(args, x, wpacked, bias, res, y, scratch, epi);
 }
 

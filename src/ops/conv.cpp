@@ -752,9 +752,9 @@ private:
             float* y = Y + n * out_img;
             // Pixels, tiles and GEMM channel blocks: one part per thread, sized by the threads'
             // measured speeds (ThreadPool::split; any boundary gives the same bits).
-            int64_t b[ThreadPool::kMaxThreads + 1];
             if (split_ == Split::kTiles) {
                 const kernels::WinoArgs& wa = wino_k_.args();
+                int64_t b[ThreadPool::kMaxThreads + 1];
                 float* yt = base + yt_o_;
                 pool_->split(wa.T, 1, b, bal_.get());
                 auto tiles = [&](int t) {
@@ -1906,9 +1906,7 @@ public:
             fn_(p_, x, y, planes_, scratch_[0].data());
             return {};
         }
-        const int n = int(scratch_.size());
         const int64_t in_plane = p_.H * p_.W, out_plane = p_.OH * p_.OW;
-        (void)n;
         pool_->for_balanced(planes_, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
             if (e > b) fn_(p_, x + b * in_plane, y + b * out_plane, e - b, scratch_[size_t(t)].data());
         });

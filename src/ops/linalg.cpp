@@ -363,7 +363,7 @@ public:
     }
 
     void gemv(const float* a, const float* bias, float* y, const kernels::Activation& act, bool backward) const {
-        if (bal_ && units_ > 0) {
+        if (bal_) {
             const int64_t N = gemv_->N;
             pool_->for_balanced(units_, 1, bal_.get(), [&](int, int64_t u0, int64_t u1) {
                 if (u1 > u0) cols_fn_(a, *gemv_, u0 * unit_, u1 == units_ ? N : u1 * unit_, bias, y, act, backward);

@@ -132,13 +132,17 @@ void ThreadPool::work(uint32_t epoch, int self) {
         if (!claim_.compare_exchange_weak(w, w + 1, std::memory_order_acq_rel, std::memory_order_acquire))
             continue;
         fn_.load(std::memory_order_relaxed)(ctx_.load(std::memory_order_relaxed), int(i));
-        if (timed_.load(std::memory_order_relaxed)) {
-            slots_[i].who.store(self, std::memory_order_relaxed);
-            slots_[i].end.store(cycles(), std::memory_order_relaxed);
-        }
-        done_.fetch_add(1, std::memory_order_acq_rel);
+        finished(int(i), self);
         w = claim_.load(std::memory_order_acquire);
     }
+}
+
+void ThreadPool::finished(int i, int self) {
+    if (timed_.load(std::memory_order_relaxed)) {
+        slots_[size_t(i)].who.store(self, std::memory_order_relaxed);
+        slots_[size_t(i)].end.store(cycles(), std::memory_order_relaxed);
+    }
+    done_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void ThreadPool::worker(int index) {
@@ -172,7 +176,7 @@ void ThreadPool::worker(int index) {
 void ThreadPool::run(int n, Fn fn, void* ctx) { run_impl(n, fn, ctx, nullptr, nullptr); }
 
 void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op) {
-    const bool timed = frac != nullptr;
+    const bool timed = frac != nullptr && balance_;
     if (n <= 0) return;
     if (n == 1 || workers_.empty() || n > 0xFFFF || busy_.exchange(true, std::memory_order_acquire)) {
         for (int i = 0; i < n; ++i) fn(ctx, i);
@@ -190,11 +194,7 @@ void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* 
     epoch_.store(e, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) futex_wake_all(&epoch_);
     fn(ctx, 0);
-    if (timed) {
-        slots_[0].who.store(0, std::memory_order_relaxed);
-        slots_[0].end.store(cycles(), std::memory_order_relaxed);
-    }
-    done_.fetch_add(1, std::memory_order_acq_rel);
+    finished(0, 0);
     work(e, 0);
     while (done_.load(std::memory_order_acquire) < n) cpu_relax();
     if (timed) {
@@ -205,10 +205,8 @@ void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* 
             const uint64_t end = slots_[size_t(i)].end.load(std::memory_order_relaxed);
             cyc[i] = end > t_start_ ? end - t_start_ : 1;
         }
-        if (balance_) {
-            overall_->update(frac, who, cyc, n);
-            if (op && op->threads() == threads()) op->update(frac, who, cyc, n);
-        }
+        overall_->update(frac, who, cyc, n);
+        if (op && op->threads() == threads()) op->update(frac, who, cyc, n);
     }
     busy_.store(false, std::memory_order_release);
 }

@@ -18,9 +18,9 @@
 // shares are speed / sum of speeds, each speed clamped to [0.5, 1.5] x the mean. Each balanced op
 // keeps its own sums (decay 0.95: about its last 20 runs; one op's parts may favour a core more
 // than another's), the pool's overall ones (every balanced run, decay 0.98) standing in until the
-// op has run once. No
-// allocation, lock or syscall: a cycle-counter read per part. JIFFY_BALANCE=0 keeps every split
-// equal; JIFFY_SPLIT_SHARE=f gives the caller the fraction f of every split (tests).
+// op has run once. No allocation, lock or syscall: a cycle-counter read per part.
+// JIFFY_BALANCE=0 keeps every split equal (and untimed); JIFFY_SPLIT_SHARE=f gives the caller the
+// fraction f of every split (tests).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -97,12 +97,12 @@ public:
     }
     // The pool's overall shares (every balanced run counts; reported by `jiffy bench`).
     const Balance& balance() const { return *overall_; }
-    bool balancing() const { return balance_; }
 
 private:
     void worker(int index);
     void work(uint32_t epoch, int self);
     void run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op);  // frac: a balanced run
+    void finished(int i, int self);  // chunk i done by thread self (0: the caller)
 
     std::vector<std::thread> workers_;
     int spin_us_ = 100;
@@ -115,8 +115,8 @@ private:
     std::atomic<Fn> fn_{nullptr};
     std::atomic<void*> ctx_{nullptr};
     alignas(64) std::atomic<bool> busy_{false};
-    // Balanced runs: per part, the thread that ran it and its end (cycle counter); per thread,
-    // the decayed sums of fraction x run length and of part cycles, and the shares they give.
+    // Balanced runs: per part, the thread that ran it and its end (cycle counter); the pool's
+    // overall speeds (Balance).
     bool balance_ = true;  // JIFFY_BALANCE=0: every split stays equal (measurements)
     double fixed_share_ = 0;  // JIFFY_SPLIT_SHARE=f in (0, 1): the caller's share of every split (tests)
     std::atomic<bool> timed_{false};
