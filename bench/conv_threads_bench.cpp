@@ -200,14 +200,13 @@ void parts(const ConvShape& c, int rounds) {
         int64_t t0_, tm, te;
         chunk_range(T, 2, 0, 1, &t0_, &tm);
         chunk_range(T, 2, 1, 1, &tm, &te);
-        const std::vector<int64_t> shared = wk.shared_tile_rows({0, tm});
+        const int64_t shared = wk.shared_row(tm);  // -1: none
         for (int h = 0; h < 2; ++h) {
             const int64_t a = h ? tm : 0, e = h ? te : tm;
             to = std::max(to, time_us([&] {
                 wk.run_tiles(x.data(), pw.data(), b.data(), nullptr, y.data(), sc.data(), epi, a, e, yt.data());
                 // The caller's part also writes the shared tile rows (ConvFastKernel::run_parallel).
-                if (h == 0)
-                    for (int64_t tr : shared) wk.finish_rows(yt.data(), b.data(), nullptr, y.data(), epi, tr, tr + 1);
+                if (h == 0 && shared >= 0) wk.finish_rows(yt.data(), b.data(), nullptr, y.data(), epi, shared, shared + 1);
             }, reps, rounds));
         }
         chunk_range(c.M, 2, 0, c.M >= 2 * mr ? mr : 8, &c0, &c1);

@@ -157,14 +157,6 @@ void Winograd::finish_rows(const float* yt, const float* bias, const float* res,
     wino_fn(isa_)(a, nullptr, nullptr, bias, res, y, nullptr, epi);
 }
 
-std::vector<int64_t> Winograd::shared_tile_rows(const std::vector<int64_t>& starts) const {
-    std::vector<int64_t> rows;
-    if (!a_.trans) return rows;
-    for (int64_t b : starts)
-        if (b % a_.TW != 0 && b < a_.T && (rows.empty() || rows.back() != b / a_.TW)) rows.push_back(b / a_.TW);
-    return rows;
-}
-
 // Estimated speedup of F(m,3) over the direct conv: the multiplies saved (9 m^2 / alpha^2), times
 // the microkernel lanes holding real data and the output pixels that are real (edge tiles), over
 // 1 + the transforms' cost relative to the GEMM's, k (C + M) / (C M) / u^0.25 with u the

@@ -91,14 +91,18 @@ public:
     // [t0, t1) of the image. Normal orientation: writes their pixels of Y. Transposed: writes
     // their pixels of yt (yt_floats(), shared by the threads) and Y's pixel rows of the tile rows
     // wholly inside [t0, t1); once every part is done, finish_rows(tr0, tr1) writes Y's pixels of
-    // tile rows [tr0, tr1) from yt: those split between parts (shared_tile_rows).
+    // tile rows [tr0, tr1) from yt: those split between parts (shared_row).
     void run_tiles(const float* x, const float* wpacked, const float* bias, const float* res, float* y,
                    float* scratch, const ConvEpi& epi, int64_t t0, int64_t t1, float* yt) const;
     void finish_rows(const float* yt, const float* bias, const float* res, float* y, const ConvEpi& epi,
                      int64_t tr0, int64_t tr1) const;
-    // The tile rows that the split into tile ranges starting at `starts` (ascending, the first 0)
-    // leaves to finish_rows (transposed orientation), each once, ascending.
-    std::vector<int64_t> shared_tile_rows(const std::vector<int64_t>& starts) const;
+    // The tile row that a part starting at tile `start` shares with the part before it, which
+    // finish_rows writes once both are done (transposed orientation), or -1 when the part starts
+    // a tile row (or none is shared). Ascending starts give ascending rows; two boundaries inside
+    // one row (a part of less than a row) give that row twice, to finish once.
+    int64_t shared_row(int64_t start) const {
+        return a_.trans && start % a_.TW != 0 && start < a_.T ? start / a_.TW : -1;
+    }
     size_t yt_floats() const { return a_.trans ? size_t(a_.g.OH * a_.g.OW * a_.Mpad) : 0; }
 
     const WinoArgs& args() const { return a_; }

@@ -763,12 +763,11 @@ private:
                 };
                 pool_->parallel_balanced(b, tiles, bal_.get());
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
-                if (wa.trans)
-                    for (int i = 1, last = -1; i < n_parts; ++i)
-                        if (b[i] % wa.TW != 0 && b[i] < wa.T && b[i] / wa.TW != last) {
-                            last = int(b[i] / wa.TW);
-                            wino_k_.finish_rows(yt, B, r, y, epi_, last, last + 1);
-                        }
+                for (int64_t i = 1, last = -1; i < n_parts; ++i) {
+                    const int64_t tr = wino_k_.shared_row(b[i]);
+                    if (tr >= 0 && tr != last) wino_k_.finish_rows(yt, B, r, y, epi_, tr, tr + 1);
+                    if (tr >= 0) last = tr;
+                }
                 continue;
             }
             if (split_ == Split::kChannels && !depthwise_ && !wino_m_) {

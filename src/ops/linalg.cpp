@@ -327,14 +327,20 @@ public:
             col0_.push_back(u0 * unit);  // < N: every range holds at least one unit
         }
         col0_.push_back(B->N);
+        // One range per thread: cut per run at the threads' measured speeds (whole units).
+        const bool balanced = chunks == pool->threads();
+        if (balanced) unit_ = unit, units_ = units, bal_ = std::make_unique<Balance>(chunks);
         // Alternating directions pays only where a thread's share of the weights is past L2 too
         // (weather's 528 KiB halves: 1.09x slower with it). The segmented sums stay, so that the
-        // bits are those of one thread (docs/threading.md).
+        // bits are those of one thread (docs/threading.md). A balanced range can grow to the
+        // largest share a thread can get.
         int64_t widest = 0;
         for (int t = 0; t < chunks; ++t) widest = std::max(widest, col0_[size_t(t) + 1] - col0_[size_t(t)]);
+        if (balanced)
+            widest = std::max(widest, std::min(B->N, int64_t(std::ceil(double(units) * Balance::max_share(chunks))) * unit));
         if (widest * B->K * int64_t(sizeof(float)) < kernels::kGemvSerpentineMin) B->alternate = false;
-        // One range per thread: cut per run at the threads' measured speeds (whole units).
-        if (chunks == pool->threads()) unit_ = unit, units_ = units, bal_ = std::make_unique<Balance>(chunks);
+        // Each run, a part narrower than this reads forward only (gemv()).
+        serp_cols_ = (kernels::kGemvSerpentineMin + B->K * int64_t(sizeof(float)) - 1) / (B->K * int64_t(sizeof(float)));
         cols_fn_ = kernels::sgemv_cols_for(isa);
         *B = kernels::repack_gemv_split(*B, isa);
         gemv_ = B;
@@ -366,12 +372,14 @@ public:
         if (bal_) {
             const int64_t N = gemv_->N;
             pool_->for_balanced(units_, 1, bal_.get(), [&](int, int64_t u0, int64_t u1) {
-                if (u1 > u0) cols_fn_(a, *gemv_, u0 * unit_, u1 == units_ ? N : u1 * unit_, bias, y, act, backward);
+                const int64_t c0 = u0 * unit_, c1 = u1 == units_ ? N : u1 * unit_;
+                if (u1 > u0) cols_fn_(a, *gemv_, c0, c1, bias, y, act, backward && c1 - c0 >= serp_cols_);
             });
             return;
         }
         pool_->parallel_for(chunks_, [&](int t) {
-            cols_fn_(a, *gemv_, col0_[size_t(t)], col0_[size_t(t) + 1], bias, y, act, backward);
+            const int64_t c0 = col0_[size_t(t)], c1 = col0_[size_t(t) + 1];
+            cols_fn_(a, *gemv_, c0, c1, bias, y, act, backward && c1 - c0 >= serp_cols_);
         });
     }
 
@@ -383,6 +391,7 @@ private:
     // (the last one the tail block).
     std::unique_ptr<Balance> bal_;
     int64_t unit_ = 0, units_ = 0;
+    int64_t serp_cols_ = 0;  // the fewest columns of a part that alternates directions
     std::vector<int64_t> col0_;
     std::vector<kernels::PackedB> gemm_views_;
     const kernels::PackedGemv* gemv_ = nullptr;  // the kernel's own (outlives this)

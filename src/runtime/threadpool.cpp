@@ -277,7 +277,7 @@ void Balance::update(const double* frac, const int* who, const uint64_t* cyc, in
     double tot = 0;
     for (int t = 0; t < T; ++t) {
         if (speed[t] <= 0) speed[t] = mean;
-        speed[t] = std::clamp(speed[t], 0.5 * mean, 1.5 * mean);
+        speed[t] = std::clamp(speed[t], kSlowest * mean, kFastest * mean);
         tot += speed[t];
     }
     for (int t = 0; t < T; ++t) share_[size_t(t)].store(speed[t] / tot, std::memory_order_relaxed);

@@ -39,8 +39,12 @@ public:
     bool measured() const { return measured_.load(std::memory_order_relaxed); }
     // Thread i's share (1 / threads() until measured).
     double share(int i) const { return share_[size_t(i)].load(std::memory_order_relaxed); }
+    // Each speed is clamped to [kSlowest, kFastest] x the mean speed.
+    static constexpr double kSlowest = 0.5, kFastest = 1.5;
+    // The largest share one of `threads` threads can get (0.75 of two).
+    static constexpr double max_share(int threads) { return kFastest / (kFastest + kSlowest * (threads - 1)); }
     // Folds one run in: part i had fraction frac[i] of the work, ran on thread who[i] and ended
-    // cycles[i] after the publish. Shares are clamped to [0.5, 1.5] x the mean speed.
+    // cycles[i] after the publish.
     void update(const double* frac, const int* who, const uint64_t* cycles, int n);
 
 private:
