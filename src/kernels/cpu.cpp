@@ -41,6 +41,22 @@ Isa active_isa() {
     return isa;
 }
 
+CpuVendor cpu_vendor() {
+#if defined(__x86_64__)
+    static const CpuVendor v = [] {
+        __builtin_cpu_init();
+        return __builtin_cpu_is("intel") ? CpuVendor::kIntel : __builtin_cpu_is("amd") ? CpuVendor::kAmd : CpuVendor::kOther;
+    }();
+    return v;
+#else
+    return CpuVendor::kOther;
+#endif
+}
+
+const char* cpu_vendor_name(CpuVendor v) {
+    return v == CpuVendor::kIntel ? "intel" : v == CpuVendor::kAmd ? "amd" : "other";
+}
+
 const char* isa_name(Isa isa) {
     switch (isa) {
         case Isa::kAvx512: return "avx512";

@@ -14,6 +14,12 @@ Isa cpu_isa();     // best the CPU supports
 Isa active_isa();  // cpu_isa() capped by JIFFY_ISA (read once)
 const char* isa_name(Isa isa);
 
+// The x86-64 core's maker (a few blockings were measured to differ between Intel's and AMD's
+// cores); kOther on other architectures.
+enum class CpuVendor { kOther = 0, kIntel = 1, kAmd = 2 };
+CpuVendor cpu_vendor();
+const char* cpu_vendor_name(CpuVendor v);
+
 // Floats per vector register in the ISA's kernels (the portable and NEON kernels use 4).
 inline int64_t isa_vector_floats(Isa isa) { return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 4; }
 
