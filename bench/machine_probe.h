@@ -13,6 +13,9 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
+#include <cstring>
+#include <cstdio>
 #include <memory>
 
 #include "kernels/cpu.h"
@@ -149,6 +152,45 @@ inline double floor_us(int64_t flops, uint64_t bytes, double peak_gflops, double
     const double compute = double(flops) / peak_gflops / 1e3;
     const double gbs = bytes > 0 ? read_gbs(size_t(bytes), ms) : 0;
     return std::max(compute, gbs > 0 ? double(bytes) / gbs / 1e3 : 0.0);
+}
+
+// "Intel(R) Xeon(R) Processor (family 6 model 207; L2 2048K, L3 307200K)" from /proc/cpuinfo and
+// sysfs: the benchmarks' tables name the host (the shared VMs change CPU between sessions: Zen 4,
+// Zen 5, Sapphire / Emerald Rapids, with different caches and memory speeds).
+inline std::string cpu_description() {
+    std::string name, family, model;
+    if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+        char line[512];
+        auto value = [&](const char* l) {
+            std::string v = std::strchr(l, ':') ? std::strchr(l, ':') + 1 : "";
+            while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.erase(v.begin());
+            while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+            return v;
+        };
+        while (std::fgets(line, sizeof line, f) && (name.empty() || family.empty() || model.empty())) {
+            if (name.empty() && !std::strncmp(line, "model name", 10)) name = value(line);
+            else if (family.empty() && !std::strncmp(line, "cpu family", 10)) family = value(line);
+            else if (model.empty() && !std::strncmp(line, "model\t", 6)) model = value(line);
+        }
+        std::fclose(f);
+    }
+    auto cache = [](int index) {
+        std::string v;
+        char path[96];
+        std::snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu0/cache/index%d/size", index);
+        if (FILE* f = std::fopen(path, "r")) {
+            char b[32] = {};
+            if (std::fgets(b, sizeof b, f)) v = b;
+            std::fclose(f);
+        }
+        while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+        return v;
+    };
+    std::string d = name.empty() ? std::string(kernels::cpu_vendor_name(kernels::cpu_vendor())) : name;
+    d += " (";
+    if (!family.empty()) d += "family " + family + " model " + model + "; ";
+    d += "L2 " + cache(2) + ", L3 " + cache(3) + ")";
+    return d;
 }
 
 }  // namespace jiffy::bench

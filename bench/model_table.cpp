@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
     auto ort = peer_figures();
     std::vector<Row> rows;
     const double peak = fma_peak_gflops(300);
+    std::printf("CPU: %s\n", cpu_description().c_str());
     std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
     std::printf("| model | MFLOP | arena KiB | max err / magnitude | check | p50 us | p99 us | GFLOP/s | %% peak | "
                 "floor us | p50 / floor | ORT p50 us (PEERS.md) | p50 ratio |\n");

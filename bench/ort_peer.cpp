@@ -388,6 +388,7 @@ int main(int argc, char** argv) {
     auto tgt = targets();
     std::vector<Row> rows;
     const double peak = fma_peak_gflops(300);
+    std::printf("CPU: %s\n", cpu_description().c_str());
     std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
     std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | Jiffy GFLOP/s | %% peak | "
                 "floor us | Jiffy / floor | ORT p50 us | ORT p99 us | ORT / floor | ratio | target | met | "
