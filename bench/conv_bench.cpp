@@ -86,6 +86,10 @@ const Shape kShapes[] = {
     {"rn50 3x3s2 256>256 28", 256, 256, 28, 28, 3, 2},
     {"rn50 3x3s2 512>512 14", 512, 512, 14, 14, 3, 2},
     // The generated face detector (UltraFace-slim shape, 240x320 input): Relu epilogues.
+    {"yolo 3x3s2 16>32 160 silu", 16, 32, 160, 160, 3, 2, ConvAct::kSilu},
+    {"yolo 3x3s2 32>64 80 silu", 32, 64, 80, 80, 3, 2, ConvAct::kSilu},
+    {"yolo 3x3s2 64>128 40 silu", 64, 128, 40, 40, 3, 2, ConvAct::kSilu},
+    {"yolo 3x3s2 128>256 20 silu", 128, 256, 20, 20, 3, 2, ConvAct::kSilu},
     {"face 3x3s2 3>16 240x320", 3, 16, 240, 320, 3, 2, ConvAct::kRelu},
     {"face 1x1 16>32 120x160", 16, 32, 120, 160, 1, 1, ConvAct::kRelu},
     {"face 1x1 32>32 60x80", 32, 32, 60, 80, 1, 1, ConvAct::kRelu},
