@@ -6,7 +6,7 @@
 // --parts: instead, each split's two halves timed one after the other on the calling thread
 // (kernels API, the ranges conv.cpp's set_parallel uses): the estimated speedup T1 / max(half)
 // counts duplicated work and imbalance but not contention, and needs no free second core.
-// --cold: the caches flushed (64 MiB read) before each timed run, as in a model whose weights
+// --cold: the caches flushed (192 MiB read) before each timed run, as in a model whose weights
 // stream from DRAM (JIFFY_SPIN_US=100000 keeps the second thread awake meanwhile).
 //   build/jiffy_conv_threads_bench [--filter SUBSTR] [--rounds N] [--threads T] [--parts] [--cold]
 #include <algorithm>
@@ -127,13 +127,14 @@ Bench make(const ConvShape& c, int threads) {
     return b;
 }
 
-// --cold: before each timed run, 64 MiB are read (the caches then hold none of the conv's
-// weights, input or scratch, as in a model whose weights stream from DRAM every run).
+// --cold: before each timed run, 192 MiB are read (the caches then hold none of the conv's
+// weights, input or scratch, as in a model whose weights stream from DRAM every run; 64 MiB were
+// not enough on session 22's Intel host, whose L3 kept ~64-80 MiB of one process).
 bool g_cold = false;
 std::vector<float> g_flush;
 float g_sink = 0;
 void flush_caches() {
-    if (g_flush.empty()) g_flush.assign(size_t(16) << 20, 1.0f);
+    if (g_flush.empty()) g_flush.assign(size_t(48) << 20, 1.0f);
     float s = 0;
     for (size_t i = 0; i < g_flush.size(); i += 16) s += g_flush[i];
     g_sink += s;
