@@ -77,6 +77,29 @@ const Activation kAllActs[] = {
     {ActKind::kExp, 0, 0},         {ActKind::kSilu, 0, 0},
 };
 
+// The vendor that picks per-vendor blockings (the conv GEMM's K chunk) is the one the kernel
+// reports in /proc/cpuinfo.
+TEST(KernelsIsa, CpuVendorMatchesProcCpuinfo) {
+    std::string id;
+    if (FILE* f = std::fopen("/proc/cpuinfo", "r")) {
+        char line[256];
+        while (id.empty() && std::fgets(line, sizeof line, f))
+            if (!std::strncmp(line, "vendor_id", 9) && std::strchr(line, ':')) id = std::strchr(line, ':') + 1;
+        std::fclose(f);
+    }
+#if defined(__x86_64__)
+    if (id.empty()) GTEST_SKIP() << "no vendor_id in /proc/cpuinfo";
+    const CpuVendor want = id.find("GenuineIntel") != std::string::npos   ? CpuVendor::kIntel
+                           : id.find("AuthenticAMD") != std::string::npos ? CpuVendor::kAmd
+                                                                          : CpuVendor::kOther;
+    EXPECT_EQ(int(cpu_vendor()), int(want)) << id;
+#else
+    EXPECT_EQ(int(cpu_vendor()), int(CpuVendor::kOther));
+#endif
+    EXPECT_STREQ(cpu_vendor_name(CpuVendor::kIntel), "intel");
+    EXPECT_STREQ(cpu_vendor_name(CpuVendor::kAmd), "amd");
+}
+
 TEST(KernelsIsa, ActivationsMatchScalarOnEdgeValues) {
     const std::vector<float> x = edge_values(400, 0.05f);
     for (Isa isa : isas()) {
