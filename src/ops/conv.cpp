@@ -711,16 +711,17 @@ public:
     }
 
     // After set_parallel: the conv's scratch in the plan's shared scratch (runtime/scratch.h); a
-    // split gives each part (and the transposed Winograd tile split's shared output) its stretch.
+    // split puts part i at i * part_stride() and the transposed Winograd tile split's shared
+    // output after the parts.
     void bind_scratch(SharedScratch* s) {
         scr_ = s;
-        size_t n = parts_.empty() ? scratch_n_ : 0;
-        for (Part& p : parts_) {
-            p.so = n;
-            n += (p.sn + 15) / 16 * 16;  // 64-byte aligned stretches
+        if (parts_.empty()) {
+            s->reserve(scratch_n_);
+            return;
         }
-        yt_o_ = n;
-        s->reserve(n + yt_n_);
+        size_t biggest = 0;
+        for (const Part& p : parts_) biggest = std::max(biggest, p.sn);
+        s->reserve_parts(int(parts_.size()), biggest, yt_n_);
     }
 
 private:
@@ -729,7 +730,7 @@ private:
         int64_t c0 = 0, c1 = 0;  // output channels [c0, c1)
         kernels::Winograd wino;  // by channels, Winograd: the conv restricted to those channels
         std::shared_ptr<float> w;  // its packed weights (kernels::alloc_weights: huge pages)
-        size_t sn = 0, so = 0;  // its scratch: floats, offset in the shared scratch
+        size_t sn = 0;  // its scratch floats (at i * part_stride() of the shared scratch)
     };
 
     // A balanced split: one part per thread (its range cut per run), each with `scratch` floats.
@@ -746,6 +747,7 @@ private:
         const int64_t P = geo_.OH * geo_.OW, HW = geo_.H * geo_.W, khw = geo_.kh * geo_.kw;
         const int n_parts = int(parts_.size());
         float* base = scr_->data();
+        const size_t stride = scr_->part_stride();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
@@ -755,11 +757,10 @@ private:
             if (split_ == Split::kTiles) {
                 const kernels::WinoArgs& wa = wino_k_.args();
                 int64_t b[ThreadPool::kMaxThreads + 1];
-                float* yt = base + yt_o_;
+                float* yt = base + size_t(n_parts) * stride;
                 pool_->split(wa.T, 1, b, bal_.get());
                 auto tiles = [&](int t) {
-                    const Part& p = parts_[size_t(t)];
-                    wino_k_.run_tiles(x, wpacked_.get(), B, r, y, base + p.so, epi_, b[t], b[t + 1], yt);
+                    wino_k_.run_tiles(x, wpacked_.get(), B, r, y, base + size_t(t) * stride, epi_, b[t], b[t + 1], yt);
                 };
                 pool_->parallel_balanced(b, tiles, bal_.get());
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
@@ -772,27 +773,28 @@ private:
             }
             if (split_ == Split::kChannels && !depthwise_ && !wino_m_) {
                 pool_->for_balanced(gemm_.channel_blocks(), 1, bal_.get(), [&](int t, int64_t cb, int64_t ce) {
-                    gemm_.run_channels(x, wpacked_.get(), B, r, y, base + parts_[size_t(t)].so, epi_, cb, ce);
+                    gemm_.run_channels(x, wpacked_.get(), B, r, y, base + size_t(t) * stride, epi_, cb, ce);
                 });
                 continue;
             }
             if (split_ == Split::kPixels) {
                 pool_->for_balanced(gemm_.args().P, gemm_.pixel_align(), bal_.get(), [&](int t, int64_t pb, int64_t pe) {
-                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + parts_[size_t(t)].so, epi_, pb, pe);
+                    gemm_.run_pixels(x, wpacked_.get(), B, r, y, base + size_t(t) * stride, epi_, pb, pe);
                 });
                 continue;
             }
             auto part = [&](int t) {
                 const Part& p = parts_[size_t(t)];
+                float* ps = base + size_t(t) * stride;
                 const float* b = B ? B + p.c0 : nullptr;
                 const float* rr = r ? r + p.c0 * P : nullptr;
                 if (depthwise_) {
                     kernels::Conv2DGeom g = geo_;
                     g.C = g.M = p.c1 - p.c0;
                     kernels::conv_depthwise(isa_, g, x + p.c0 * HW, W + p.c0 * khw, b, rr, y + p.c0 * P, epi_,
-                                            base + p.so, dw_mode_);
+                                            ps, dw_mode_);
                 } else {
-                    p.wino.run(x, p.w.get(), b, rr, y + p.c0 * P, base + p.so, epi_);
+                    p.wino.run(x, p.w.get(), b, rr, y + p.c0 * P, ps, epi_);
                 }
             };
             pool_->parallel_for(n_parts, part);
@@ -801,7 +803,7 @@ private:
     }
 
     Split split_ = Split::kChannels;
-    size_t yt_n_ = 0, yt_o_ = 0;  // by tiles, transposed Winograd: the shared P x Mpad output
+    size_t yt_n_ = 0;  // by tiles, transposed Winograd: the shared P x Mpad output
     ThreadPool* pool_ = nullptr;
     std::vector<Part> parts_;
     std::unique_ptr<Balance> bal_;  // the balanced splits' per-thread speeds on this conv
@@ -1530,13 +1532,15 @@ public:
     void bind_scratch(SharedScratch* s) {
         scr_ = s;
         band_floats_ = (band_rows_ * g_.W * g_.M + 15) / 16 * 16;
-        s->reserve(size_t(band_floats_) * size_t(pool_ ? chunks_ : 1));
+        if (pool_) s->reserve_parts(chunks_, size_t(band_floats_), 0);
+        else s->reserve(size_t(band_floats_));
     }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = g_.H * g_.W * K_, out_img = g_.OH * g_.OW * g_.M;
         float* scratch = scr_->data();
+        const size_t stride = scr_->part_stride();
         for (int64_t n = 0; n < N_; ++n) {
             const float* x = X + n * in_img;
             float* y = Y + n * out_img;
@@ -1545,7 +1549,7 @@ public:
                 continue;
             }
             pool_->for_balanced(g_.OH, 1, bal_.get(), [&](int i, int64_t b, int64_t e) {
-                if (e > b) rows(x, y, scratch + i * band_floats_, b, e);
+                if (e > b) rows(x, y, scratch + size_t(i) * stride, b, e);
             });
         }
         return {};
