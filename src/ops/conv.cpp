@@ -764,11 +764,11 @@ private:
                 };
                 pool_->parallel_balanced(b, tiles, bal_.get());
                 // The few tile rows two parts share (at most one per part boundary), on the caller.
-                for (int64_t i = 1, last = -1; i < n_parts; ++i) {
-                    const int64_t tr = wino_k_.shared_row(b[i]);
-                    if (tr >= 0 && tr != last) wino_k_.finish_rows(yt, B, r, y, epi_, tr, tr + 1);
-                    if (tr >= 0) last = tr;
-                }
+                for (int64_t i = 1, last = -1; i < n_parts; ++i)
+                    if (const int64_t tr = wino_k_.shared_row(b[i]); tr >= 0 && tr != last) {
+                        wino_k_.finish_rows(yt, B, r, y, epi_, tr, tr + 1);
+                        last = tr;
+                    }
                 continue;
             }
             if (split_ == Split::kChannels && !depthwise_ && !wino_m_) {

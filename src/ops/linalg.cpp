@@ -338,9 +338,10 @@ public:
         for (int t = 0; t < chunks; ++t) widest = std::max(widest, col0_[size_t(t) + 1] - col0_[size_t(t)]);
         if (balanced)
             widest = std::max(widest, std::min(B->N, int64_t(std::ceil(double(units) * Balance::max_share(chunks))) * unit));
-        if (widest * B->K * int64_t(sizeof(float)) < kernels::kGemvSerpentineMin) B->alternate = false;
-        // Each run, a part narrower than this reads forward only (gemv()).
+        // The fewest columns of a part that alternates (kGemvSerpentineMin of weights): each run, a
+        // narrower part reads forward only (gemv()); no part can reach it: none alternates.
         serp_cols_ = (kernels::kGemvSerpentineMin + B->K * int64_t(sizeof(float)) - 1) / (B->K * int64_t(sizeof(float)));
+        if (widest < serp_cols_) B->alternate = false;
         cols_fn_ = kernels::sgemv_cols_for(isa);
         *B = kernels::repack_gemv_split(*B, isa);
         gemv_ = B;
