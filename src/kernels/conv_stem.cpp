@@ -9,7 +9,7 @@ namespace jiffy::kernels {
 
 #if defined(__x86_64__)
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc);
+                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast);
 #endif
 
 bool ConvStem::suits(Isa isa, const Conv2DGeom& g) {
@@ -40,7 +40,8 @@ void ConvStem::run(const float* x, const float* packed, const float* res, float*
                    int64_t oy0, int64_t oy1) const {
 #if defined(__x86_64__)
     if (isa_ == Isa::kAvx512) {
-        conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1, nhwc_);  // nhwc: res unused
+        // The pixel-broadcast form takes no residual (nhwc: res unused).
+        conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1, nhwc_, bcast_ && (nhwc_ || !res));
         return;
     }
 #endif

@@ -22,7 +22,11 @@ public:
     static bool suits(Isa isa, const Conv2DGeom& g);
     ConvStem() = default;
     // nhwc: Y is channels-last (OH x OW x M) instead of NCHW; no residual then.
-    ConvStem(Isa isa, const Conv2DGeom& g, bool nhwc = false) : isa_(isa), g_(g), nhwc_(nhwc) {}
+    // bcast: the pixel-broadcast form (output channels on the lanes, one broadcast input value per
+    // pixel and tap) instead of pixels on the lanes (permuted input rows, broadcast weights); it
+    // takes no residual (a run with one uses the other form).
+    ConvStem(Isa isa, const Conv2DGeom& g, bool nhwc = false, bool bcast = true)
+        : isa_(isa), g_(g), nhwc_(nhwc), bcast_(bcast) {}
     // W is M x C x 3 x 3 (the ONNX weight), b (may be null) M floats. Packed: per block of 16
     // output channels (the last one 8 when M % 16 == 8), C x 9 taps x 16 floats, then the bias.
     size_t packed_floats() const { return size_t((g_.M + 15) / 16 * 16 * (g_.C * 9 + 1)); }
@@ -37,6 +41,7 @@ private:
     Isa isa_ = Isa::kScalar;
     Conv2DGeom g_;
     bool nhwc_ = false;
+    bool bcast_ = true;
 };
 
 }  // namespace jiffy::kernels

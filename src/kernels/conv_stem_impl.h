@@ -137,6 +137,130 @@ inline __attribute__((always_inline)) void strip(const Conv2DGeom& g, const floa
         }
 }
 
+// The pixel-broadcast form: P output pixels of row oy x MV vectors of 16 output channels in
+// registers (output channels on the lanes). Per tap, MV weight vectors from the packed block (its
+// C x 9 taps x 16 floats, wstride floats to the next block) and, per pixel, one broadcast input
+// value (an FMA with a memory operand): no permutes, so the FMA ports do only FMAs; the strided
+// input costs nothing, the broadcast addresses are just 2 floats apart. Sums in the same order as
+// strip() (bias, then input channel, kernel row, kernel column). EDGE: the strip reads input
+// columns outside [0, W) (zeros: the padding) or has np < P pixels (only np stored). Stores: NHWC, each
+// pixel's MV vectors at y + p * M (mlast: the lanes of the last vector inside M); NCHW (MV == 1,
+// P == 16), the 16 x 16 block transposed into 16 channel rows of 16 pixels (two store_8x16t).
+template <int MV, int P, bool EDGE, ConvAct A, bool NHWC>
+inline __attribute__((always_inline)) void bstrip(const Conv2DGeom& g, const float* x, const float* wb,
+                                                  int64_t wstride, const float* bias, float* y, int64_t oy,
+                                                  int64_t ox0, int64_t np, int64_t nch, __mmask16 mlast,
+                                                  const ConvEpi& e) {
+    const int64_t W = g.W, H = g.H;
+    __m512 acc[MV][P];
+#pragma GCC unroll 2
+    for (int v = 0; v < MV; ++v) {
+        const __m512 b = _mm512_loadu_ps(bias + 16 * v);
+#pragma GCC unroll 28
+        for (int p = 0; p < P; ++p) acc[v][p] = b;
+    }
+    const int64_t iy0 = oy * 2 - g.ph, c0 = 2 * ox0 - g.pw;
+    const int64_t ky0 = std::max<int64_t>(0, -iy0), ky1 = std::min<int64_t>(3, H - iy0);
+    // The input rows of the strip: in place, or (EDGE) their 2P + 1 columns copied with zeros
+    // outside [0, W), so that the border strips run the same loop (a test per tap made them ~4x
+    // slower than the others: one of 7-10 strips a row).
+    constexpr int64_t BW = 2 * P + 2;
+    alignas(64) float buf[EDGE ? 4 * 3 * BW : 1];
+    const float* x0 = x + iy0 * W + c0;
+    int64_t cstride = g.H * W, rstride = W;
+    if constexpr (EDGE) {
+        for (int64_t c = 0; c < g.C; ++c)
+            for (int64_t ky = ky0; ky < ky1; ++ky) {
+                const float* src = x + c * g.H * W + (iy0 + ky) * W;
+                float* dst = buf + (c * 3 + ky) * BW;
+                for (int64_t j = 0; j < BW; ++j) dst[j] = c0 + j >= 0 && c0 + j < W ? src[c0 + j] : 0.0f;
+            }
+        x0 = buf, cstride = 3 * BW, rstride = BW;
+    }
+    for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t ky = ky0; ky < ky1; ++ky) {
+            const float* row = x0 + c * cstride + ky * rstride;
+            const float* w = wb + (c * 9 + ky * 3) * 16;
+#pragma GCC unroll 3
+            for (int kx = 0; kx < 3; ++kx) {
+                __m512 wv[MV];
+#pragma GCC unroll 2
+                for (int v = 0; v < MV; ++v) wv[v] = _mm512_load_ps(w + v * wstride + kx * 16);
+                // The row through an opaque pointer per kernel column: column kx = 2 of pixel p is
+                // column 0 of pixel p + 1, and GCC, seeing it, kept those broadcasts in registers
+                // across the columns and spilled the sums (1.2x slower than the loads it saved).
+                const float* rk = row + kx;
+                asm("" : "+r"(rk));
+#pragma GCC unroll 28
+                for (int p = 0; p < P; ++p) {
+                    const __m512 xv = _mm512_set1_ps(rk[2 * p]);
+#pragma GCC unroll 2
+                    for (int v = 0; v < MV; ++v) acc[v][p] = _mm512_fmadd_ps(xv, wv[v], acc[v][p]);
+                }
+            }
+        }
+    if constexpr (NHWC) {
+        const int64_t n = EDGE ? np : P;
+#pragma GCC unroll 28
+        for (int p = 0; p < P; ++p) {
+            if (EDGE && p >= n) break;
+#pragma GCC unroll 2
+            for (int v = 0; v < MV; ++v) {
+                const __m512 r = (__m512)act_v<A>((V)acc[v][p], e);
+                if (v == MV - 1) _mm512_mask_storeu_ps(y + p * g.M + 16 * v, mlast, r);
+                else _mm512_storeu_ps(y + p * g.M + 16 * v, r);
+            }
+        }
+    } else {
+        static_assert(MV == 1 && P == 16, "the NCHW store transposes 16 pixels x 16 channels");
+        const int64_t oplane = g.OH * g.OW;
+        const int64_t n = EDGE ? np : 16;
+        __m512 lo[8], hi[8];
+#pragma GCC unroll 8
+        for (int p = 0; p < 8; ++p) {
+            lo[p] = (__m512)act_v<A>((V)acc[0][p], e);
+            hi[p] = (__m512)act_v<A>((V)acc[0][8 + p], e);
+        }
+        store_8x16t(lo, y, oplane, nch, __mmask8(n >= 8 ? 0xff : (1u << n) - 1));
+        if (n > 8) store_8x16t(hi, y + 8, oplane, nch, __mmask8(n >= 16 ? 0xff : (1u << (n - 8)) - 1));
+    }
+}
+
+// Output row oy by the pixel-broadcast form, strip by strip, each strip through every block of
+// 16 * MV output channels. NHWC: strips of 24 / MV pixels; NCHW: 16. Per strip, in the first
+// block, the input lines of the row after next (prefetched as strip() does: DRAM-cold planes).
+template <int MV, ConvAct A, bool NHWC>
+void brow(const Conv2DGeom& g, const float* x, const float* packed, float* y, int64_t oy, const ConvEpi& e) {
+    constexpr int P = NHWC ? 24 / MV : 16;
+    const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, plane = g.H * g.W;
+    const int64_t wstride = 16 * taps, oplane = g.OH * g.OW;
+    const float* bias = packed + Mp * taps;
+    const int64_t iy_pf = oy * 2 - g.ph + 5;
+    for (int64_t ox0 = 0; ox0 < g.OW; ox0 += P) {
+        const int64_t np = std::min<int64_t>(P, g.OW - ox0), base = 2 * ox0 - g.pw;
+        const bool inside = base >= 0 && base + 2 * P < g.W && np == P;
+        if (iy_pf + 1 < g.H && base >= 0)
+            for (int64_t c = 0; c < g.C; ++c) {
+                const float* r = x + c * plane + iy_pf * g.W + base;
+#pragma GCC unroll 4
+                for (int l = 0; l < 2 * P; l += 16) {
+                    _mm_prefetch(reinterpret_cast<const char*>(r + l), _MM_HINT_T0);
+                    _mm_prefetch(reinterpret_cast<const char*>(r + g.W + l), _MM_HINT_T0);
+                }
+            }
+        for (int64_t m0 = 0; m0 < M; m0 += 16 * MV) {
+            const float* wb = packed + m0 * taps;
+            const int64_t nch = std::min<int64_t>(16, M - m0);  // NCHW (MV == 1): channels of this block
+            const __mmask16 mlast = M - m0 >= 16 * MV ? __mmask16(0xffff) : __mmask16(0x00ff);
+            float* yo = NHWC ? y + (oy * g.OW + ox0) * M + m0 : y + m0 * oplane + oy * g.OW + ox0;
+            if (inside)
+                bstrip<MV, P, false, A, NHWC>(g, x, wb, wstride, bias + m0, yo, oy, ox0, np, nch, mlast, e);
+            else
+                bstrip<MV, P, true, A, NHWC>(g, x, wb, wstride, bias + m0, yo, oy, ox0, np, nch, mlast, e);
+        }
+    }
+}
+
 // One output row for 8 output channels, in strips of 8 channels x 32 pixels (16 x 16 measured
 // slower, docs/benchmarks.md "Session 14").
 template <ConvAct A>
@@ -179,10 +303,21 @@ void row_nhwc(const Conv2DGeom& g, const float* x, const float* packed, float* y
 // kNone, see with_act) over each row just written (still in L1). NHWC: y channels-last (no residual).
 template <ConvAct A, bool NHWC>
 void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-               const ConvEpi& e, int64_t oy0, int64_t oy1) {
+               const ConvEpi& e, int64_t oy0, int64_t oy1, bool bcast) {
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
+        if (bcast) {  // no residual here (ConvStem::bcast_suits)
+            if constexpr (NHWC) {
+                if (M % 32 == 0) brow<2, A, true>(g, x, packed, y, oy, e);
+                else brow<1, A, true>(g, x, packed, y, oy, e);
+                deferred_act<A>(y + oy * g.OW * M, g.OW * M, e);
+            } else {
+                brow<1, A, false>(g, x, packed, y, oy, e);
+                for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
+            }
+            continue;
+        }
         if constexpr (NHWC) {
             row_nhwc<A>(g, x, packed, y, oy, e);
             deferred_act<A>(y + oy * g.OW * M, g.OW * M, e);
@@ -198,10 +333,10 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
 }  // namespace
 
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc) {
+                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast) {
     with_act(e.act, [&](auto a) {
-        if (nhwc) stem_rows<decltype(a)::value, true>(g, x, packed, nullptr, y, e, oy0, oy1);
-        else stem_rows<decltype(a)::value, false>(g, x, packed, res, y, e, oy0, oy1);
+        if (nhwc) stem_rows<decltype(a)::value, true>(g, x, packed, nullptr, y, e, oy0, oy1, bcast);
+        else stem_rows<decltype(a)::value, false>(g, x, packed, res, y, e, oy0, oy1, bcast);
     });
 }
 

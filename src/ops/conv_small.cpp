@@ -11,6 +11,16 @@
 namespace jiffy {
 namespace {
 
+// JIFFY_STEM_BCAST=0: the stem's permuted-row form (kernels/conv_stem.h) instead of the
+// pixel-broadcast one, to compare them on a model.
+bool stem_bcast() {
+    static const bool on = [] {
+        const char* e = std::getenv("JIFFY_STEM_BCAST");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 // f(x, r, y) for each of the N images: input, residual (null without one) and output.
 template <typename F>
 void per_image(int64_t N, int64_t in_img, int64_t out_img, const float* X, const float* R, float* Y, F&& f) {
@@ -129,7 +139,7 @@ class StemConvKernel : public Kernel {
 public:
     StemConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w, const float* b, int64_t N,
                    bool has_res, kernels::ConvEpi epi, bool nhwc)
-        : isa_(isa), g_(g), conv_(isa, g, nhwc), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
+        : isa_(isa), g_(g), conv_(isa, g, nhwc, stem_bcast()), N_(N), in_img_(g.C * g.H * g.W), out_img_(g.M * g.OH * g.OW),
           has_res_(has_res && !nhwc), nhwc_(nhwc), epi_(epi) {
         packed_ = kernels::alloc_weights(conv_.packed_floats());
         conv_.pack(w, b, packed_.get());
@@ -204,7 +214,8 @@ bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g) {
     // M <= 16 (the face detector's and MobileNetV3's 3 -> 16: in the models 104-112 against
     // 156-163 us and 115-119 against 121-144); with 32 output channels the GEMM path fills its
     // 32-wide microkernel and stays ahead (MobileNetV2's 3 -> 32: 175 against 187-194 us).
-    return !off && g.M <= 16 && g.OH * g.OW >= 1024 && kernels::ConvStem::suits(isa, g);
+    return !off && (g.M <= 16 || (stem_bcast() && g.M <= 32)) && g.OH * g.OW >= 1024 &&
+           kernels::ConvStem::suits(isa, g);
 }
 
 std::unique_ptr<Kernel> make_stem_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,

@@ -1,4 +1,5 @@
-// The direct stem conv (kernels/conv_stem.h) against the float64 reference (conv_ref.h): 1-4 input
+// The direct stem conv (kernels/conv_stem.h), both its forms (permuted input rows; broadcast input
+// values, bitwise the same sums), against the float64 reference (conv_ref.h): 1-4 input
 // channels, 8 / 16 / 24 / 32 output channels (blocks of 8 and 16), padding 0 and 1 with even and
 // odd widths (masked border strips, a last strip of fewer than 16 pixels), every activation it
 // applies on the registers, Sigmoid and a residual through the row epilogue, row ranges (the
@@ -50,19 +51,27 @@ TEST(ConvStem, MatchesReference) {
             const auto b = rnd(c.M, 5);
             const auto r = rnd(c.M * P, 9);
             const auto want = testisa::conv_ref(g, x, w, b.data(), with_res ? r.data() : nullptr, e);
-            const ConvStem k(Isa::kAvx512, g);
-            std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
-            k.pack(w.data(), b.data(), packed.get());
-            std::vector<float> y(size_t(c.M * P) + 16, -7.0f);
-            const int64_t mid = g.OH / 2;  // two row ranges, the second one first
-            k.run(x.data(), packed.get(), with_res ? r.data() : nullptr, y.data(), e, mid, g.OH);
-            k.run(x.data(), packed.get(), with_res ? r.data() : nullptr, y.data(), e, 0, mid);
-            for (int64_t i = 0; i < c.M * P; ++i)
-                ASSERT_NEAR(y[size_t(i)], want[size_t(i)], 1e-5 * (1 + std::abs(want[size_t(i)])))
-                    << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << " act "
-                    << int(e.act) << " res " << with_res << " at " << i;
-            for (size_t i = size_t(c.M * P); i < y.size(); ++i)
-                ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            std::vector<float> first;  // the permuted-row form's output: the broadcast form's must equal it
+            for (bool bcast : {false, true}) {
+                const ConvStem k(Isa::kAvx512, g, false, bcast);
+                std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+                k.pack(w.data(), b.data(), packed.get());
+                std::vector<float> y(size_t(c.M * P) + 16, -7.0f);
+                const int64_t mid = g.OH / 2;  // two row ranges, the second one first
+                k.run(x.data(), packed.get(), with_res ? r.data() : nullptr, y.data(), e, mid, g.OH);
+                k.run(x.data(), packed.get(), with_res ? r.data() : nullptr, y.data(), e, 0, mid);
+                for (int64_t i = 0; i < c.M * P; ++i)
+                    ASSERT_NEAR(y[size_t(i)], want[size_t(i)], 1e-5 * (1 + std::abs(want[size_t(i)])))
+                        << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << " act "
+                        << int(e.act) << " res " << with_res << " bcast " << bcast << " at " << i;
+                for (size_t i = size_t(c.M * P); i < y.size(); ++i)
+                    ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+                if (!bcast) first = y;
+                else
+                    for (size_t i = 0; i < y.size(); ++i)
+                        ASSERT_EQ(y[i], first[i]) << "the two forms differ: C " << c.C << " M " << c.M << " "
+                                                  << c.H << "x" << c.W << " act " << int(e.act) << " at " << i;
+            }
         }
 }
 
@@ -86,7 +95,7 @@ TEST(ConvStem, WhereItApplies) {
     EXPECT_FALSE(ConvStem::suits(Isa::kAvx512, h));
 }
 
-// Channels-last output (the stem of a ConvNhwc chain): bitwise the NCHW stem's result transposed,
+// Channels-last output (the stem of a ConvNhwc chain), both forms: bitwise the NCHW stem's result transposed,
 // for 8 / 16 / 24 / 32 output channels (one, two, three, four blocks of 8 written into each
 // pixel's row), padding 0 and 1, widths that leave masked border strips and a last strip of fewer
 // than 16 pixels, every activation (Sigmoid through the row epilogue), row ranges out of order;
@@ -113,20 +122,24 @@ TEST(ConvStem, ChannelsLastOutputIsTheTransposedNchw) {
             const auto x = rnd(c.C * c.H * c.W, 11 + uint32_t(idx));
             const auto w = rnd(c.M * c.C * 9, 13 + uint32_t(idx), 0.5f);
             const auto b = rnd(c.M, 17);
-            const ConvStem nchw(Isa::kAvx512, g), nhwc(Isa::kAvx512, g, true);
+            const ConvStem nchw(Isa::kAvx512, g, false, false);
             std::shared_ptr<float> packed = alloc_weights(nchw.packed_floats());
             nchw.pack(w.data(), b.data(), packed.get());
             std::vector<float> want(size_t(c.M * P));
             nchw.run(x.data(), packed.get(), nullptr, want.data(), e, 0, g.OH);
-            std::vector<float> y(size_t(c.M * P) + 16, -7.0f);
-            const int64_t mid = g.OH / 3;
-            nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, mid, g.OH);
-            nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, 0, mid);
-            for (int64_t p = 0; p < P; ++p)
-                for (int64_t m = 0; m < c.M; ++m)
-                    ASSERT_EQ(y[size_t(p * c.M + m)], want[size_t(m * P + p)])
-                        << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad << " act "
-                        << int(e.act) << " pixel " << p << " channel " << m;
-            for (size_t i = size_t(c.M * P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            for (bool bcast : {false, true}) {  // both forms, against the permuted-row NCHW output
+                const ConvStem nhwc(Isa::kAvx512, g, true, bcast);
+                std::vector<float> y(size_t(c.M * P) + 16, -7.0f);
+                const int64_t mid = g.OH / 3;
+                nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, mid, g.OH);
+                nhwc.run(x.data(), packed.get(), nullptr, y.data(), e, 0, mid);
+                for (int64_t p = 0; p < P; ++p)
+                    for (int64_t m = 0; m < c.M; ++m)
+                        ASSERT_EQ(y[size_t(p * c.M + m)], want[size_t(m * P + p)])
+                            << "C " << c.C << " M " << c.M << " " << c.H << "x" << c.W << " pad " << c.pad
+                            << " act " << int(e.act) << " bcast " << bcast << " pixel " << p << " channel " << m;
+                for (size_t i = size_t(c.M * P); i < y.size(); ++i)
+                    ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            }
         }
 }
