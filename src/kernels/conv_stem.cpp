@@ -9,7 +9,7 @@ namespace jiffy::kernels {
 
 #if defined(__x86_64__)
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast);
+                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast, int64_t yrow0);
 #endif
 
 bool ConvStem::suits(Isa isa, const Conv2DGeom& g) {
@@ -41,11 +41,22 @@ void ConvStem::run(const float* x, const float* packed, const float* res, float*
 #if defined(__x86_64__)
     if (isa_ == Isa::kAvx512) {
         // The pixel-broadcast form takes no residual (nhwc: res unused).
-        conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1, nhwc_, bcast_ && (nhwc_ || !res));
+        conv_stem_avx512(g_, x, packed, res, y, e, oy0, oy1, nhwc_, bcast_ && (nhwc_ || !res), 0);
         return;
     }
 #endif
     (void)x, (void)packed, (void)res, (void)y, (void)e, (void)oy0, (void)oy1;
+}
+
+void ConvStem::run_rows(const float* x, const float* packed, float* rows, const ConvEpi& e, int64_t oy0,
+                        int64_t oy1) const {
+#if defined(__x86_64__)
+    if (isa_ == Isa::kAvx512) {
+        conv_stem_avx512(g_, x, packed, nullptr, rows, e, oy0, oy1, true, true, oy0);
+        return;
+    }
+#endif
+    (void)x, (void)packed, (void)rows, (void)e, (void)oy0, (void)oy1;
 }
 
 }  // namespace jiffy::kernels

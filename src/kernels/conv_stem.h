@@ -35,6 +35,11 @@ public:
     // activation.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& e, int64_t oy0,
              int64_t oy1) const;
+    // Channels-last output rows [oy0, oy1) into `rows` (row oy0 first, OW x M floats a row), by the
+    // pixel-broadcast form whatever the constructor said: the stem as the producer of a band
+    // (ConvNhwcBand). No residual.
+    void run_rows(const float* x, const float* packed, float* rows, const ConvEpi& e, int64_t oy0,
+                  int64_t oy1) const;
     const Conv2DGeom& geom() const { return g_; }
 
 private:

@@ -230,7 +230,8 @@ inline __attribute__((always_inline)) void bstrip(const Conv2DGeom& g, const flo
 // 16 * MV output channels. NHWC: strips of 24 / MV pixels; NCHW: 16. Per strip, in the first
 // block, the input lines of the row after next (prefetched as strip() does: DRAM-cold planes).
 template <int MV, ConvAct A, bool NHWC>
-void brow(const Conv2DGeom& g, const float* x, const float* packed, float* y, int64_t oy, const ConvEpi& e) {
+void brow(const Conv2DGeom& g, const float* x, const float* packed, float* y, int64_t oy, const ConvEpi& e,
+          int64_t yrow0) {
     constexpr int P = NHWC ? 24 / MV : 16;
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, plane = g.H * g.W;
     const int64_t wstride = 16 * taps, oplane = g.OH * g.OW;
@@ -252,7 +253,7 @@ void brow(const Conv2DGeom& g, const float* x, const float* packed, float* y, in
             const float* wb = packed + m0 * taps;
             const int64_t nch = std::min<int64_t>(16, M - m0);  // NCHW (MV == 1): channels of this block
             const __mmask16 mlast = M - m0 >= 16 * MV ? __mmask16(0xffff) : __mmask16(0x00ff);
-            float* yo = NHWC ? y + (oy * g.OW + ox0) * M + m0 : y + m0 * oplane + oy * g.OW + ox0;
+            float* yo = NHWC ? y + ((oy - yrow0) * g.OW + ox0) * M + m0 : y + m0 * oplane + oy * g.OW + ox0;
             if (inside)
                 bstrip<MV, P, false, A, NHWC>(g, x, wb, wstride, bias + m0, yo, oy, ox0, np, nch, mlast, e);
             else
@@ -303,17 +304,17 @@ void row_nhwc(const Conv2DGeom& g, const float* x, const float* packed, float* y
 // kNone, see with_act) over each row just written (still in L1). NHWC: y channels-last (no residual).
 template <ConvAct A, bool NHWC>
 void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-               const ConvEpi& e, int64_t oy0, int64_t oy1, bool bcast) {
+               const ConvEpi& e, int64_t oy0, int64_t oy1, bool bcast, int64_t yrow0) {
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
         if (bcast) {  // no residual here (ConvStem::bcast_suits)
             if constexpr (NHWC) {
-                if (M % 32 == 0) brow<2, A, true>(g, x, packed, y, oy, e);
-                else brow<1, A, true>(g, x, packed, y, oy, e);
-                deferred_act<A>(y + oy * g.OW * M, g.OW * M, e);
+                if (M % 32 == 0) brow<2, A, true>(g, x, packed, y, oy, e, yrow0);
+                else brow<1, A, true>(g, x, packed, y, oy, e, yrow0);
+                deferred_act<A>(y + (oy - yrow0) * g.OW * M, g.OW * M, e);
             } else {
-                brow<1, A, false>(g, x, packed, y, oy, e);
+                brow<1, A, false>(g, x, packed, y, oy, e, 0);
                 for (int64_t m = 0; m < M; ++m) deferred_act<A>(y + m * oplane + oy * g.OW, g.OW, e);
             }
             continue;
@@ -333,10 +334,10 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
 }  // namespace
 
 void conv_stem_avx512(const Conv2DGeom& g, const float* x, const float* packed, const float* res, float* y,
-                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast) {
+                      const ConvEpi& e, int64_t oy0, int64_t oy1, bool nhwc, bool bcast, int64_t yrow0) {
     with_act(e.act, [&](auto a) {
-        if (nhwc) stem_rows<decltype(a)::value, true>(g, x, packed, nullptr, y, e, oy0, oy1, bcast);
-        else stem_rows<decltype(a)::value, false>(g, x, packed, res, y, e, oy0, oy1, bcast);
+        if (nhwc) stem_rows<decltype(a)::value, true>(g, x, packed, nullptr, y, e, oy0, oy1, bcast, yrow0);
+        else stem_rows<decltype(a)::value, false>(g, x, packed, res, y, e, oy0, oy1, bcast, 0);
     });
 }
 

@@ -25,6 +25,7 @@
 
 #include "kernels/conv.h"
 #include "kernels/conv_nhwc.h"
+#include "kernels/conv_stem.h"
 #include "kernels/cpu.h"
 #include "kernels/norm.h"
 #include "kernels/pool.h"
@@ -1501,18 +1502,31 @@ Status prep_ConvNhwc(OpContext& ctx) {
 // 1x1's epilogue as _pw_fused_act / _pw_fused_alpha / _pw_fused_beta / _pw_fused_lo / _pw_fused_hi.
 // Y is the depthwise's output, channels-last (N x OH x OW x M) or with _y_nchw channels-first.
 // The same sums as the two ConvNhwc steps, bit for bit.
+// The first conv may instead be an RGB stem (W1 M x C x 3 x 3, stride 2, X N x C x H x W; pads in
+// _pw_pads): the direct stem conv (kernels/conv_stem.h) writes the band's rows (the face
+// detector's 16 x 120x160 and MobileNetV2's 32 x 112x112 then stay in L2 too).
 class ConvNhwcBandKernel : public Kernel {
 public:
+    // stem: the first conv is the stem of geometry sg (K = its input channels) instead of a 1x1.
     ConvNhwcBandKernel(int64_t N, int64_t K, kernels::Conv2DGeom g, const float* W1, const float* B1,
                        const float* W2, const float* B2, kernels::ConvEpi pw_epi, kernels::ConvEpi dw_epi,
-                       bool x_nchw, bool y_nchw, int64_t band_bytes)
-        : N_(N), K_(K), g_(g), pw_epi_(pw_epi), dw_epi_(dw_epi), x_nchw_(x_nchw), y_nchw_(y_nchw) {
+                       bool x_nchw, bool y_nchw, int64_t band_bytes, bool stem = false,
+                       const kernels::Conv2DGeom& sg = {})
+        : N_(N), K_(K), g_(g), pw_epi_(pw_epi), dw_epi_(dw_epi), x_nchw_(x_nchw), y_nchw_(y_nchw), stem_(stem) {
         const kernels::Isa isa = kernels::active_isa();
-        pw_ = kernels::NhwcPointwise(isa, K, g.M);
         dw_ = kernels::NhwcDepthwise(isa, g);
-        pw_packed_ = kernels::alloc_weights(pw_.packed_floats());
         dw_packed_ = kernels::alloc_weights(dw_.packed_floats());
-        pw_.pack(W1, B1, pw_packed_.get());
+        if (stem) {
+            stem_conv_ = kernels::ConvStem(isa, sg, true, true);
+            pw_packed_ = kernels::alloc_weights(stem_conv_.packed_floats());
+            stem_conv_.pack(W1, B1, pw_packed_.get());
+            in_img_ = sg.C * sg.H * sg.W;
+        } else {
+            pw_ = kernels::NhwcPointwise(isa, K, g.M);
+            pw_packed_ = kernels::alloc_weights(pw_.packed_floats());
+            pw_.pack(W1, B1, pw_packed_.get());
+            in_img_ = g.H * g.W * K;
+        }
         dw_.pack(W2, B2, dw_packed_.get());
         // Output rows per band: as many as keep the band's input rows within band_bytes (at least
         // one output row's kh rows).
@@ -1538,7 +1552,7 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
         float* Y = static_cast<float*>(out[0]);
-        const int64_t in_img = g_.H * g_.W * K_, out_img = g_.OH * g_.OW * g_.M;
+        const int64_t in_img = in_img_, out_img = g_.OH * g_.OW * g_.M;
         float* scratch = scr_->data();
         const size_t stride = scr_->part_stride();
         for (int64_t n = 0; n < N_; ++n) {
@@ -1555,8 +1569,8 @@ public:
         return {};
     }
     std::string describe() const override {
-        return std::string("conv_nhwc_1x1+dw band ") + std::to_string(orows_) + " rows" +
-               (x_nchw_ ? " nchw-in" : "") + (y_nchw_ ? " nchw-out" : "") +
+        return std::string(stem_ ? "conv_stem+dw band " : "conv_nhwc_1x1+dw band ") + std::to_string(orows_) +
+               " rows" + (x_nchw_ && !stem_ ? " nchw-in" : "") + (y_nchw_ ? " nchw-out" : "") +
                (pool_ ? " x" + std::to_string(chunks_) + " threads by rows " : " ") +
                kernels::isa_name(kernels::active_isa());
     }
@@ -1577,7 +1591,9 @@ private:
                 if (need0 > h0) std::memmove(band, band + (need0 - h0) * rowf, size_t(keep * rowf) * sizeof(float));
             }
             const int64_t start = need0 + keep;
-            if (need1 > start)
+            if (need1 > start && stem_)
+                stem_conv_.run_rows(x, pw_packed_.get(), band + keep * rowf, pw_epi_, start, need1);
+            else if (need1 > start)
                 pw_.run(x + start * x_row, pw_packed_.get(), nullptr, band + keep * rowf, pw_epi_, 0,
                         (need1 - start) * g_.W, x_plane);
             h0 = need0, h1 = need1;
@@ -1589,13 +1605,16 @@ private:
     kernels::Conv2DGeom g_;  // the depthwise's (C = M: the 1x1's output channels)
     kernels::ConvEpi pw_epi_, dw_epi_;
     bool x_nchw_, y_nchw_;
+    bool stem_;              // the first conv is stem_conv_ (else pw_)
+    int64_t in_img_ = 0;     // floats of one image of X
     int64_t ext_ = 1;        // input rows one output row reads: (kh - 1) * dh + 1
     int64_t orows_ = 1;      // output rows per band
     int64_t band_rows_ = 1;  // input rows a band holds at most
     int64_t band_floats_ = 0;
     kernels::NhwcPointwise pw_;
+    kernels::ConvStem stem_conv_;
     kernels::NhwcDepthwise dw_;
-    std::shared_ptr<float> pw_packed_, dw_packed_;
+    std::shared_ptr<float> pw_packed_, dw_packed_;  // pw_packed_: the first conv's (1x1 or stem)
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
     std::unique_ptr<Balance> bal_;
@@ -1623,9 +1642,30 @@ Status prep_ConvNhwcBand(OpContext& ctx) {
     const bool x_nchw = ctx.attr_int("_pw_x_nchw", 0) != 0, y_nchw = ctx.attr_int("_y_nchw", 0) != 0;
     if (x.size() != 4)
         return ctx.fail("X must be ", x_nchw ? "N x K x H x W" : "N x H x W x K", ", got shape ", shape_str(x));
-    const int64_t N = x[0], K = x_nchw ? x[1] : x[3], H = x_nchw ? x[2] : x[1], Wd = x_nchw ? x[3] : x[2];
-    if (w1.size() != 4 || w1[1] != K || w1[2] != 1 || w1[3] != 1)
+    const int64_t N = x[0], K = x_nchw ? x[1] : x[3];
+    int64_t H = x_nchw ? x[2] : x[1], Wd = x_nchw ? x[3] : x[2];
+    // A 3x3 W1: an RGB stem (stride 2, pads _pw_pads) as the first conv; H x Wd become its output's.
+    const bool stem = w1.size() == 4 && w1[2] == 3 && w1[3] == 3;
+    kernels::Conv2DGeom sg;
+    if (stem) {
+        if (!x_nchw) return ctx.fail_unsupported("a 3x3 W1 (a stem conv) reads an NCHW X (_pw_x_nchw = 1)");
+        if (w1[1] != K) return ctx.fail("W1 must be M x ", K, " x 3 x 3 (the stem), got shape ", shape_str(w1));
+        Shape pads{0, 0, 0, 0};
+        if (const Attr* a = ctx.attr("_pw_pads")) pads = a->ints;
+        if (pads.size() != 4 || *std::min_element(pads.begin(), pads.end()) < 0)
+            return ctx.fail("_pw_pads must be 4 non-negative ints (the stem's pads)");
+        if (const Attr* a = ctx.attr("_pw_strides"); a && a->ints != Shape{2, 2})
+            return ctx.fail_unsupported("the band's stem conv has stride 2, got _pw_strides ", ints_str(a->ints));
+        sg.C = K, sg.H = H, sg.W = Wd, sg.M = w1[0], sg.kh = sg.kw = 3, sg.sh = sg.sw = 2;
+        sg.ph = pads[0], sg.pw = pads[1];
+        sg.OH = (H + pads[0] + pads[2] - 3) / 2 + 1, sg.OW = (Wd + pads[1] + pads[3] - 3) / 2 + 1;
+        if (sg.OH < 1 || !kernels::ConvStem::suits(kernels::active_isa(), sg))
+            return ctx.fail_unsupported("the band's stem conv (", K, " -> ", w1[0], " on ", H, "x", Wd,
+                                        ") is not one the direct stem kernel runs here");
+        H = sg.OH, Wd = sg.OW;
+    } else if (w1.size() != 4 || w1[1] != K || w1[2] != 1 || w1[3] != 1) {
         return ctx.fail("W1 must be M x ", K, " x 1 x 1 (the expand 1x1), got shape ", shape_str(w1));
+    }
     const int64_t M = w1[0];
     if (w2.size() != 4 || w2[0] != M || w2[1] != 1)
         return ctx.fail("W2 must be ", M, " x 1 x kh x kw (the depthwise), got shape ", shape_str(w2));
@@ -1648,9 +1688,9 @@ Status prep_ConvNhwcBand(OpContext& ctx) {
     auto k = std::make_unique<ConvNhwcBandKernel>(
         N, K, geo, ctx.in_const(1)->as<float>(), ctx.has_input(2) ? ctx.in_const(2)->as<float>() : nullptr,
         ctx.in_const(3)->as<float>(), ctx.has_input(4) ? ctx.in_const(4)->as<float>() : nullptr, pw_epi, dw_epi,
-        x_nchw, y_nchw, conv_band_bytes());
-    // Threads as the two steps would: the 1x1's FLOPs and the depthwise's x3 (prep_ConvNhwc).
-    const int64_t flops = 2 * N * H * Wd * K * M + 3 * 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw;
+        x_nchw, y_nchw, conv_band_bytes(), stem, sg);
+    // Threads as the two steps would: the first conv's FLOPs and the depthwise's x3 (prep_ConvNhwc).
+    const int64_t flops = 2 * N * H * Wd * K * M * (stem ? 9 : 1) + 3 * 2 * N * M * geo.OH * geo.OW * geo.kh * geo.kw;
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops));
     k->bind_scratch(ctx.options().scratch.get());
     ctx.set_kernel(std::move(k));

@@ -19,8 +19,19 @@ int64_t step_flops(const StepInfo& s) {
             const Shape& w = s.in_shapes[1];  // M x C/g x k...
             total += 2 * prod(y) * prod(w, 1);
         } else if (s.op == "ConvNhwcBand" && s.in_shapes.size() >= 4 && !s.in_shapes[1].empty()) {
-            // The expand 1x1 (X's pixels x K x M) and the depthwise (Y x kh x kw).
-            total += 2 * prod(x) * s.in_shapes[1][0] + 2 * prod(y) * prod(s.in_shapes[3], 1);
+            // The expand 1x1 (X's pixels x K x M) or the stem (its output pixels x M x C x 3 x 3)
+            // and the depthwise (Y x kh x kw).
+            const Shape& w1 = s.in_shapes[1];
+            if (w1.size() == 4 && w1[2] == 3 && x.size() == 4) {
+                auto pads = s.attrs.find("_pw_pads");
+                const bool p4 = pads != s.attrs.end() && pads->second.ints.size() == 4;
+                const int64_t oh = (x[2] + (p4 ? pads->second.ints[0] + pads->second.ints[2] : 0) - 3) / 2 + 1;
+                const int64_t ow = (x[3] + (p4 ? pads->second.ints[1] + pads->second.ints[3] : 0) - 3) / 2 + 1;
+                total += 2 * x[0] * oh * ow * prod(w1);
+            } else {
+                total += 2 * prod(x) * w1[0];
+            }
+            total += 2 * prod(y) * prod(s.in_shapes[3], 1);
         } else if (s.op == "ConvTranspose" && s.in_shapes.size() >= 2) {
             const Shape& w = s.in_shapes[1];  // C x M/g x k...
             total += 2 * prod(x) * prod(w, 1);

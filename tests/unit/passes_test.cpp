@@ -1206,7 +1206,9 @@ TEST(Passes, ChannelsLastChainStartsAtAnRgbStem) {
         std::shared_ptr<const Plan> plan;
         run(b.g, b.feeds, true, &plan);
         ASSERT_FALSE(plan->steps.empty());
-        EXPECT_EQ(plan->steps[0].kernel->describe(), "conv_stem 3x3s2 direct nhwc-out avx512");
+        // 16 x 120x160 (1.2 MB) runs band by band with the depthwise (fuse_conv_band).
+        EXPECT_EQ(plan->steps[0].kernel->describe(),
+                  H == 66 ? "conv_stem 3x3s2 direct nhwc-out avx512" : "conv_stem+dw band 23 rows avx512");
     }
     // With a residual the stem stays NCHW (the chain starts after it, through a Transpose).
     Builder c;
@@ -1355,6 +1357,69 @@ TEST(Passes, ExpandAndDepthwiseRunBandByBand) {
     }
 }
 
+// An RGB stem (3x3 stride 2 over 3 channels, written channels-last) and the depthwise reading it
+// become one ConvNhwcBand on AVX-512: the direct stem conv writes the band's rows. 16, 24 (a last
+// block of 8) and 32 output channels (one, two vectors per pixel), pads 1 and 0 (odd and even
+// planes), depthwise stride 1 and 2, batch 2, a channels-first exit, bands from one output row to
+// the whole image, one and two threads: bit for bit the two ConvNhwc steps (JIFFY_BAND=0).
+TEST(Passes, StemAndDepthwiseRunBandByBand) {
+    if (kernels::active_isa() != kernels::Isa::kAvx512) GTEST_SKIP() << "the stem conv is AVX-512 only";
+    ScopedEnv min_kb("JIFFY_BAND_MIN_KB", "0");
+    struct Case {
+        int64_t M, pad, s;
+        bool head;  // an NCHW head reads the depthwise
+    };
+    for (const Case c : {Case{16, 1, 1, false}, Case{32, 1, 2, true}, Case{24, 0, 1, true}, Case{32, 0, 1, false}}) {
+        const int64_t N = 2, H = 67 - c.pad, W = 71;
+        const int64_t SH = (H + 2 * c.pad - 3) / 2 + 1, SW = (W + 2 * c.pad - 3) / 2 + 1;
+        Builder b;
+        int x = b.input("x", {N, 3, H, W});
+        int ws = b.constant("Ws", rnd({c.M, 3, 3, 3}, 3, 0.4f));
+        int bs = b.constant("Bs", rnd({c.M}, 4));
+        int st = b.node("Conv", {x, ws, bs}, {N, c.M, SH, SW},
+                        {{"kernel_shape", aints({3, 3})},
+                         {"pads", aints({c.pad, c.pad, c.pad, c.pad})},
+                         {"strides", aints({2, 2})},
+                         {"_fused_act", as("Relu")}});
+        int d1 = dw_k(b, st, N, c.M, SH, SW, 3, c.s, 7, {{"_fused_act", as("Relu")}});
+        const int64_t OH = (SH - 1) / c.s + 1, OW = (SW - 1) / c.s + 1;
+        int w2 = b.constant("W2", rnd({c.head ? 6 : 16, c.M, 1, 1}, 9, 0.3f));
+        b.output(b.node("Conv", {d1, w2}, {N, c.head ? 6 : 16, OH, OW}));
+        const std::string what = "M " + std::to_string(c.M) + " pad " + std::to_string(c.pad) + " s " +
+                                 std::to_string(c.s) + (c.head ? " head" : "");
+        std::vector<Tensor> want;
+        {
+            ScopedEnv off("JIFFY_BAND", "0");
+            std::vector<std::string> kernels;
+            want = run_threads(b, 1, &kernels);
+            ASSERT_FALSE(kernels.empty());
+            EXPECT_EQ(kernels[0], "conv_stem 3x3s2 direct nhwc-out avx512") << what;
+        }
+        expect_close(want, run(b.g, b.feeds, false));  // the two steps against the NCHW graph
+        for (const char* kb : {"1", "16", "4096"}) {
+            ScopedEnv band("JIFFY_BAND_KB", kb);
+            for (const auto& [threads, share] : {std::pair{1, "0.5"}, {2, "0.5"}, {2, "0.3"}}) {
+                ScopedEnv fixed("JIFFY_SPLIT_SHARE", share);
+                std::vector<std::string> kernels;
+                expect_bitwise(run_threads(b, threads, &kernels), want,
+                               what + ", band " + kb + " KiB, threads " + std::to_string(threads) + ", share " + share);
+                ASSERT_FALSE(kernels.empty());
+                EXPECT_EQ(kernels[0].rfind("conv_stem+dw band", 0), 0u) << what << ": " << kernels[0];
+            }
+        }
+        Graph g = b.g;  // the pass: the stem's pads and strides on the band node
+        passes::layout_nhwc(g);
+        EXPECT_EQ(passes::fuse_conv_band(g), 1) << what;
+        for (const Node& n : g.nodes)
+            if (n.op == "ConvNhwcBand") {
+                EXPECT_EQ(n.attrs.at("_pw_pads").ints, (Shape{c.pad, c.pad, c.pad, c.pad})) << what;
+                EXPECT_EQ(n.attrs.at("_pw_strides").ints, (Shape{2, 2})) << what;
+                EXPECT_EQ(passes::attr_i(n, "_pw_x_nchw", 0), 1) << what;
+                EXPECT_EQ(passes::attr_s(n, "_pw_fused_act", ""), "Relu");
+            }
+    }
+}
+
 // Not fused: an expanded tensor below JIFFY_BAND_MIN_KB (default 1 MiB), one read by another node
 // too, or a depthwise with a residual.
 TEST(Passes, BandFusionNeedsALargeSoleReadExpansion) {
@@ -1416,8 +1481,20 @@ TEST(Passes, MalformedConvNhwcBandGivesAClearError) {
     };
     Status st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {});
     EXPECT_TRUE(st.ok()) << st.message();
-    st = compile_band({16, 8, 3, 3}, {16, 1, 3, 3}, {});
+    st = compile_band({16, 8, 5, 5}, {16, 1, 3, 3}, {});
     EXPECT_NE(st.message().find("W1 must be M x 8 x 1 x 1"), std::string::npos) << st.message();
+    // A 3x3 W1 is a stem conv: it reads an NCHW X (here 1 x 6 x 7 x 8: K = 6), with stride 2 and
+    // four pads, over few enough channels for the stem kernel.
+    st = compile_band({16, 8, 3, 3}, {16, 1, 3, 3}, {});
+    EXPECT_NE(st.message().find("a 3x3 W1 (a stem conv) reads an NCHW X"), std::string::npos) << st.message();
+    st = compile_band({16, 8, 3, 3}, {16, 1, 3, 3}, {{"_pw_x_nchw", ai(1)}});
+    EXPECT_NE(st.message().find("W1 must be M x 6 x 3 x 3 (the stem)"), std::string::npos) << st.message();
+    st = compile_band({16, 6, 3, 3}, {16, 1, 3, 3}, {{"_pw_x_nchw", ai(1)}, {"_pw_pads", aints({1, 1})}});
+    EXPECT_NE(st.message().find("_pw_pads must be 4 non-negative ints"), std::string::npos) << st.message();
+    st = compile_band({16, 6, 3, 3}, {16, 1, 3, 3}, {{"_pw_x_nchw", ai(1)}, {"_pw_strides", aints({1, 1})}});
+    EXPECT_NE(st.message().find("stride 2, got _pw_strides"), std::string::npos) << st.message();
+    st = compile_band({16, 6, 3, 3}, {16, 1, 3, 3}, {{"_pw_x_nchw", ai(1)}});  // 6 channels, 4 x 3 out
+    EXPECT_NE(st.message().find("is not one the direct stem kernel runs here"), std::string::npos) << st.message();
     st = compile_band({16, 8, 1, 1}, {12, 1, 3, 3}, {});
     EXPECT_NE(st.message().find("W2 must be 16 x 1 x kh x kw"), std::string::npos) << st.message();
     st = compile_band({16, 8, 1, 1}, {16, 1, 3, 3}, {{"group", ai(2)}});

@@ -1,4 +1,4 @@
-// A channels-last expand 1x1 and the depthwise conv that is its only reader -> one
+// A channels-last expand 1x1 (or an RGB stem conv) and the depthwise conv that is its only reader -> one
 // jiffy::ConvNhwcBand, which runs them band by band (ops/conv.cpp; docs/layout.md): the expanded
 // tensor, when it is larger than L2 (MobileNetV2's and EfficientNet-B0's 96 x 112x112, 4.8 MB),
 // is written and read back a few rows at a time in a scratch band that stays in L2 instead of
@@ -38,6 +38,15 @@ int64_t value_bytes(const Graph& g, int v) {
     return n;
 }
 
+// JIFFY_STEM_BAND=0: stems stay a step of their own (A/B timing).
+bool stem_band_on() {
+    static const bool on = [] {
+        const char* e = std::getenv("JIFFY_STEM_BAND");
+        return !(e && std::strcmp(e, "0") == 0);
+    }();
+    return on;
+}
+
 }  // namespace
 
 int fuse_conv_band(Graph& g) {
@@ -58,12 +67,15 @@ int fuse_conv_band(Graph& g) {
         if (!is_nhwc_conv(p) || p.outputs[0] != v || num_explicit(p) > 3 || attr_i(p, "_fused_residual", 0) != 0)
             return 0;
         const Shape wp = weight_dims(gr, p);
-        if (wp.empty() || wp[0] != wd[0] || wp[2] != 1 || wp[3] != 1 || attr_i(p, "group", 1) != 1) return 0;
+        if (wp.empty() || wp[0] != wd[0] || attr_i(p, "group", 1) != 1) return 0;
         // The band step runs the 1x1 as stride 1 without padding (layout_nhwc's pointwise
-        // candidates; a hand-written ConvNhwc may say otherwise).
+        // candidates; a hand-written ConvNhwc may say otherwise), or an RGB stem (layout_nhwc's
+        // kind 3: 3x3 stride 2 over <= 4 channels of an NCHW X) with its pads.
         const std::string ap = attr_s(p, "auto_pad", "NOTSET");
-        if (!ints_all(p, "strides", 1) || !ints_all(p, "pads", 0) || !ints_all(p, "dilations", 1) ||
-            (!ap.empty() && ap != "NOTSET"))
+        if (!ints_all(p, "dilations", 1) || (!ap.empty() && ap != "NOTSET")) return 0;
+        const bool stem = wp[2] == 3 && wp[3] == 3 && wp[1] <= 4 && attr_i(p, "_x_nchw", 0) != 0 &&
+                          ints_all(p, "strides", 2) && stem_band_on();
+        if (!stem && (wp[2] != 1 || wp[3] != 1 || !ints_all(p, "strides", 1) || !ints_all(p, "pads", 0)))
             return 0;
         if (num_explicit(p) == 3 && p.inputs[2] >= 0 && !const_of(gr, p.inputs[2])) return 0;
         if (num_explicit(d) == 3 && d.inputs[2] >= 0 && !const_of(gr, d.inputs[2])) return 0;
@@ -79,6 +91,11 @@ int fuse_conv_band(Graph& g) {
             if (it != pn.attrs.end()) dn.attrs[std::string("_pw") + a] = it->second;
         }
         if (attr_i(pn, "_x_nchw", 0) != 0) set_i(dn, "_pw_x_nchw", 1);
+        if (stem) {
+            auto it = pn.attrs.find("pads");
+            if (it != pn.attrs.end()) dn.attrs["_pw_pads"] = it->second;
+            dn.attrs["_pw_strides"] = pn.attrs.at("strides");
+        }
         dn.op = "ConvNhwcBand";
         dead[size_t(pi)] = 1;
         return 1;
