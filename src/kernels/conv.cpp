@@ -83,7 +83,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // Intel's cores (Sapphire / Emerald Rapids host, session 22): <= 192: the 1x1 layers with K =
     // 1024 on 14x14 5-8% faster (B rows read straight from the image, 784 bytes apart, fill L1
     // sooner), ResNet-50 0.975x; every other shape of bench/conv_bench.cpp within the noise.
-    a.kc = chunk(isa == Isa::kAvx512 && cpu_vendor() == CpuVendor::kIntel ? 192 : 256);
+    a.kc = chunk(isa == Isa::kAvx512 && tuning_vendor() == CpuVendor::kIntel ? 192 : 256);
     // Pixel tile. Small weights (M x K within ~256 KiB, read from L2 anyway): the whole packed
     // tile (K x tile floats) stays within ~512 KiB of L2 so the im2col writes never leave it.
     // Large weights: one K chunk of the tile (kc x tile floats, ~256 KiB) stays in L2 so each

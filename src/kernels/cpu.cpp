@@ -53,6 +53,18 @@ CpuVendor cpu_vendor() {
 #endif
 }
 
+CpuVendor tuning_vendor() {
+    static const CpuVendor v = [] {
+        const char* e = std::getenv("JIFFY_TUNE_VENDOR");
+        if (!e) return cpu_vendor();
+        if (std::strcmp(e, "intel") == 0) return CpuVendor::kIntel;
+        if (std::strcmp(e, "amd") == 0) return CpuVendor::kAmd;
+        if (std::strcmp(e, "other") == 0) return CpuVendor::kOther;
+        return cpu_vendor();
+    }();
+    return v;
+}
+
 const char* cpu_vendor_name(CpuVendor v) {
     return v == CpuVendor::kIntel ? "intel" : v == CpuVendor::kAmd ? "amd" : "other";
 }

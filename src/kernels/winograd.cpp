@@ -4,11 +4,13 @@
 #define JIFFY_CONV_VL 4
 #define JIFFY_CONV_SUFFIX portable
 #define JIFFY_CONV_NO_ENTRY_POINTS
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
 #include "kernels/conv_impl.h"
+#include "kernels/cpu.h"
 #include "kernels/winograd_impl.h"
 
 namespace jiffy::kernels {
@@ -183,11 +185,19 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
     const double tf_lanes = a.flat ? 1.0 : double(a.TW) / double((a.TW + vl - 1) / vl * vl);
     const double tf = double(g.C + g.M) / double(g.C * g.M) / std::pow(tf_lanes, 0.25);
     const double saved = (d1 ? 3.0 * m / double(alpha) : 9.0 * m * m / double(alpha * alpha)) * pixels;
+    // Intel cores (the fit above is AMD Zen 5's): measured against it on a Sapphire / Emerald
+    // Rapids Xeon (bench/winograd_bench.cpp, 2 x 9 rounds; docs/winograd.md "Intel"), the
+    // transposed variants run slower the more tiles a plane has (x ~1 up to 25 tiles, ~0.8 at 49,
+    // ~0.6 from 100 on: line detector 32 x 160x160 F(4,3)t 1.16x the direct conv, F(4,3) 1.63x),
+    // and the 1-D normal ones slower for few channels (x ~0.6 up to 48 x 48, ~0.78 above:
+    // embedding_model's 24-channel 1x3 on 74x32 F(4,3) 0.40x the direct conv, not the 1.2 fitted).
+    const bool intel = tuning_vendor() == CpuVendor::kIntel;
     if (!p.trans) {
         const int64_t blocks = (a.T + a.nb - 1) / a.nb;
         const double lanes = double(a.T) / double(blocks * a.nb);
         const double k = d1 ? kD1[a.kind - 1][m == 4 ? 1 : 0] : m == 4 ? 26.0 : 14.0;
-        return saved * lanes / (1.0 + k * tf);
+        const double vendor = intel && d1 ? (g.C * g.M <= 48 * 48 ? 0.6 : 0.78) : 1.0;
+        return vendor * saved * lanes / (1.0 + k * tf);
     }
     const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
     const double mr_avg = double(a.nb) / double(rows);
@@ -196,7 +206,8 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
     const bool u_big = double(a.npts * g.C * a.Mpad) * sizeof(float) > 4.0 * (1 << 20);
     const double mem = u_big ? 0.3 * 16.0 / double(a.nb) : 0.0;
     const double k = d1 ? kD1[a.kind - 1][m == 4 ? 3 : 2] : m == 4 ? 20.0 : 14.0;
-    return saved * lanes / (1.0 + k * tf + mem) / rowf;
+    const double vendor = intel ? std::clamp(1.0 - 0.2 * std::log2(double(a.T) / 25.0), 0.6, 1.0) : 1.0;
+    return vendor * saved * lanes / (1.0 + k * tf + mem) / rowf;
 }
 
 WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
