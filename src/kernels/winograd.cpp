@@ -173,7 +173,7 @@ void Winograd::finish_rows(const float* yt, const float* bias, const float* res,
 // fitted as the 3x3 ones on openWakeWord's embedding_model layers (rms error 15-36%).
 static const double kD1[2][4] = {{3.9, 7.4, 6.6, 9.2}, {7.6, 7.1, 7.8, 7.8}};
 
-double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
+double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p, bool tuned) {
     if (!Winograd::suits(g) || (p.m != 2 && p.m != 4)) return 0;
     const int m = p.m;
     const Winograd w(isa, g, m, p.trans);
@@ -185,20 +185,17 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p) {
     const double tf_lanes = a.flat ? 1.0 : double(a.TW) / double((a.TW + vl - 1) / vl * vl);
     const double tf = double(g.C + g.M) / double(g.C * g.M) / std::pow(tf_lanes, 0.25);
     const double saved = (d1 ? 3.0 * m / double(alpha) : 9.0 * m * m / double(alpha * alpha)) * pixels;
-    // Intel cores (the fit above is AMD Zen 5's): measured against it on a Sapphire / Emerald
-    // Rapids Xeon (bench/winograd_bench.cpp, 2 x 9 rounds; docs/winograd.md "Intel"), the
-    // transposed variants run slower the more tiles a plane has (x ~1 up to 25 tiles, ~0.8 at 49,
-    // ~0.6 from 100 on: line detector 32 x 160x160 F(4,3)t 1.16x the direct conv, F(4,3) 1.63x),
-    // and the 1-D normal ones slower for few channels (x ~0.6 up to 48 x 48, ~0.78 above:
-    // embedding_model's 24-channel 1x3 on 74x32 F(4,3) 0.40x the direct conv, not the 1.2 fitted).
-    const bool intel = tuning_vendor() == CpuVendor::kIntel;
     if (!p.trans) {
         const int64_t blocks = (a.T + a.nb - 1) / a.nb;
         const double lanes = double(a.T) / double(blocks * a.nb);
         const double k = d1 ? kD1[a.kind - 1][m == 4 ? 1 : 0] : m == 4 ? 26.0 : 14.0;
-        const double vendor = intel && d1 ? (g.C * g.M <= 48 * 48 ? 0.6 : 0.78) : 1.0;
-        return vendor * saved * lanes / (1.0 + k * tf);
+        return saved * lanes / (1.0 + k * tf);
     }
+    // Intel cores (the fit above is AMD Zen 5's; tuned): measured against it on a Sapphire /
+    // Emerald Rapids Xeon (bench/winograd_bench.cpp, 2 x 9 rounds; docs/winograd.md "Intel"), the
+    // transposed variants run slower the more tiles a plane has (x ~1 up to 25 tiles, ~0.8 at 49,
+    // ~0.6 from 100 on: line detector 32 x 160x160 F(4,3)t 1.16x the direct conv, F(4,3) 1.63x).
+    const bool intel = tuned && tuning_vendor() == CpuVendor::kIntel;
     const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
     const double mr_avg = double(a.nb) / double(rows);
     const double lanes = double(g.M) / double(a.Mpad);
@@ -228,18 +225,30 @@ WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
         return f;
     }();
     if (forced.set && (forced.p.m == 0 || forced.orient)) return forced.p;
-    auto best = [&](int m) {
-        const double n = winograd_speedup(isa, g, {m, false}), t = winograd_speedup(isa, g, {m, true});
+    auto best = [&](int m, bool tuned) {
+        const double n = winograd_speedup(isa, g, {m, false}, tuned), t = winograd_speedup(isa, g, {m, true}, tuned);
         return std::make_pair(std::max(n, t), WinoPick{m, t > n});
     };
-    const auto [s2, p2] = best(2);
-    const auto [s4, p4] = best(4);
-    if (forced.set) return forced.p.m == 4 ? p4 : p2;
     // F(4,3) rounds ~10x worse than F(2,3) (docs/winograd.md): only where clearly faster (1-D:
     // 3x less worse, F(4,3) as accurate as the direct conv, measured).
-    if (s4 >= 1.2 && s4 >= (Winograd::kind_of(g) ? 1.0 : 1.1) * s2) return p4;
-    if (s2 >= 1.2) return p2;
-    return {};
+    const double f4 = Winograd::kind_of(g) ? 1.0 : 1.1;
+    auto pick = [&](bool tuned) -> WinoPick {
+        const auto [s2, p2] = best(2, tuned);
+        const auto [s4, p4] = best(4, tuned);
+        if (forced.set) return forced.p.m == 4 ? p4 : p2;
+        if (s4 >= 1.2 && s4 >= f4 * s2) return p4;
+        if (s2 >= 1.2) return p2;
+        return {};
+    };
+    // Whether Winograd at all: the fitted model (a vendor's corrections only rank the variants:
+    // on Intel, the direct conv that won in winograd_bench ran 1.6-2x slower in YOLO than the
+    // F(4,3)t it replaced). Which variant: the tuned one's best of them.
+    const WinoPick raw = pick(false);
+    if (raw.m == 0) return raw;
+    const auto [t2, q2] = best(2, true);
+    const auto [t4, q4] = best(4, true);
+    if (forced.set) return forced.p.m == 4 ? q4 : q2;
+    return t4 >= f4 * t2 ? q4 : q2;
 }
 
 }  // namespace jiffy::kernels

@@ -125,7 +125,8 @@ private:
 // 4t (that tile size and orientation: n normal, t transposed).
 WinoPick winograd_choice(Isa isa, const Conv2DGeom& g);
 // The cost model's estimated speedup of a variant over the direct conv (bench, tests).
-double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p);
+// tuned: with the corrections measured for tuning_vendor()'s cores (kernels/cpu.h), else the fit.
+double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p, bool tuned = true);
 
 // Per-ISA entry point (internal).
 using WinoFn = void (*)(const WinoArgs& a, const float* x, const float* wp, const float* bias,

@@ -12,7 +12,6 @@
 
 #include "attr_util.h"
 #include "isa_util.h"
-#include "kernels/cpu.h"
 #include "one_node.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
@@ -272,16 +271,11 @@ TEST(Threaded, Winograd1DByTilesMatchesOneThreadBitwise) {
         bool res;
         const char* split;
     };
-    // On Intel cores the cost model keeps the normal 1-D variants for wider layers
-    // (winograd_speedup): the same kinds of split there on 96 channels.
-    const bool intel = kernels::tuning_vendor() == kernels::CpuVendor::kIntel;
-    const std::vector<Case> cases = {
-        {72, 30, 8, 72, 1, 3, true, "winograd_f1x4_1x3__"},  // 1x3, pads 0,1,0,1
-        intel ? Case{96, 40, 16, 96, 3, 1, false, "winograd_f4x1_3x1__"}
-              : Case{72, 34, 9, 72, 3, 1, false, "winograd_f4x1_3x1__"},  // 3x1, parts mid-row (3 threads)
-        intel ? Case{96, 40, 16, 96, 1, 3, false, "winograd_f1x4_1x3__"}
-              : Case{48, 34, 12, 48, 1, 3, false, "winograd_f1x4_1x3__"},  // 1x3, parts mid-row (3 threads)
-        {96, 14, 4, 96, 3, 1, true, "winograd_f4x1_3x1_trans"},  // small plane: transposed
+    const Case cases[] = {
+        {72, 30, 8, 72, 1, 3, true, "winograd_f1x4_1x3__"},       // 1x3, pads 0,1,0,1
+        {72, 34, 9, 72, 3, 1, false, "winograd_f4x1_3x1__"},      // 3x1, parts mid-row (3 threads)
+        {48, 34, 12, 48, 1, 3, false, "winograd_f1x4_1x3__"},     // 1x3, parts mid-row (3 threads)
+        {96, 14, 4, 96, 3, 1, true, "winograd_f4x1_3x1_trans"},   // small plane: transposed
     };
     for (const Case& c : cases) {
         OneNode o;
