@@ -229,26 +229,21 @@ WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
         const double n = winograd_speedup(isa, g, {m, false}, tuned), t = winograd_speedup(isa, g, {m, true}, tuned);
         return std::make_pair(std::max(n, t), WinoPick{m, t > n});
     };
-    // F(4,3) rounds ~10x worse than F(2,3) (docs/winograd.md): only where clearly faster (1-D:
-    // 3x less worse, F(4,3) as accurate as the direct conv, measured).
-    const double f4 = Winograd::kind_of(g) ? 1.0 : 1.1;
-    auto pick = [&](bool tuned) -> WinoPick {
-        const auto [s2, p2] = best(2, tuned);
-        const auto [s4, p4] = best(4, tuned);
-        if (forced.set) return forced.p.m == 4 ? p4 : p2;
-        if (s4 >= 1.2 && s4 >= f4 * s2) return p4;
-        if (s2 >= 1.2) return p2;
-        return {};
-    };
-    // Whether Winograd at all: the fitted model (a vendor's corrections only rank the variants:
-    // on Intel, the direct conv that won in winograd_bench ran 1.6-2x slower in YOLO than the
-    // F(4,3)t it replaced). Which variant: the tuned one's best of them.
-    const WinoPick raw = pick(false);
-    if (raw.m == 0) return raw;
-    const auto [t2, q2] = best(2, true);
-    const auto [t4, q4] = best(4, true);
-    if (forced.set) return forced.p.m == 4 ? q4 : q2;
-    return t4 >= f4 * t2 ? q4 : q2;
+    // Whether Winograd, and which tile size: the fitted model. F(4,3) rounds ~10x worse than
+    // F(2,3) (docs/winograd.md): only where clearly faster (1-D: 3x less worse, F(4,3) as accurate
+    // as the direct conv, measured).
+    const auto [s2, p2] = best(2, false);
+    const auto [s4, p4] = best(4, false);
+    int m = 0;
+    if (forced.set) m = forced.p.m;
+    else if (s4 >= 1.2 && s4 >= (Winograd::kind_of(g) ? 1.0 : 1.1) * s2) m = 4;
+    else if (s2 >= 1.2) m = 2;
+    if (m == 0) return {};
+    // The orientation: with the vendor's corrections (winograd_speedup). Only that: on Intel the
+    // direct conv that won in winograd_bench ran 1.6-2x slower in YOLO than the F(4,3)t it would
+    // have replaced, and ResNet-50's 14x14 F(4,3)t (1.12x F(2,3)t's speed hot) ~10% slower in the
+    // model, its transformed weights (9.4 against 4.2 MB) coming from DRAM.
+    return best(m, true).second;
 }
 
 }  // namespace jiffy::kernels

@@ -265,9 +265,9 @@ namespace {
 // transforms dominate (few channels).
 TEST(Winograd, ChoiceFollowsTheCostModel) {
     if (std::getenv("JIFFY_WINOGRAD")) GTEST_SKIP() << "JIFFY_WINOGRAD overrides the choice";
-    // Intel cores: the transposed variants discounted on planes of many tiles when ranking the
-    // variants (winograd_speedup; measured on a Sapphire / Emerald Rapids Xeon); whether Winograd
-    // at all stays the fitted model's call.
+    // Intel cores: the transposed variants discounted on planes of many tiles when picking the
+    // orientation (winograd_speedup; measured on a Sapphire / Emerald Rapids Xeon); whether
+    // Winograd at all, and the tile size, stay the fitted model's call.
     const bool intel = tuning_vendor() == CpuVendor::kIntel;
     auto pick = [](const Conv2DGeom& g) {
         const WinoPick p = winograd_choice(Isa::kAvx512, g);
@@ -275,8 +275,9 @@ TEST(Winograd, ChoiceFollowsTheCostModel) {
     };
     // 56x56 (196 tiles): F(4,3) transposed (Zen 5), normal (Intel: 1.22x faster there).
     EXPECT_EQ(pick(geom(64, 64, 56, 56, 1, 1)), intel ? 40 : 41);
-    // 14x14: F(2,3) transposed (Zen 5: F(4,3) not 10% better); Intel F(4,3) transposed (1.26x).
-    EXPECT_EQ(pick(geom(256, 256, 14, 14, 1, 1)), intel ? 41 : 21);
+    // 14x14: F(2,3) transposed (F(4,3) not 10% better by the fit; on Intel 1.12x faster hot but
+    // ~10% slower in ResNet-50, its transformed weights from DRAM: the tile size stays the fit's).
+    EXPECT_EQ(pick(geom(256, 256, 14, 14, 1, 1)), 21);
     EXPECT_EQ(pick(geom(512, 512, 7, 7, 1, 1)), 21);
     EXPECT_EQ(pick(geom(96, 24, 160, 160, 1, 1)), 40);  // M = 24 of a 32-lane panel: normal
     EXPECT_EQ(pick(geom(32, 32, 160, 160, 1, 1)), intel ? 40 : 41);  // the line detector's
