@@ -1,5 +1,7 @@
 // Direct 3x3 stride-2 conv for few input channels (the RGB stems of MobileNets and the face
-// detector: 3 -> 16 / 32 on 224x224 or 240x320), NCHW in and out. The GEMM path spends most of its
+// detector: 3 -> 16 / 32 on 224x224 or 240x320), NCHW in, NCHW or channels-last out. Two forms:
+// the pixel-broadcast one (default; output channels on the lanes, the input value of each pixel
+// and tap broadcast from memory into an FMA) and the permuted-row one below. The GEMM path spends most of its
 // time moving the K = 27 im2col panel (and its stride-2 split) for a K too short to amortize it
 // (the face detector's 3 -> 16 on 240x320: ~146 us, ~113 GFLOP/s). Here 16 output pixels of a row
 // sit on the vector: per input channel and kernel row two loads and three permutes give the

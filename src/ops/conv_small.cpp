@@ -212,8 +212,10 @@ bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g) {
         return e && std::strcmp(e, "0") == 0;
     }();
     // M <= 16 (the face detector's and MobileNetV3's 3 -> 16: in the models 104-112 against
-    // 156-163 us and 115-119 against 121-144); with 32 output channels the GEMM path fills its
-    // 32-wide microkernel and stays ahead (MobileNetV2's 3 -> 32: 175 against 187-194 us).
+    // 156-163 us and 115-119 against 121-144). M <= 32 with the pixel-broadcast form: 32 channels
+    // channels-last 143 against the permuted form's 107 GFLOP/s (in L1), and MobileNetV2's stem,
+    // depthwise and 1x1 525 -> 470 us as a channels-last chain from the stem (session 23); the
+    // permuted form with 32 channels lost to the GEMM path (175 against 187-194 us).
     return !off && (g.M <= 16 || (stem_bcast() && g.M <= 32)) && g.OH * g.OW >= 1024 &&
            kernels::ConvStem::suits(isa, g);
 }

@@ -25,8 +25,8 @@ std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels
                                                  ThreadPool* pool = nullptr, int chunks = 1);
 
 // The direct stem conv (kernels/conv_stem.h) for float32 single-group 3x3 stride-2 convs with few
-// input channels and constant weights (and bias b, may be null), where ConvStem::suits, M <= 16
-// and the output has >= 1024 pixels; env JIFFY_STEM=0 turns it off (A/B timing). Split by output rows
+// input channels and constant weights (and bias b, may be null), where ConvStem::suits, M <= 32
+// (M <= 16 with JIFFY_STEM_BCAST=0) and the output has >= 1024 pixels; env JIFFY_STEM=0 turns it off (A/B timing). Split by output rows
 // across `pool` in `chunks` parts (bit-identical to one thread). nhwc: Y channels-last, no residual
 // (a ConvNhwc reading an NCHW X: the stem of a channels-last chain, layout_nhwc).
 bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g);
