@@ -308,7 +308,7 @@ void stem_rows(const Conv2DGeom& g, const float* x, const float* packed, const f
     const int64_t M = g.M, Mp = (M + 15) / 16 * 16, taps = g.C * 9, oplane = g.OH * g.OW;
     const float* bias = packed + Mp * taps;
     for (int64_t oy = oy0; oy < oy1; ++oy) {
-        if (bcast) {  // no residual here (ConvStem::bcast_suits)
+        if (bcast) {  // no residual here (ConvStem::run asks for this form only without one)
             if constexpr (NHWC) {
                 if (M % 32 == 0) brow<2, A, true>(g, x, packed, y, oy, e, yrow0);
                 else brow<1, A, true>(g, x, packed, y, oy, e, yrow0);

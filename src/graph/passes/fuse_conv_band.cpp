@@ -6,8 +6,10 @@
 //
 // Runs after layout_nhwc (it matches the ConvNhwc nodes that pass makes). The 1x1: pointwise, no
 // residual, its output read once (by the depthwise's X) and not pinned; the depthwise: no
-// residual. Only where the 1x1's output is at least JIFFY_BAND_MIN_KB KiB (default 1024: below
-// L2's size the two steps already meet in L2); JIFFY_BAND=0 turns the pass off (A/B timing).
+// residual. Or an RGB stem (layout_nhwc's kind 3: 3x3 stride 2 over <= 4 channels of an NCHW X),
+// its pads and strides kept as _pw_pads / _pw_strides. Only where the first conv's output is at
+// least JIFFY_BAND_MIN_KB KiB (default 1024: below L2's size the two steps already meet in L2);
+// JIFFY_BAND=0 turns the pass off, JIFFY_STEM_BAND=0 only for stems (A/B timing).
 #include <cstdlib>
 #include <cstring>
 
