@@ -193,8 +193,10 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p, bool tuned) {
     }
     // Intel cores (the fit above is AMD Zen 5's; tuned): measured against it on a Sapphire /
     // Emerald Rapids Xeon (bench/winograd_bench.cpp, 2 x 9 rounds; docs/winograd.md "Intel"), the
-    // transposed variants run slower the more tiles a plane has (x ~1 up to 25 tiles, ~0.8 at 49,
-    // ~0.6 from 100 on: line detector 32 x 160x160 F(4,3)t 1.16x the direct conv, F(4,3) 1.63x).
+    // transposed variants run slower the more tiles a plane has (line detector 32 x 160x160 F(4,3)t
+    // 1.16x the direct conv, F(4,3) 1.63x): x 1 up to 50 tiles, 0.8 at 100, 0.6 from ~200 on (at
+    // 100 tiles the bench read ~0.6, but YOLO's 32 x 40x40 ran F(4,3)t 170-200 us in the model
+    // against F(4,3)'s 235-245).
     const bool intel = tuned && tuning_vendor() == CpuVendor::kIntel;
     const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
     const double mr_avg = double(a.nb) / double(rows);
@@ -203,7 +205,7 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p, bool tuned) {
     const bool u_big = double(a.npts * g.C * a.Mpad) * sizeof(float) > 4.0 * (1 << 20);
     const double mem = u_big ? 0.3 * 16.0 / double(a.nb) : 0.0;
     const double k = d1 ? kD1[a.kind - 1][m == 4 ? 3 : 2] : m == 4 ? 20.0 : 14.0;
-    const double vendor = intel ? std::clamp(1.0 - 0.2 * std::log2(double(a.T) / 25.0), 0.6, 1.0) : 1.0;
+    const double vendor = intel ? std::clamp(1.0 - 0.2 * std::log2(double(a.T) / 50.0), 0.6, 1.0) : 1.0;
     return vendor * saved * lanes / (1.0 + k * tf + mem) / rowf;
 }
 
