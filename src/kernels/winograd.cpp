@@ -234,8 +234,7 @@ WinoPick winograd_choice(Isa isa, const Conv2DGeom& g) {
     // Whether Winograd, and which tile size: the fitted model. F(4,3) rounds ~10x worse than
     // F(2,3) (docs/winograd.md): only where clearly faster (1-D: 3x less worse, F(4,3) as accurate
     // as the direct conv, measured).
-    const auto [s2, p2] = best(2, false);
-    const auto [s4, p4] = best(4, false);
+    const double s2 = best(2, false).first, s4 = best(4, false).first;
     int m = 0;
     if (forced.set) m = forced.p.m;
     else if (s4 >= 1.2 && s4 >= (Winograd::kind_of(g) ? 1.0 : 1.1) * s2) m = 4;

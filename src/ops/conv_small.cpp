@@ -11,13 +11,16 @@
 namespace jiffy {
 namespace {
 
+// Whether the environment variable `name` is "0" (an A/B switch turned off).
+bool env_zero(const char* name) {
+    const char* e = std::getenv(name);
+    return e && std::strcmp(e, "0") == 0;
+}
+
 // JIFFY_STEM_BCAST=0: the stem's permuted-row form (kernels/conv_stem.h) instead of the
 // pixel-broadcast one, to compare them on a model.
 bool stem_bcast() {
-    static const bool on = [] {
-        const char* e = std::getenv("JIFFY_STEM_BCAST");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = !env_zero("JIFFY_STEM_BCAST");
     return on;
 }
 
@@ -207,10 +210,7 @@ std::unique_ptr<Kernel> make_chanvec_conv_kernel(kernels::Isa isa, const kernels
 namespace jiffy {
 
 bool stem_conv_preferred(kernels::Isa isa, const kernels::Conv2DGeom& g) {
-    static const bool off = [] {
-        const char* e = std::getenv("JIFFY_STEM");
-        return e && std::strcmp(e, "0") == 0;
-    }();
+    static const bool off = env_zero("JIFFY_STEM");
     // M <= 16 (the face detector's and MobileNetV3's 3 -> 16: in the models 104-112 against
     // 156-163 us and 115-119 against 121-144). M <= 32 with the pixel-broadcast form: 32 channels
     // channels-last 143 against the permuted form's 107 GFLOP/s (in L1), and MobileNetV2's stem,
