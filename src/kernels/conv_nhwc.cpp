@@ -11,8 +11,11 @@ void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const f
                            const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
+void conv_nhwc_pw_scale_portable(int64_t, int64_t, const float*, const float*, float*);
 void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 #if defined(__x86_64__)
+void conv_nhwc_pw_scale_avx512(int64_t, int64_t, const float*, const float*, float*);
+void conv_nhwc_pw_scale_avx2(int64_t, int64_t, const float*, const float*, float*);
 void transpose32_avx512(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void transpose32_avx2(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
@@ -25,6 +28,7 @@ void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const floa
                        const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
 #endif
 #if defined(__aarch64__)
+void conv_nhwc_pw_scale_neon(int64_t, int64_t, const float*, const float*, float*);
 void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
@@ -43,6 +47,17 @@ ConvNhwcPwFn pw_for(Isa isa) {
 #endif
     (void)isa;
     return conv_nhwc_pw_portable;
+}
+ConvNhwcPwScaleFn pw_scale_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_nhwc_pw_scale_avx512;
+    if (isa == Isa::kAvx2) return conv_nhwc_pw_scale_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_nhwc_pw_scale_neon;
+#endif
+    (void)isa;
+    return conv_nhwc_pw_scale_portable;
 }
 ConvNhwcDwFn dw_for(Isa isa) {
 #if defined(__x86_64__)
@@ -95,6 +110,10 @@ void NhwcPointwise::pack(const float* W, const float* b, float* dst) const {
 void NhwcPointwise::run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi,
                         int64_t p0, int64_t p1, int64_t x_plane) const {
     if (p1 > p0) pw_for(isa_)(K_, M_, x, packed, packed + K_ * Mp_, res, y, epi, p0, p1, x_plane);
+}
+
+void NhwcPointwise::scale_inputs(const float* packed, const float* s, float* dst) const {
+    pw_scale_for(isa_)(K_, Mp_, packed, s, dst);
 }
 
 NhwcDepthwise::NhwcDepthwise(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) { Cp_ = (g.C + 15) / 16 * 16; }

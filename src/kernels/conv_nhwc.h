@@ -26,6 +26,10 @@ public:
     // which then need no Transpose before them); Y and R stay channels-last.
     void run(const float* x, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
              int64_t p1, int64_t x_plane = 0) const;
+    // dst (packed_floats()) = packed with input channel k's weights times s[k] (K floats), the
+    // bias as it is: X scaled per channel (squeeze-and-excite's Mul) read as it is (ConvNhwc
+    // _x_scale: the Mul's pass over X becomes one over the weights, K x M).
+    void scale_inputs(const float* packed, const float* s, float* dst) const;
     int64_t K() const { return K_; }
     int64_t M() const { return M_; }
 
@@ -85,6 +89,7 @@ void transpose32(Isa isa, const void* x, void* y, int64_t rows, int64_t cols, in
 using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float* wp, const float* bias,
                               const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1,
                               int64_t x_plane);
+using ConvNhwcPwScaleFn = void (*)(int64_t K, int64_t Mp, const float* wp, const float* s, float* dst);
 using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
                               const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw,
                               int64_t c0, int64_t c1);

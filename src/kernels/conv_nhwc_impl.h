@@ -1,7 +1,8 @@
 // The channels-last (NHWC) conv kernels (conv_nhwc.h), compiled per ISA: included right after
 // kernels/conv_impl.h in the same translation unit, whose vector helpers (V, VL, NR, MR, ld, st,
 // ld_n, st_n, bc, act_v, deferred_act, ld_pair, st_pair) they use. Exports
-// conv_nhwc_pw_<JIFFY_CONV_SUFFIX> and conv_nhwc_dw_<JIFFY_CONV_SUFFIX>.
+// conv_nhwc_pw_<JIFFY_CONV_SUFFIX>, conv_nhwc_pw_scale_<JIFFY_CONV_SUFFIX> and
+// conv_nhwc_dw_<JIFFY_CONV_SUFFIX>.
 //
 // Pointwise: Y[P, M] = X[P, K] . W^T, the pixels as the microkernel's MR rows (each a broadcast
 // of X[p, k], read in place: a pixel's K channels are contiguous) and NR output channels on the
@@ -549,6 +550,21 @@ void JIFFY_CONV_CAT(conv_nhwc_pw_, JIFFY_CONV_SUFFIX)(int64_t K, int64_t M, cons
                                                       const float* bias, const float* res, float* y, const ConvEpi& e,
                                                       int64_t p0, int64_t p1, int64_t x_plane) {
     nhwc_pw(K, M, x, wp, bias, res, y, e, p0, p1, x_plane);
+}
+
+void JIFFY_CONV_CAT(conv_nhwc_pw_scale_, JIFFY_CONV_SUFFIX)(int64_t K, int64_t Mp, const float* wp, const float* s,
+                                                            float* dst) {
+    // Mp / NR panels of K x NR: row k of each times s[k]; then the bias (Mp floats) as it is.
+    for (int64_t q = 0; q < Mp; q += NR) {
+        const float* src = wp + q * K;
+        float* d = dst + q * K;
+        for (int64_t k = 0; k < K; ++k) {
+            const V sk = bc(s[k]);
+#pragma GCC unroll 4
+            for (int j = 0; j < NR; j += VL) st(d + k * NR + j, ld(src + k * NR + j) * sk);
+        }
+    }
+    std::memcpy(dst + K * Mp, wp + K * Mp, size_t(Mp) * sizeof(float));
 }
 
 void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, int64_t rows, int64_t cols,

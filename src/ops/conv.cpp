@@ -1342,13 +1342,16 @@ Status prep_Conv(OpContext& ctx) {
 // pointwise kernel; Y and the residual stay channels-last (a chain entry read only by 1x1s needs
 // no Transpose before it). Attribute _y_nchw = 1 (depthwise only, kernels::nhwc_dw_writes_nchw,
 // no residual): Y is NCHW, written by the kernel (a chain exit read only by NCHW nodes: no
-// Transpose after it).
+// Transpose after it). Attribute _x_scale = 1 (pointwise only; made by fuse_channel_scale): input 4
+// holds a per-channel scale of X (N x C x 1 x 1, or 1 x C x 1 x 1 for every image; input 3 is the
+// residual or empty): the conv reads X * scale, as squeeze-and-excite's Mul would have written it,
+// with each run's weights scaled instead (K x M multiplies against the Mul's H x W x K).
 class ConvNhwcKernel : public Kernel {
 public:
     ConvNhwcKernel(int64_t N, kernels::Conv2DGeom g, bool depthwise, const float* W, const float* B,
-                   kernels::ConvEpi epi, bool has_res, bool x_nchw, bool y_nchw)
+                   kernels::ConvEpi epi, bool has_res, bool x_nchw, bool y_nchw, int64_t scale_rows = 0)
         : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res), x_plane_(x_nchw ? g.H * g.W : 0),
-          y_nchw_(y_nchw) {
+          y_nchw_(y_nchw), scale_rows_(scale_rows) {
         const kernels::Isa isa = kernels::active_isa();
         mr_ = kernels::conv_mr(isa);
         size_t n;
@@ -1377,20 +1380,31 @@ public:
         // 144 x 56x56 192 -> 308 us; 14x14 even). EfficientNet-B0 at 2T 0.95x, MobileNetV3 0.99x.
         csplit_ = depthwise_ && y_nchw_ && g_.OH * g_.OW < 100;
     }
+    // With a scale (_x_scale): each run's scaled weights in the plan's shared scratch.
+    void bind_scratch(SharedScratch* s) {
+        scr_ = s;
+        if (scale_rows_ > 0) s->reserve(pw_.packed_floats());
+    }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        const float* S = scale_rows_ > 0 ? static_cast<const float*>(in[4]) : nullptr;
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = g_.H * g_.W * g_.C, out_img = g_.OH * g_.OW * g_.M;
         const int64_t total = depthwise_ ? g_.OH : g_.OH * g_.OW;
         const int64_t align = depthwise_ ? 1 : mr_;
+        const float* wp = packed_.get();
         for (int64_t n = 0; n < N_; ++n) {
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
+            if (S && (n == 0 || scale_rows_ > 1)) {  // this image's scale on the weights
+                wp = scr_->data();
+                pw_.scale_inputs(packed_.get(), S + (scale_rows_ > 1 ? n * g_.C : 0), scr_->data());
+            }
             auto part = [&](int64_t b, int64_t e) {
-                if (depthwise_) dw_.run(x, packed_.get(), r, y, epi_, b, e, y_nchw_);
-                else pw_.run(x, packed_.get(), r, y, epi_, b, e, x_plane_);
+                if (depthwise_) dw_.run(x, wp, r, y, epi_, b, e, y_nchw_);
+                else pw_.run(x, wp, r, y, epi_, b, e, x_plane_);
             };
             if (!pool_) {
                 part(0, total);
@@ -1412,7 +1426,7 @@ public:
         return std::string(depthwise_ ? (y_nchw_ ? "conv_nhwc_dw nchw-out " : "conv_nhwc_dw ")
                            : x_plane_ ? "conv_nhwc_1x1 nchw-in "
                                       : "conv_nhwc_1x1 ") +
-               kernels::isa_name(kernels::active_isa());
+               (scale_rows_ > 0 ? "x-scaled " : "") + kernels::isa_name(kernels::active_isa());
     }
 
 private:
@@ -1423,6 +1437,7 @@ private:
     bool has_res_;
     int64_t x_plane_;  // > 0: X is NCHW (pointwise), planes of this many pixels
     bool y_nchw_;      // Y is NCHW (depthwise)
+    int64_t scale_rows_;  // _x_scale: the scale's images (1: one for all, N: one each); 0: none
     bool csplit_ = false;
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
@@ -1431,6 +1446,7 @@ private:
     int chunks_ = 1;
     std::unique_ptr<Balance> bal_;
     int64_t mr_ = 1;  // the pixel split's alignment (the ISA's microkernel rows)
+    SharedScratch* scr_ = nullptr;
 };
 
 Status prep_ConvNhwc(OpContext& ctx) {
@@ -1464,7 +1480,25 @@ Status prep_ConvNhwc(OpContext& ctx) {
         return ctx.fail_unsupported("_x_nchw (an NCHW X) only for a pointwise or a 3x3 stride-2 stem conv");
     kernels::ConvEpi epi;
     bool has_res = false;
-    JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
+    int64_t scale_rows = 0;
+    if (ctx.attr_int("_x_scale", 0) != 0) {
+        // Inputs X, W, B (may be empty), the residual (empty without _fused_residual), the scale.
+        if (!pointwise) return ctx.fail_unsupported("_x_scale (a per-channel scale of X) only for a pointwise conv");
+        JIFFY_RETURN_IF_ERROR(parse_fused_act(ctx, "", &epi));
+        has_res = ctx.attr_int("_fused_residual", 0) != 0;
+        if (ctx.num_inputs() != 5 || !ctx.has_input(4) || has_res != ctx.has_input(3))
+            return ctx.fail("_x_scale needs 5 inputs: X, W, B (may be empty), the residual (empty without ",
+                            "_fused_residual) and the scale; got ", ctx.num_inputs());
+        if (has_res) JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 3, "_fused_add"));
+        JIFFY_RETURN_IF_ERROR(expect_same_dtype(ctx, 4, "_x_scale"));
+        const Shape& sc = ctx.in_shape(4);
+        if (sc.size() != 4 || (sc[0] != 1 && sc[0] != N) || sc[1] != C || sc[2] != 1 || sc[3] != 1)
+            return ctx.fail("_x_scale (input 4) must be 1 x ", C, " x 1 x 1 or ", N, " x ", C, " x 1 x 1, got shape ",
+                            shape_str(sc));
+        scale_rows = sc[0] == N && N > 1 ? N : 1;
+    } else {
+        JIFFY_RETURN_IF_ERROR(parse_fused(ctx, &epi, &has_res));
+    }
     if (stem && has_res) return ctx.fail_unsupported("a channels-last stem conv takes no _fused_residual");
     if (y_nchw && (!depthwise || has_res || !kernels::nhwc_dw_writes_nchw(geo)))
         return ctx.fail_unsupported("_y_nchw (an NCHW Y) only for a depthwise conv with a 3x3 or 5x5 kernel, ",
@@ -1483,9 +1517,10 @@ Status prep_ConvNhwc(OpContext& ctx) {
         return {};
     }
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
-                                              x_nchw, y_nchw);
+                                              x_nchw, y_nchw, scale_rows);
     // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));
+    k->bind_scratch(ctx.options().scratch.get());
     ctx.set_kernel(std::move(k));
     return {};
 }

@@ -1505,6 +1505,128 @@ TEST(Passes, MalformedConvNhwcBandGivesAClearError) {
     EXPECT_NE(st.message().find("must be a constant"), std::string::npos) << st.message();
 }
 
+// Squeeze-and-excite as EfficientNet and MobileNetV3 export it: expand 1x1, depthwise (SiLU),
+// GlobalAveragePool, 1x1 (SiLU), 1x1 (Sigmoid), Mul(depthwise out, scale), project 1x1 (and the
+// next block's depthwise). N images (the scale per image: N x C x 1 x 1) or one scale for all (a
+// graph input of 1 x C x 1 x 1, either Mul operand order).
+struct SeBlock {
+    Builder b;
+    SeBlock(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, bool shared_scale, bool scale_first,
+            bool mul_read_elsewhere = false) {
+        auto pw = [&](int x, int64_t K, int64_t Mo, int64_t h, int64_t w, uint32_t seed, Attrs a = {}) {
+            int wt = b.constant("Wp" + std::to_string(seed), rnd({Mo, K, 1, 1}, seed, 0.4f));
+            int bias = b.constant("Bp" + std::to_string(seed), rnd({Mo}, seed + 1, 0.2f));
+            return b.node("Conv", {x, wt, bias}, {N, Mo, h, w}, a);
+        };
+        auto dw = [&](int x, int64_t Cc, uint32_t seed, Attrs extra = {}) {
+            int wt = b.constant("Wd" + std::to_string(seed), rnd({Cc, 1, 3, 3}, seed, 0.5f));
+            Attrs a = {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"group", ai(Cc)}};
+            for (auto& [k, v] : extra) a[k] = v;
+            return b.node("Conv", {x, wt}, {N, Cc, H, W}, a);
+        };
+        int x = b.input("x", {N, 8, H, W});
+        int e = pw(x, 8, C, H, W, 3, {{"_fused_act", as("Silu")}});
+        int d = dw(e, C, 5, {{"_fused_act", as("Silu")}});
+        int s;
+        if (shared_scale) {
+            s = b.input("s", {1, C, 1, 1}, 9);
+        } else {
+            int gap = b.node("GlobalAveragePool", {d}, {N, C, 1, 1});
+            int f1 = pw(gap, C, 4, 1, 1, 11, {{"_fused_act", as("Silu")}});
+            s = pw(f1, 4, C, 1, 1, 13, {{"_fused_act", as("Sigmoid")}});
+        }
+        int m = scale_first ? b.node("Mul", {s, d}, {N, C, H, W}) : b.node("Mul", {d, s}, {N, C, H, W});
+        int p = pw(m, C, M, H, W, 15);
+        b.output(dw(p, M, 17));
+        if (mul_read_elsewhere) b.output(m);
+    }
+};
+
+int count_ops(const Plan& plan, const char* op) {
+    int n = 0;
+    for (const auto& st : plan.step_info) n += st.op == op;
+    return n;
+}
+
+// The Mul goes into the project 1x1 (ConvNhwc _x_scale): the same outputs as the graph without
+// passes (within 1e-5), at one and two threads, per-image and shared scales, both operand orders.
+TEST(Passes, ChannelScaleFoldsIntoTheNextOneByOne) {
+    for (int64_t N : {1, 2})
+        for (bool shared : {false, true})
+            for (bool first : {false, true}) {
+                SCOPED_TRACE(testing::Message() << "N " << N << " shared " << shared << " scale first " << first);
+                SeBlock se(N, 40, 24, 9, 7, shared, first);
+                Graph g = se.b.g;
+                ASSERT_GT(passes::layout_nhwc(g), 0);
+                ASSERT_EQ(passes::fuse_channel_scale(g), 1);
+                const std::vector<std::string> left = ops(g);
+                EXPECT_EQ(std::count(left.begin(), left.end(), "Mul"), 0);
+                const auto want = run(se.b.g, se.b.feeds, false);
+                expect_close(run(g, se.b.feeds, false), want);
+                for (int threads : {1, 2}) {
+                    std::vector<std::string> kernels;
+                    expect_close(run_threads(se.b, threads, &kernels), want);
+                    EXPECT_TRUE(std::any_of(kernels.begin(), kernels.end(), [](const std::string& k) {
+                        return k.find("x-scaled") != std::string::npos;
+                    })) << threads << " threads";
+                }
+                std::shared_ptr<const Plan> plan;
+                run(se.b.g, se.b.feeds, true, &plan);
+                EXPECT_EQ(count_ops(*plan, "Mul"), 0);
+                ScopedEnv off("JIFFY_SCALE_FUSE", "0");
+                run(se.b.g, se.b.feeds, true, &plan);
+                EXPECT_EQ(count_ops(*plan, "Mul"), 1);
+            }
+}
+
+// Not folded: the scaled X read elsewhere too, or weights larger than a channel's plane (M > H x
+// W: scaling them would cost more than the Mul).
+TEST(Passes, ChannelScaleStaysWhereFoldingDoesNotPay) {
+    SeBlock read_twice(1, 40, 24, 9, 7, false, false, true);
+    Graph g = read_twice.b.g;
+    ASSERT_GT(passes::layout_nhwc(g), 0);
+    EXPECT_EQ(passes::fuse_channel_scale(g), 0);
+    SeBlock wide(1, 40, 72, 9, 7, false, false);  // 72 outputs > 63 pixels
+    Graph g2 = wide.b.g;
+    ASSERT_GT(passes::layout_nhwc(g2), 0);
+    EXPECT_EQ(passes::fuse_channel_scale(g2), 0);
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(wide.b.g, wide.b.feeds, true, &plan), run(wide.b.g, wide.b.feeds, false));
+    EXPECT_EQ(count_ops(*plan, "Mul"), 1);
+}
+
+// A hand-written ConvNhwc with _x_scale and a malformed scale gets a clear error at compile.
+TEST(Passes, MalformedChannelScaleGivesAClearError) {
+    auto compile = [](const Shape& ss, Attrs extra, bool with_res_slot = true) {
+        Builder b;
+        int x = b.input("x", {2, 16, 5, 6});  // NCHW, read in place
+        int w = b.constant("W", rnd({8, 16, 1, 1}, 3, 0.4f));
+        int s = b.input("s", ss, 5);
+        Attrs a = {{"_x_nchw", ai(1)}, {"_x_scale", ai(1)}};
+        for (auto& [k, v] : extra) a[k] = v;
+        std::vector<int> ins = with_res_slot ? std::vector<int>{x, w, -1, -1, s} : std::vector<int>{x, w, -1, s};
+        int y = b.node("ConvNhwc", ins, {2, 5, 6, 8}, a);
+        b.g.nodes.back().domain = "jiffy";
+        b.output(y);
+        ScopedPasses sp(false);
+        std::shared_ptr<const Plan> plan;
+        return compile_graph(b.g, CompileOptions{}, &plan);
+    };
+    Status st = compile({2, 16, 1, 1}, {});
+    EXPECT_TRUE(st.ok()) << st.message();
+    st = compile({1, 16, 1, 1}, {});
+    EXPECT_TRUE(st.ok()) << st.message();
+    st = compile({2, 8, 1, 1}, {});
+    EXPECT_NE(st.message().find("_x_scale (input 4) must be 1 x 16 x 1 x 1 or 2 x 16 x 1 x 1, got shape 2x8x1x1"),
+              std::string::npos) << st.message();
+    st = compile({3, 16, 1, 1}, {});
+    EXPECT_NE(st.message().find("_x_scale (input 4) must be"), std::string::npos) << st.message();
+    st = compile({2, 16, 1, 1}, {}, false);
+    EXPECT_NE(st.message().find("_x_scale needs 5 inputs"), std::string::npos) << st.message();
+    st = compile({2, 16, 1, 1}, {{"_fused_residual", ai(1)}});
+    EXPECT_NE(st.message().find("_x_scale needs 5 inputs"), std::string::npos) << st.message();
+}
+
 // A hand-written channels-last 1x1 (domain jiffy) with a stride or padding is not fused: the band
 // step runs its 1x1 as stride 1 without padding.
 TEST(Passes, BandFusionSkipsAStridedOrPaddedOneByOne) {
