@@ -18,22 +18,6 @@
 
 namespace jiffy {
 namespace passes {
-namespace {
-
-bool known_dims(const Graph& g, int v, std::vector<int64_t>* d) {
-    if (v < 0) return false;
-    const Value& val = g.values[size_t(v)];
-    if (!val.has_shape || val.dtype != DType::kF32) return false;
-    d->clear();
-    for (const Dim& x : val.dims) {
-        if (x.value < 0) return false;
-        d->push_back(x.value);
-    }
-    return true;
-}
-
-}  // namespace
-
 int fuse_channel_scale(Graph& g) {
     const char* env = std::getenv("JIFFY_SCALE_FUSE");
     if (env && std::strcmp(env, "0") == 0) return 0;
@@ -58,8 +42,8 @@ int fuse_channel_scale(Graph& g) {
             return 0;
         // Which Mul operand is X (the conv input's dims) and which the per-channel scale.
         std::vector<int64_t> xd, a0, a1;
-        if (!known_dims(gr, c.inputs[0], &xd) || xd.size() != 4) return 0;
-        if (!known_dims(gr, m.inputs[0], &a0) || !known_dims(gr, m.inputs[1], &a1)) return 0;
+        if (!f32_dims(gr, c.inputs[0], &xd) || xd.size() != 4) return 0;
+        if (!f32_dims(gr, m.inputs[0], &a0) || !f32_dims(gr, m.inputs[1], &a1)) return 0;
         const int64_t N = xd[0], K = xd[1], HW = xd[2] * xd[3];
         if (K != ws[1]) return 0;
         auto is_scale = [&](const std::vector<int64_t>& d) {

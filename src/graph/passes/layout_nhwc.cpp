@@ -28,17 +28,7 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-bool dims4(const Graph& g, int v, std::vector<int64_t>* d) {
-    if (v < 0) return false;
-    const Value& val = g.values[size_t(v)];
-    if (!val.has_shape || val.dims.size() != 4 || val.dtype != DType::kF32) return false;
-    d->clear();
-    for (const Dim& x : val.dims) {
-        if (x.value < 0) return false;
-        d->push_back(x.value);
-    }
-    return true;
-}
+bool dims4(const Graph& g, int v, std::vector<int64_t>* d) { return f32_dims(g, v, d) && d->size() == 4; }
 
 // 0: not a candidate; 1: pointwise; 2: depthwise; 3: an RGB stem (dense 3x3 stride 2 over a few
 // channels where the direct stem kernel runs: it reads its NCHW X in place and writes channels-

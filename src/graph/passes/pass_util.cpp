@@ -75,6 +75,18 @@ bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p) {
     return true;
 }
 
+bool f32_dims(const Graph& g, int v, std::vector<int64_t>* d) {
+    if (v < 0) return false;
+    const Value& val = g.values[size_t(v)];
+    if (!val.has_shape || val.dtype != DType::kF32) return false;
+    d->clear();
+    for (const Dim& x : val.dims) {
+        if (x.value < 0) return false;
+        d->push_back(x.value);
+    }
+    return true;
+}
+
 bool same_dims(const Graph& g, int a, int b) {
     const auto& da = g.values[size_t(a)].dims;
     const auto& db = g.values[size_t(b)].dims;

@@ -33,6 +33,8 @@ bool scalar_of(const Graph& g, int v, double* out);
 
 // a and b have the same known dims.
 bool same_dims(const Graph& g, int a, int b);
+// v >= 0 is float32 with every dim known: true, with them in *d.
+bool f32_dims(const Graph& g, int v, std::vector<int64_t>* d);
 
 // If constant c, broadcast against a value of dims `out`, only varies along `axis` and never
 // enlarges the result: true, with v[out[axis]] its per-position values (float32 only).
