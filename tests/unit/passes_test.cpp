@@ -1512,7 +1512,7 @@ TEST(Passes, MalformedConvNhwcBandGivesAClearError) {
 struct SeBlock {
     Builder b;
     SeBlock(int64_t N, int64_t C, int64_t M, int64_t H, int64_t W, bool shared_scale, bool scale_first,
-            bool mul_read_elsewhere = false) {
+            bool mul_read_elsewhere = false, bool residual = false) {
         auto pw = [&](int x, int64_t K, int64_t Mo, int64_t h, int64_t w, uint32_t seed, Attrs a = {}) {
             int wt = b.constant("Wp" + std::to_string(seed), rnd({Mo, K, 1, 1}, seed, 0.4f));
             int bias = b.constant("Bp" + std::to_string(seed), rnd({Mo}, seed + 1, 0.2f));
@@ -1537,6 +1537,7 @@ struct SeBlock {
         }
         int m = scale_first ? b.node("Mul", {s, d}, {N, C, H, W}) : b.node("Mul", {d, s}, {N, C, H, W});
         int p = pw(m, C, M, H, W, 15);
+        if (residual) p = b.node("Add", {p, b.input("r", {N, M, H, W}, 19)}, {N, M, H, W});  // fused into the 1x1
         b.output(dw(p, M, 17));
         if (mul_read_elsewhere) b.output(m);
     }
@@ -1549,14 +1550,18 @@ int count_ops(const Plan& plan, const char* op) {
 }
 
 // The Mul goes into the project 1x1 (ConvNhwc _x_scale): the same outputs as the graph without
-// passes (within 1e-5), at one and two threads, per-image and shared scales, both operand orders.
+// passes (within 1e-5), at one and two threads, per-image and shared scales, both operand orders,
+// with and without a residual fused into the 1x1.
 TEST(Passes, ChannelScaleFoldsIntoTheNextOneByOne) {
     for (int64_t N : {1, 2})
         for (bool shared : {false, true})
             for (bool first : {false, true}) {
-                SCOPED_TRACE(testing::Message() << "N " << N << " shared " << shared << " scale first " << first);
-                SeBlock se(N, 40, 24, 9, 7, shared, first);
+                const bool res = first != shared;  // a residual (input 3) in half the cases
+                SCOPED_TRACE(testing::Message() << "N " << N << " shared " << shared << " scale first " << first
+                                                << " residual " << res);
+                SeBlock se(N, 40, 24, 9, 7, shared, first, false, res);
                 Graph g = se.b.g;
+                if (res) ASSERT_EQ(passes::fuse_residual(g), 1);  // the Add into the 1x1, as the pipeline does
                 ASSERT_GT(passes::layout_nhwc(g), 0);
                 ASSERT_EQ(passes::fuse_channel_scale(g), 1);
                 const std::vector<std::string> left = ops(g);
