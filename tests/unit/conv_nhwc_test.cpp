@@ -207,6 +207,44 @@ TEST(ConvNhwc, PointwiseMatchesReference) {
         }
 }
 
+// scale_inputs (squeeze-and-excite's channel scale moved onto the weights, ConvNhwc _x_scale): the
+// pointwise conv run on the scaled packed weights equals the reference conv of the scaled input,
+// on every ISA, with the bias untouched; channel counts off the panel width, a residual.
+TEST(ConvNhwc, PointwiseOnScaledWeightsMatchesScaledInput) {
+    struct PwCase {
+        int64_t K, M, P;
+    };
+    const PwCase cases[] = {{16, 32, 40}, {7, 5, 13}, {40, 24, 29}, {96, 70, 12}};
+    int idx = 0;
+    for (const PwCase& c : cases)
+        for (Isa isa : testisa::isas()) {
+            ++idx;
+            const bool with_res = idx % 2 == 0;
+            Conv2DGeom g;
+            g.C = c.K, g.M = c.M, g.H = g.OH = 1, g.W = g.OW = c.P;
+            const auto x = rnd(c.K * c.P, 31 + uint32_t(idx));
+            const auto w = rnd(c.M * c.K, 9 + uint32_t(idx), 0.3f);
+            const auto b = rnd(c.M, 4);
+            const auto r = rnd(c.M * c.P, 2);
+            const auto sc = rnd(c.K, 17 + uint32_t(idx));
+            std::vector<float> xs = x;  // NCHW: channel k's plane times sc[k]
+            for (int64_t k = 0; k < c.K; ++k)
+                for (int64_t p = 0; p < c.P; ++p) xs[size_t(k * c.P + p)] *= sc[size_t(k)];
+            const ConvEpi e{ConvAct::kSilu};
+            const auto want = testisa::conv_ref(g, xs, w, b.data(), with_res ? r.data() : nullptr, e);
+            const NhwcPointwise k(isa, c.K, c.M);
+            std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+            std::shared_ptr<float> scaled = alloc_weights(k.packed_floats());
+            k.pack(w.data(), b.data(), packed.get());
+            k.scale_inputs(packed.get(), sc.data(), scaled.get());
+            const auto rn = to_nhwc(r, c.M, c.P);
+            std::vector<float> y(size_t(c.M * c.P) + 16, -7.0f);
+            k.run(x.data(), scaled.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, c.P, c.P);
+            expect_near(y, want, c.M, c.P, "pointwise, scaled weights", isa);
+            for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+        }
+}
+
 TEST(ConvNhwc, Transpose32MovesBitsExactly) {
     for (Isa isa : testisa::isas())
         for (auto [B, R, C] : std::vector<std::array<int64_t, 3>>{{1, 16, 19200}, {2, 5, 7}, {1, 17, 33}, {3, 1, 9}, {1, 40, 1}}) {
