@@ -517,7 +517,9 @@ inline __m256 sigmoid_v256(__m256 x) {
     __m256 e = exp_v256(_mm256_sub_ps(_mm256_setzero_ps(), x));
     return _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
-inline __m256 silu_v256(__m256 x) {  // as silu_v512
+// x * Sigmoid(x) with Sigmoid's negative half as e / (1 + e), e = exp(-|x|), like the scalar form
+// (the AVX-512 form's exp_nonpos_v512 has no AVX2 twin: this one keeps exp_v256's polynomial).
+inline __m256 silu_v256(__m256 x) {
     const __m256 e = exp_v256<true>(_mm256_or_ps(x, _mm256_set1_ps(-0.0f)));
     const __m256 num = _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
     return _mm256_mul_ps(x, _mm256_div_ps(num, _mm256_add_ps(_mm256_set1_ps(1.0f), e)));

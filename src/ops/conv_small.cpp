@@ -4,18 +4,13 @@
 #include <cstring>
 #include <vector>
 
+#include "core/env.h"
 #include "kernels/weight_alloc.h"
 
 #include "runtime/threadpool.h"
 
 namespace jiffy {
 namespace {
-
-// Whether the environment variable `name` is "0" (an A/B switch turned off).
-bool env_zero(const char* name) {
-    const char* e = std::getenv(name);
-    return e && std::strcmp(e, "0") == 0;
-}
 
 // JIFFY_STEM_BCAST=0: the stem's permuted-row form (kernels/conv_stem.h) instead of the
 // pixel-broadcast one, to compare them on a model.

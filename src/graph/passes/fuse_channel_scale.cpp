@@ -10,26 +10,19 @@
 // touched per channel (M <= H x W: the late 7x7 blocks of 1152 -> 192 keep their Mul) and the
 // conv is a plain pointwise one (no _x_scale yet; its residual moves to input 3 as it was).
 // JIFFY_SCALE_FUSE=0 turns the pass off (A/B timing).
-#include <cstdlib>
-#include <cstring>
-
+#include "core/env.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 
 namespace jiffy {
 namespace passes {
 int fuse_channel_scale(Graph& g) {
-    const char* env = std::getenv("JIFFY_SCALE_FUSE");
-    if (env && std::strcmp(env, "0") == 0) return 0;
+    if (env_zero("JIFFY_SCALE_FUSE")) return 0;
     return rewrite_all(g, [&](Graph& gr, const Uses& u, int ci, std::vector<char>& dead) -> int {
         const Node& c = gr.nodes[size_t(ci)];
-        if (c.op != "ConvNhwc" || c.domain != "jiffy" || c.outputs.size() != 1 || num_explicit(c) < 2 ||
-            num_explicit(c) > 4 || c.inputs[0] < 0 || attr_i(c, "_x_scale", 0) != 0)
-            return 0;
-        const Tensor* w = const_of(gr, c.inputs[1]);
-        if (!w || w->dtype() != DType::kF32 || w->shape().size() != 4) return 0;
-        const Shape& ws = w->shape();
-        if (ws[2] != 1 || ws[3] != 1 || attr_i(c, "group", 1) != 1 || !ints_all(c, "strides", 1) ||
+        if (!is_nhwc_conv(c) || num_explicit(c) > 4 || c.inputs[0] < 0 || attr_i(c, "_x_scale", 0) != 0) return 0;
+        const Shape ws = weight_dims(gr, c);
+        if (ws.empty() || ws[2] != 1 || ws[3] != 1 || attr_i(c, "group", 1) != 1 || !ints_all(c, "strides", 1) ||
             !ints_all(c, "pads", 0))
             return 0;
         const std::string ap = attr_s(c, "auto_pad", "NOTSET");

@@ -11,23 +11,14 @@
 // least JIFFY_BAND_MIN_KB KiB (default 1024: below L2's size the two steps already meet in L2);
 // JIFFY_BAND=0 turns the pass off, JIFFY_STEM_BAND=0 only for stems (A/B timing).
 #include <cstdlib>
-#include <cstring>
 
+#include "core/env.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 
 namespace jiffy {
 namespace passes {
 namespace {
-
-bool is_nhwc_conv(const Node& n) { return n.op == "ConvNhwc" && n.domain == "jiffy" && n.outputs.size() == 1; }
-
-// The constant weight's dims, or empty.
-Shape weight_dims(const Graph& g, const Node& n) {
-    if (num_explicit(n) < 2) return {};
-    const Tensor* w = const_of(g, n.inputs[1]);
-    return w && w->dtype() == DType::kF32 && w->shape().size() == 4 ? w->shape() : Shape{};
-}
 
 int64_t value_bytes(const Graph& g, int v) {
     const Value& val = g.values[size_t(v)];
@@ -42,18 +33,14 @@ int64_t value_bytes(const Graph& g, int v) {
 
 // JIFFY_STEM_BAND=0: stems stay a step of their own (A/B timing).
 bool stem_band_on() {
-    static const bool on = [] {
-        const char* e = std::getenv("JIFFY_STEM_BAND");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool on = !env_zero("JIFFY_STEM_BAND");
     return on;
 }
 
 }  // namespace
 
 int fuse_conv_band(Graph& g) {
-    const char* env = std::getenv("JIFFY_BAND");
-    if (env && std::strcmp(env, "0") == 0) return 0;
+    if (env_zero("JIFFY_BAND")) return 0;
     const char* kb = std::getenv("JIFFY_BAND_MIN_KB");
     const int64_t min_bytes = (kb ? std::strtoll(kb, nullptr, 10) : 1024) * 1024;
     return rewrite_all(g, [&](Graph& gr, const Uses& u, int di, std::vector<char>& dead) -> int {

@@ -13,10 +13,9 @@
 // restore followed by the model's own Transpose to NHWC.
 //
 // Env JIFFY_NHWC=0 keeps every conv in NCHW (A/B timing).
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 
+#include "core/env.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
 #include "kernels/conv.h"
@@ -74,10 +73,7 @@ int candidate(const Graph& g, const Node& n) {
         kernels::Conv2DGeom geo;
         geo.C = C, geo.H = x[2], geo.W = x[3], geo.M = M, geo.OH = y[2], geo.OW = y[3];
         geo.kh = geo.kw = 3, geo.sh = geo.sw = 2, geo.ph = ph, geo.pw = pw;
-        static const bool stem_on = [] {
-            const char* e = std::getenv("JIFFY_NHWC_STEM");
-            return !(e && std::strcmp(e, "0") == 0);
-        }();
+        static const bool stem_on = !env_zero("JIFFY_NHWC_STEM");
         return stem_on && stem_conv_preferred(kernels::active_isa(), geo) ? 3 : 0;
     }
     return 0;
@@ -106,8 +102,7 @@ int find(std::vector<int>& p, int i) {
 }  // namespace
 
 int layout_nhwc(Graph& g) {
-    const char* env = std::getenv("JIFFY_NHWC");
-    if (env && std::strcmp(env, "0") == 0) return 0;
+    if (env_zero("JIFFY_NHWC")) return 0;
     const size_t n = g.nodes.size();
     std::vector<int> kind(n, 0);
     std::vector<int> parent(n);
@@ -169,10 +164,7 @@ int layout_nhwc(Graph& g) {
     // conv: depthwise, then an NCHW 1x1 of few channels) writes it NCHW itself (_y_nchw): no
     // Transpose after it (face detector: six, ~30 us). AVX-512 (the in-register transposing
     // store); JIFFY_NHWC_YNCHW=0 turns it off.
-    static const bool ynchw_on = [] {
-        const char* e = std::getenv("JIFFY_NHWC_YNCHW");
-        return !(e && std::strcmp(e, "0") == 0);
-    }();
+    static const bool ynchw_on = !env_zero("JIFFY_NHWC_YNCHW");
     auto writes_nchw = [&](size_t i) {
         const Node& nd = g.nodes[i];
         if (!ynchw_on || kernels::active_isa() != kernels::Isa::kAvx512) return false;

@@ -87,6 +87,14 @@ bool f32_dims(const Graph& g, int v, std::vector<int64_t>* d) {
     return true;
 }
 
+bool is_nhwc_conv(const Node& n) { return n.op == "ConvNhwc" && n.domain == "jiffy" && n.outputs.size() == 1; }
+
+Shape weight_dims(const Graph& g, const Node& n) {
+    if (num_explicit(n) < 2) return {};
+    const Tensor* w = const_of(g, n.inputs[1]);
+    return w && w->dtype() == DType::kF32 && w->shape().size() == 4 ? w->shape() : Shape{};
+}
+
 bool same_dims(const Graph& g, int a, int b) {
     const auto& da = g.values[size_t(a)].dims;
     const auto& db = g.values[size_t(b)].dims;

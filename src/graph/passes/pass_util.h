@@ -35,6 +35,10 @@ bool scalar_of(const Graph& g, int v, double* out);
 bool same_dims(const Graph& g, int a, int b);
 // v >= 0 is float32 with every dim known: true, with them in *d.
 bool f32_dims(const Graph& g, int v, std::vector<int64_t>* d);
+// A jiffy::ConvNhwc node (made by layout_nhwc) with one output.
+bool is_nhwc_conv(const Node& n);
+// A conv node's constant float32 4-D weight's dims (input 1), or empty.
+Shape weight_dims(const Graph& g, const Node& n);
 
 // If constant c, broadcast against a value of dims `out`, only varies along `axis` and never
 // enlarges the result: true, with v[out[axis]] its per-position values (float32 only).
