@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "kernels/activation.h"
+#include "kernels/amx.h"
+#include "kernels/weight_alloc.h"
 #include "kernels/gemm.h"
 #include "kernels/gemv_narrow.h"
 #include "kernels/norm.h"
@@ -473,6 +475,17 @@ public:
                     }
                     b_index_.push_back(idx);
                 }
+                // One tall product on a core with AMX: the BF16x3 tile kernel (kernels/amx.h), FP32's
+                // accuracy; set_parallel keeps the AVX-512 kernel where the product is split.
+                // The AVX-512 packing stays: the fallback for inputs AMX's parts cannot carry.
+                if (tall_ && nb * M >= 16 && K >= 64 && N >= 32 && kernels::amx_usable()) {
+                    amx_ = kernels::AmxGemm(nb * M, K, N);
+                    amx_w_ = kernels::alloc_weights((amx_.packed_b_halves() + 1) / 2);
+                    if (amx_.pack_b(bconst + g.b_off[0], g.ldb, g.trans_b, reinterpret_cast<uint16_t*>(amx_w_.get())))
+                        amx_scr_.assign(amx_.scratch_floats(), 0.0f);
+                    else
+                        amx_w_.reset();
+                }
             }
         } else {
             scratch_.assign(size_t(kernels::packed_floats(K, N, isa)) + 16, 0.0f);
@@ -483,6 +496,7 @@ public:
     }
 
     std::string describe() const override {
+        if (amx_w_) return amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32";
         std::string k = narrow_.data       ? "gemv_narrow dot"
                         : gemv_.data       ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                         : !packed_.empty() ? "gemm packed-B"
@@ -506,6 +520,10 @@ public:
                 par_.gemv(a, bias, y, act_, backward);
             else
                 gemv_fn_(a, gemv_, bias, y, act_, backward);
+            return {};
+        }
+        if (amx_w_ && amx_.run(a, K, reinterpret_cast<const uint16_t*>(amx_w_.get()), bias, y, N, amx_scr_.data())) {
+            if (act_.kind != kernels::ActKind::kNone) act_fn_(act_, y, y, nb * M * N);
             return {};
         }
         if (!packed_.empty()) {
@@ -551,6 +569,10 @@ public:
             par_.setup_gemv(pool, chunks, &gemv_);
         else if (tall_ && !packed_.empty())
             par_.setup_gemm(pool, chunks, int64_t(g_.a_off.size()) * g_.M, packed_[0]);
+        if (amx_w_ && par_.on()) {  // split across threads: the AVX-512 kernel
+            amx_w_.reset();
+            amx_scr_ = {};
+        }
     }
 
 private:
@@ -569,6 +591,9 @@ private:
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
     std::vector<int64_t> b_keys_, b_index_;
+    kernels::AmxGemm amx_;                 // AMX (kernels/amx.h) where amx_w_ is set
+    std::shared_ptr<float> amx_w_;         // its packed B (BF16 parts)
+    mutable std::vector<float> amx_scr_;   // its split A, per run (not reentrant)
     mutable std::vector<float> scratch_;  // non-constant B, packed per run (not reentrant)
     kernels::PackedB view_;
 };

@@ -1,0 +1,103 @@
+// AmxGemm's preparation (any build) and the AMX capability check; the run path is
+// kernels/x86/amx_gemm.cpp (compiled with the AMX flags), a stub elsewhere.
+#include "kernels/amx.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/env.h"
+#include "kernels/cpu.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+namespace jiffy::kernels {
+
+bool amx_usable() {
+#if defined(__x86_64__)
+    static const bool ok = [] {
+        if (active_isa() != Isa::kAvx512 || env_zero("JIFFY_AMX")) return false;
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        const bool tile = (d >> 24) & 1, bf16 = (d >> 22) & 1;
+        if (!__get_cpuid_count(7, 1, &a, &b, &c, &d)) return false;
+        const bool avx512bf16 = (a >> 5) & 1;
+        if (!tile || !bf16 || !avx512bf16) return false;
+        // The OS must enable the tile state (XCR0 bits 17 and 18) and grant it to this process
+        // (Linux 5.16 and later: ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA).
+        unsigned lo = 0, hi = 0;
+        __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+        if ((lo & (3u << 17)) != (3u << 17)) return false;
+        constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;
+        return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+    }();
+    return ok;
+#else
+    return false;
+#endif
+}
+
+int amx_parts() {
+    static const int parts = [] {
+        const char* e = std::getenv("JIFFY_AMX");
+        return e && std::strcmp(e, "x3") == 0 ? 3 : 2;
+    }();
+    return parts;
+}
+
+namespace {
+
+// Round to nearest even BF16 (NaN kept quiet), as VCVTNE2PS2BF16 does.
+uint16_t bf16_rne(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return uint16_t(u >> 16);
+}
+float bf16_f(uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+}  // namespace
+
+AmxGemm::AmxGemm(int64_t M, int64_t K, int64_t N, int parts) : M_(M), K_(K), N_(N), parts_(parts == 3 ? 3 : 2) {
+    Mp_ = (M + 31) / 32 * 32;
+    Kp_ = (K + 31) / 32 * 32;
+    Np_ = (N + 31) / 32 * 32;
+}
+
+bool AmxGemm::pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const {
+    bool ok = true;
+    // dst[((nb * KB + kb) * parts + part) * 512 + (kk / 2) * 32 + c * 2 + kk % 2] = part of
+    // B[kb * 32 + kk][nb * 16 + c].
+    const int64_t KB = Kp_ / 32;
+    for (int64_t nb = 0; nb < Np_ / 16; ++nb)
+        for (int64_t kb = 0; kb < KB; ++kb)
+            for (int64_t kk = 0; kk < 32; ++kk)
+                for (int64_t c = 0; c < 16; ++c) {
+                    const int64_t k = kb * 32 + kk, n = nb * 16 + c;
+                    float v = k < K_ && n < N_ ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
+                    uint16_t* d = dst + (nb * KB + kb) * parts_ * 512 + (kk / 2) * 32 + c * 2 + kk % 2;
+                    for (int part = 0; part < parts_; ++part) {
+                        const uint16_t h = bf16_rne(v);
+                        d[part * 512] = h;
+                        v -= bf16_f(h);
+                        if (part == 0 && !std::isfinite(v)) ok = false;  // NaN, inf, or rounds to inf
+                    }
+                }
+    return ok;
+}
+
+#if !defined(__x86_64__)
+bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*) const { return false; }
+#endif
+
+}  // namespace jiffy::kernels
