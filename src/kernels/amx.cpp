@@ -2,6 +2,7 @@
 // kernels/x86/amx_gemm.cpp (compiled with the AMX flags), a stub elsewhere.
 #include "kernels/amx.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -44,7 +45,7 @@ bool amx_usable() {
 int amx_parts() {
     static const int parts = [] {
         const char* e = std::getenv("JIFFY_AMX");
-        return e && std::strcmp(e, "x3") == 0 ? 3 : 2;
+        return e && std::strcmp(e, "x2") == 0 ? 2 : 3;
     }();
     return parts;
 }
@@ -96,8 +97,50 @@ bool AmxGemm::pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) c
     return ok;
 }
 
+AmxConv::AmxConv(const Conv2DGeom& g, int parts) : g_(g), parts_(parts == 3 ? 3 : 2) {
+    K_ = g.C * g.kh * g.kw;
+    Kp_ = (K_ + 31) / 32 * 32;
+    Mp_ = (g.M + 31) / 32 * 32;
+    P_ = g.OH * g.OW;
+    pointwise_ = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 &&
+                 g.OH == g.H && g.OW == g.W;
+    // Pixel tile: its split input (2 x parts bytes per value) within ~768 KiB of L2, in units of
+    // 32 pixels; planes of up to 128 pixels in one tile (their weights then stream once).
+    const int64_t p_up = (P_ + 31) / 32 * 32;
+    ptile_ = std::clamp<int64_t>((786432 / (Kp_ * 2 * parts_)) / 32 * 32, 32, 512);
+    if (p_up <= 128) ptile_ = std::max(ptile_, p_up);
+    ptile_ = std::min(ptile_, p_up);
+}
+
+bool AmxConv::pack_w(const float* W, uint16_t* dst) const {
+    // dst[((mb * KB + kb) * parts + part) * 512 + r * 32 + kk] = part of W[mb * 16 + r][kb * 32 + kk].
+    const int64_t KB = Kp_ / 32;
+    bool ok = true;
+    for (int64_t mb = 0; mb < Mp_ / 16; ++mb)
+        for (int64_t kb = 0; kb < KB; ++kb)
+            for (int64_t r = 0; r < 16; ++r)
+                for (int64_t kk = 0; kk < 32; ++kk) {
+                    const int64_t m = mb * 16 + r, k = kb * 32 + kk;
+                    float v = m < g_.M && k < K_ ? W[m * K_ + k] : 0.0f;
+                    uint16_t* d = dst + (mb * KB + kb) * parts_ * 512 + r * 32 + kk;
+                    for (int part = 0; part < parts_; ++part) {
+                        const uint16_t h = bf16_rne(v);
+                        d[part * 512] = h;
+                        v -= bf16_f(h);
+                        if (part == 0 && !std::isfinite(v)) ok = false;
+                    }
+                }
+    return ok;
+}
+
 #if !defined(__x86_64__)
-bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*) const { return false; }
+bool AmxConv::run(const float*, const uint16_t*, const float*, const float*, float*, float*, const ConvEpi&, int64_t,
+                  int64_t, int64_t, int64_t) const {
+    return false;
+}
+bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*, int64_t, int64_t) const {
+    return false;
+}
 #endif
 
 }  // namespace jiffy::kernels

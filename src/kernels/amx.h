@@ -1,12 +1,14 @@
 // Matrix products on Intel AMX (the tile unit of Sapphire Rapids and later) from FP32 operands,
 // FP32 accumulators. Each operand is split into BF16 parts (x = hi + mid (+ lo)) and each output
 // sums the products of parts that matter (docs/amx.md):
-//  - BF16x2 (the default): hi + mid keep 16 significant bits (|x - hi - mid| <= 2^-17 |x|); the
-//    products hi.hi, hi.mid, mid.hi (mid.mid, 2^-16, is below what the split already drops):
-//    each product within ~2^-15 of exact, outputs within ~1e-5 of FP32's relative to their
-//    magnitude (measured 2.5e-6 - 6e-6 on the transformer models against ONNX Runtime);
-//  - BF16x3 (JIFFY_AMX=x3): hi + mid + lo keep 24 bits; six products (+ hi.lo, lo.hi, mid.mid),
-//    FP32's own accuracy (oneMKL's "BF16x3" FP32 emulation), at twice the tile work.
+//  - BF16x3 (the default): hi + mid + lo keep 24 bits; the six products hi.hi, hi.mid, mid.hi,
+//    hi.lo, lo.hi, mid.mid (what is dropped, mid.lo, lo.mid, lo.lo, is below 2^-24 relative):
+//    FP32's own accuracy (oneMKL's "BF16x3" FP32 emulation);
+//  - BF16x2 (JIFFY_AMX=x2, opt-in): hi + mid keep 16 significant bits (|x - hi - mid| <=
+//    2^-17 |x|), three products (hi.hi, hi.mid, mid.hi), half the tile work and weights as
+//    large as FP32's: each product within ~2^-15 of exact. Fine on well-conditioned models
+//    (2.5e-6 - 6e-6 of the output magnitude on the transformer models, 3.7e-6 on ResNet-50,
+//    against ONNX Runtime) but not on all: PP-OCR det, 3.4e-5 from ORT in FP32, reads 2e-4.
 // TDPBF16PS does 16 x 16 x 32 multiply-adds per instruction, ~17-30 cycles each here depending
 // on the tile loads around it: three of them per FP32-equivalent block beat the AVX-512 FMA
 // peak ~2x on the product itself.
@@ -21,13 +23,15 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/conv.h"
+
 namespace jiffy::kernels {
 
 // Whether this process can run the AMX kernels: the CPU has AMX-TILE, AMX-BF16 and AVX512-BF16,
 // the OS granted the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, asked once), the active
 // ISA is AVX-512 (JIFFY_ISA=avx2 / scalar turn it off too) and JIFFY_AMX is not 0.
 bool amx_usable();
-// 2 (BF16x2, the default) or 3 (JIFFY_AMX=x3): the BF16 parts per FP32 operand.
+// 3 (BF16x3, the default) or 2 (JIFFY_AMX=x2): the BF16 parts per FP32 operand.
 int amx_parts();
 
 class AmxGemm {
@@ -43,11 +47,13 @@ public:
     // The split A (per run), in floats.
     size_t scratch_floats() const { return size_t(Mp_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 16); }
 
-    // C = A . B (+ bias, may be null); A rows lda floats apart, C rows ldc. Not reentrant on the
-    // same scratch. False (C untouched) where A holds NaN, an infinity or a value beyond BF16's
-    // range: the caller runs its FP32 kernel instead (infinity x a zero part would be NaN).
+    // C = A . B (+ bias, may be null), columns [n0, n1) only (n0 a multiple of 32; n1 -1: N);
+    // A rows lda floats apart, C rows ldc. Each output's sums do not depend on the range (a split
+    // across threads gives the same bits). Not reentrant on the same scratch. False (C
+    // untouched) where A holds NaN, an infinity or a value beyond BF16's range: the caller runs
+    // its FP32 kernel instead (infinity x a zero part would be NaN).
     bool run(const float* A, int64_t lda, const uint16_t* bp, const float* bias, float* C, int64_t ldc,
-             float* scratch) const;
+             float* scratch, int64_t n0 = 0, int64_t n1 = -1) const;
 
     int64_t M() const { return M_; }
     int64_t K() const { return K_; }
@@ -56,6 +62,45 @@ public:
 
 private:
     int64_t M_ = 0, K_ = 0, N_ = 0, Mp_ = 0, Kp_ = 0, Np_ = 0;
+    int parts_ = 2;
+};
+
+// AmxConv: one group of a 2-D convolution, Y[M, P] = W[M, K] . im2col(X)[K, P] (K = C kh kw,
+// P = OH OW), with W known at prepare: packed into 16 x 32 A tiles [M / 16][K / 32][part]
+// (M padded to 32, K to 32). Per run the pixels of a tile of the output plane are gathered
+// (1x1 stride 1: straight rows; otherwise per-tap gathers with the padding as masked-off lanes)
+// and split into B tiles [pixel block of 16][K / 32][part]; each 32 channels x 32 pixels of Y is
+// four C tiles over the whole K, stored straight into Y where whole; then bias, residual and
+// activation over the rows (docs/amx.md).
+// The largest kernel (taps kh x kw) AmxConv takes.
+inline constexpr int64_t kAmxMaxTaps = 64;
+
+class AmxConv {
+public:
+    AmxConv() = default;
+    AmxConv(const Conv2DGeom& g, int parts = amx_parts());
+
+    size_t packed_w_halves() const { return size_t(Mp_ * Kp_ * parts_); }
+    // False where W holds a value the parts cannot carry (as AmxGemm::pack_b).
+    bool pack_w(const float* W, uint16_t* dst) const;
+    size_t scratch_floats() const {
+        return size_t(ptile_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 1024 + 16);
+    }
+
+    // Output pixels [pb, pe) (pb a multiple of 32; pe -1: P) of the 32-channel blocks [cb, ce)
+    // (ce -1: all) of one image; each output's sums do not depend on the ranges. False (Y
+    // untouched) where the input holds a value the parts cannot carry: run the FP32 kernel.
+    bool run(const float* x, const uint16_t* wp, const float* bias, const float* res, float* y, float* scratch,
+             const ConvEpi& e, int64_t pb = 0, int64_t pe = -1, int64_t cb = 0, int64_t ce = -1) const;
+
+    int64_t pixels() const { return P_; }
+    int64_t channel_blocks() const { return Mp_ / 32; }  // units of 32 output channels
+    int parts() const { return parts_; }
+
+private:
+    Conv2DGeom g_;
+    int64_t K_ = 0, Kp_ = 0, Mp_ = 0, P_ = 0, ptile_ = 32;
+    bool pointwise_ = false;
     int parts_ = 2;
 };
 

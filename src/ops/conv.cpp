@@ -23,6 +23,8 @@
 #include <limits>
 #include <type_traits>
 
+#include "core/env.h"
+#include "kernels/amx.h"
 #include "kernels/conv.h"
 #include "kernels/conv_nhwc.h"
 #include "kernels/conv_stem.h"
@@ -556,6 +558,7 @@ public:
             wpacked_ = kernels::alloc_weights(wino_k_.packed_w_floats());
             w_const_ = true;
             wino_k_.pack_w(w_const, wpacked_.get());
+            setup_amx(w_const);
             return;
         }
         gemm_ = kernels::ConvGemm(isa, geo, d.G);
@@ -563,6 +566,21 @@ public:
         wpacked_ = kernels::alloc_weights(gemm_.packed_w_floats());
         w_const_ = w_const != nullptr;
         if (w_const_) gemm_.pack_w(w_const, wpacked_.get());
+        setup_amx(w_const);
+    }
+
+    // Known weights on a core with AMX, where it pays (amx_pays): the AMX kernel (kernels/amx.h)
+    // first, the AVX-512 one (prepared above, Winograd or GEMM) kept for the inputs whose values
+    // AMX's BF16 parts cannot carry (then it runs instead, that run).
+    void setup_amx(const float* w_const) {
+        if (d_.G != 1 || !w_const || !amx_pays(isa_, geo_, wino_m_ != 0)) return;
+        amx_ = kernels::AmxConv(geo_);
+        amx_w_ = kernels::alloc_weights((amx_.packed_w_halves() + 1) / 2);
+        if (!amx_.pack_w(w_const, reinterpret_cast<uint16_t*>(amx_w_.get()))) {
+            amx_w_.reset();
+            return;
+        }
+        scratch_n_ = std::max(scratch_n_, amx_.scratch_floats());
     }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -577,6 +595,7 @@ public:
         float* scratch = scr_->data();
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* r = R ? R + n * out_img : nullptr;
+            if (amx_w_ && amx_.run(X + n * in_img, amx_wp(), B, r, Y + n * out_img, scratch, epi_)) continue;
             if (depthwise_)
                 kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
                                         scratch, dw_mode_);
@@ -597,8 +616,9 @@ public:
             if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
             return r;
         }
-        std::string r = wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
-        if (!wino_m_) {
+        std::string r = amx_w_ ? (amx_.parts() == 3 ? "conv_amx_bf16x3 32x32" : "conv_amx_bf16x2 32x32")
+                        : wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
+        if (!wino_m_ && !amx_w_) {
             const kernels::ConvGemmArgs& a = gemm_.args();
             const int64_t mr = kernels::conv_mr(isa_), nr = kernels::conv_nr(isa_);
             r += " " + std::to_string(a.trans ? nr : mr) + "x" + std::to_string(a.trans ? mr : nr) + " " + isa;
@@ -636,6 +656,16 @@ public:
     }
     void set_parallel(ThreadPool* pool, int chunks, const float* w_const) {
         if (!pool || chunks < 2) return;
+        if (amx_w_) {
+            // AMX: by 32-pixel blocks where each part gets two or more, else by 32-channel
+            // blocks; any range gives the same bits. The AVX-512 fallback then runs on the caller.
+            if (chunks != pool->threads()) return;
+            if (amx_.pixels() >= 64 * chunks)
+                balanced_parts(pool, chunks, Split::kPixels, scratch_n_);
+            else if (amx_.channel_blocks() >= chunks)
+                balanced_parts(pool, chunks, Split::kChannels, scratch_n_);
+            return;
+        }
         const int64_t M = geo_.M;
         static const int forced = [] {  // 1: channels, 2: tiles / pixels wherever they work
             const char* e = std::getenv("JIFFY_CONV_SPLIT");
@@ -755,6 +785,27 @@ private:
             float* y = Y + n * out_img;
             // Pixels, tiles and GEMM channel blocks: one part per thread, sized by the threads'
             // measured speeds (ThreadPool::split; any boundary gives the same bits).
+            if (amx_w_) {
+                bool ok[ThreadPool::kMaxThreads];
+                for (int t = 0; t < n_parts; ++t) ok[t] = true;
+                if (split_ == Split::kPixels)
+                    pool_->for_balanced(P, 32, bal_.get(), [&](int t, int64_t pb, int64_t pe) {
+                        ok[t] = amx_.run(x, amx_wp(), B, r, y, base + size_t(t) * stride, epi_, pb, pe);
+                    });
+                else
+                    pool_->for_balanced(amx_.channel_blocks(), 1, bal_.get(), [&](int t, int64_t cb, int64_t ce) {
+                        ok[t] = amx_.run(x, amx_wp(), B, r, y, base + size_t(t) * stride, epi_, 0, -1, cb, ce);
+                    });
+                bool all = true;
+                for (int t = 0; t < n_parts; ++t) all = all && ok[t];
+                if (all) continue;
+                // A value AMX's parts cannot carry: the AVX-512 kernel, on the caller.
+                if (wino_m_)
+                    wino_k_.run(x, wpacked_.get(), B, r, y, base, epi_);
+                else
+                    gemm_.run(x, wpacked_.get(), B, r, y, base, epi_);
+                continue;
+            }
             if (split_ == Split::kTiles) {
                 const kernels::WinoArgs& wa = wino_k_.args();
                 int64_t b[ThreadPool::kMaxThreads + 1];
@@ -803,6 +854,25 @@ private:
         return {};
     }
 
+    // AMX where this core has it and it measured faster (docs/amx.md; ResNet-50's and PP-OCR
+    // det's layers, one thread): the packing of the input is shared by the output channels, so
+    // only with many of them (>= 64, in 32-channel blocks at least three quarters full), and the
+    // weights are streamed once per pixel tile, so only on planes of >= 196 pixels (7x7 layers:
+    // 512 x 2048 weights from DRAM as three BF16 parts lost 1.2x); kernels larger than 1x1 gather
+    // their input per tap, so only on >= 784 output pixels (3x3 s2 128 -> 128 on 56 -> 28: 1.46x
+    // faster; 256 -> 256 on 28 -> 14 even). BF16x3 lost to the Winograd layers everywhere
+    // (1.2-1.7x slower), BF16x2 won on all of ResNet-50's, 7x7 planes included.
+    // JIFFY_AMX_CONV=0 turns it off for convs only.
+    static bool amx_pays(kernels::Isa isa, const kernels::Conv2DGeom& g, bool winograd) {
+        if (env_zero("JIFFY_AMX_CONV") || isa != kernels::Isa::kAvx512 || !kernels::amx_usable()) return false;
+        const bool x2 = kernels::amx_parts() == 2;
+        const int64_t khw = g.kh * g.kw, K = g.C * khw, P = g.OH * g.OW;
+        if (khw > kernels::kAmxMaxTaps || K < 64 || g.M < 64 || (g.M % 32 != 0 && g.M < 96)) return false;
+        if (winograd && !x2) return false;
+        return P >= (x2 ? 49 : 196) && (khw == 1 || P >= 784 || (x2 && winograd));
+    }
+    const uint16_t* amx_wp() const { return reinterpret_cast<const uint16_t*>(amx_w_.get()); }
+
     Split split_ = Split::kChannels;
     size_t yt_n_ = 0;  // by tiles, transposed Winograd: the shared P x Mpad output
     ThreadPool* pool_ = nullptr;
@@ -817,6 +887,8 @@ private:
     bool has_res_;
     bool w_const_ = false;
     kernels::ConvGemm gemm_;
+    kernels::AmxConv amx_;          // where amx_w_ is set (setup_amx)
+    std::shared_ptr<float> amx_w_;  // its packed weights (BF16 parts)
     kernels::WinoPick wino_;  // m = 2 or 4: Winograd F(m,3) (wino_k_) instead of gemm_
     int wino_m_ = 0;          // wino_.m
     kernels::Winograd wino_k_;

@@ -496,7 +496,9 @@ public:
     }
 
     std::string describe() const override {
-        if (amx_w_) return amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32";
+        if (amx_w_)
+            return std::string(amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32") +
+                   (amx_pool_ ? " threaded x" + std::to_string(amx_bal_->threads()) : "");
         std::string k = narrow_.data       ? "gemv_narrow dot"
                         : gemv_.data       ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                         : !packed_.empty() ? "gemm packed-B"
@@ -522,7 +524,7 @@ public:
                 gemv_fn_(a, gemv_, bias, y, act_, backward);
             return {};
         }
-        if (amx_w_ && amx_.run(a, K, reinterpret_cast<const uint16_t*>(amx_w_.get()), bias, y, N, amx_scr_.data())) {
+        if (amx_w_ && run_amx(a, bias, y)) {
             if (act_.kind != kernels::ActKind::kNone) act_fn_(act_, y, y, nb * M * N);
             return {};
         }
@@ -561,17 +563,39 @@ public:
     }
 
     bool is_gemv() const { return gemv_.data != nullptr; }
+
+    // The product on AMX, split across the pool where set_parallel chose so; false where an
+    // input value is one the BF16 parts cannot carry (the caller runs the AVX-512 kernel).
+    bool run_amx(const float* a, const float* bias, float* y) const {
+        const uint16_t* w = reinterpret_cast<const uint16_t*>(amx_w_.get());
+        const int64_t K = amx_.K(), N = amx_.N();
+        if (!amx_pool_) return amx_.run(a, K, w, bias, y, N, amx_scr_.data());
+        bool ok[ThreadPool::kMaxThreads];
+        const size_t sn = amx_.scratch_floats();
+        for (int t = 0; t < amx_bal_->threads(); ++t) ok[t] = true;
+        amx_pool_->for_balanced((N + 31) / 32, 1, amx_bal_.get(), [&](int t, int64_t b, int64_t e) {
+            ok[t] = amx_.run(a, K, w, bias, y, N, amx_scr_.data() + size_t(t) * sn, b * 32, std::min(N, e * 32));
+        });
+        for (int t = 0; t < amx_bal_->threads(); ++t)
+            if (!ok[t]) return false;
+        return true;
+    }
     // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
     void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
-        else if (tall_ && !packed_.empty())
+        else if (amx_w_) {
+            // AMX by 32-column blocks, one part per thread (each splits A itself, its own scratch);
+            // the AVX-512 fallback then runs on the caller.
+            if (pool && chunks >= 2 && chunks == pool->threads() && (amx_.N() + 31) / 32 >= chunks) {
+                amx_pool_ = pool;
+                amx_bal_ = std::make_unique<Balance>(chunks);
+                amx_scr_.assign(amx_.scratch_floats() * size_t(chunks), 0.0f);
+            }
+        } else if (tall_ && !packed_.empty()) {
             par_.setup_gemm(pool, chunks, int64_t(g_.a_off.size()) * g_.M, packed_[0]);
-        if (amx_w_ && par_.on()) {  // split across threads: the AVX-512 kernel
-            amx_w_.reset();
-            amx_scr_ = {};
         }
     }
 
@@ -593,7 +617,9 @@ private:
     std::vector<int64_t> b_keys_, b_index_;
     kernels::AmxGemm amx_;                 // AMX (kernels/amx.h) where amx_w_ is set
     std::shared_ptr<float> amx_w_;         // its packed B (BF16 parts)
-    mutable std::vector<float> amx_scr_;   // its split A, per run (not reentrant)
+    mutable std::vector<float> amx_scr_;   // its split A, per run and thread (not reentrant)
+    ThreadPool* amx_pool_ = nullptr;       // set: split by 32-column blocks across it
+    std::unique_ptr<Balance> amx_bal_;
     mutable std::vector<float> scratch_;  // non-constant B, packed per run (not reentrant)
     kernels::PackedB view_;
 };

@@ -11,6 +11,7 @@
 
 #include "kernels/amx.h"
 #include "kernels/weight_alloc.h"
+#include "conv_ref.h"
 #include "one_node.h"
 #include "attr_util.h"
 
@@ -178,5 +179,155 @@ TEST(Amx, MatMulRunsOnAmxAndFallsBack) {
                 // tanh' <= 1: the product's error bound carries over.
                 ASSERT_NEAR(got, want, 4e-5 * scale + 1e-6) << "pass " << pass << " m " << m << " n " << n;
             }
+    }
+}
+
+// ---------------------------------------------------------------- AmxConv
+
+namespace {
+
+struct ConvCase {
+    int64_t C, M, H, W, k, s, d, p;
+};
+
+// One image through AmxConv (whole, then split into pixel and channel ranges, which must give
+// the same bits) against the double reference; errors relative to the conv of |w| and |x|.
+void check_conv(const ConvCase& c, int parts, ConvAct act, bool with_res, uint32_t seed) {
+    Conv2DGeom g;
+    g.C = c.C;
+    g.M = c.M;
+    g.H = c.H;
+    g.W = c.W;
+    g.kh = g.kw = c.k;
+    g.sh = g.sw = c.s;
+    g.dh = g.dw = c.d;
+    g.ph = g.pw = c.p;
+    g.OH = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
+    g.OW = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+    const int64_t P = g.OH * g.OW, K = g.C * g.kh * g.kw;
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(size_t(g.C * g.H * g.W)), w(size_t(g.M * K)), bias(static_cast<size_t>(g.M)), res(size_t(g.M * P));
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : bias) v = u(rng);
+    for (float& v : res) v = u(rng);
+    ConvEpi e;
+    e.act = act;
+    AmxConv a(g, parts);
+    auto wp = alloc_weights((a.packed_w_halves() + 1) / 2);
+    ASSERT_TRUE(a.pack_w(w.data(), reinterpret_cast<uint16_t*>(wp.get())));
+    const uint16_t* W16 = reinterpret_cast<const uint16_t*>(wp.get());
+    std::vector<float> scratch(a.scratch_floats()), y(size_t(g.M * P), 9.0f);
+    ASSERT_TRUE(a.run(x.data(), W16, bias.data(), with_res ? res.data() : nullptr, y.data(), scratch.data(), e));
+    const std::vector<double> want = jiffy::testisa::conv_ref(g, x, w, bias.data(), with_res ? res.data() : nullptr, e);
+    std::vector<float> ax(x.size()), aw(w.size()), ab(bias.size()), ar(res.size());
+    for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
+    for (size_t i = 0; i < w.size(); ++i) aw[i] = std::abs(w[i]);
+    for (size_t i = 0; i < bias.size(); ++i) ab[i] = std::abs(bias[i]);
+    for (size_t i = 0; i < res.size(); ++i) ar[i] = std::abs(res[i]);
+    const std::vector<double> scale = jiffy::testisa::conv_ref(g, ax, aw, ab.data(), with_res ? ar.data() : nullptr, ConvEpi{});
+    const double tol = parts == 2 ? 4e-5 : 1e-6;
+    const std::string what = "C" + std::to_string(c.C) + " M" + std::to_string(c.M) + " " + std::to_string(c.H) + "x" +
+                             std::to_string(c.W) + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " d" +
+                             std::to_string(c.d) + " p" + std::to_string(c.p) + " parts " + std::to_string(parts) +
+                             " act " + std::to_string(int(act)) + (with_res ? " +res" : "");
+    for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], want[i], tol * scale[i] + 1e-6) << what << " at " << i;
+    // Split into ranges: pixel ranges at multiples of 32, channel blocks of 32.
+    std::vector<float> y2(y.size(), -9.0f);
+    const int64_t half = (P / 2) / 32 * 32, blocks = (g.M + 31) / 32;
+    for (int64_t cb = 0; cb < blocks; ++cb) {
+        ASSERT_TRUE(a.run(x.data(), W16, bias.data(), with_res ? res.data() : nullptr, y2.data(), scratch.data(), e, 0,
+                          half, cb, cb + 1));
+        ASSERT_TRUE(a.run(x.data(), W16, bias.data(), with_res ? res.data() : nullptr, y2.data(), scratch.data(), e,
+                          half, -1, cb, cb + 1));
+    }
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y2[i], y[i]) << what << " split at " << i;
+}
+
+}  // namespace
+
+TEST(Amx, ConvMatchesReference) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    const ConvCase cases[] = {
+        {64, 64, 14, 14, 1, 1, 1, 0},   // pointwise, two channel blocks
+        {33, 40, 9, 11, 1, 1, 1, 0},    // K and M tails, P = 99
+        {70, 17, 5, 7, 1, 2, 1, 0},     // 1x1 stride 2 (gathered)
+        {16, 96, 12, 10, 3, 1, 1, 1},   // 3x3 padded
+        {24, 48, 15, 13, 3, 2, 1, 1},   // 3x3 stride 2
+        {8, 32, 16, 16, 3, 1, 2, 2},    // dilated
+        {5, 33, 20, 20, 5, 2, 1, 2},    // 5x5 stride 2, K = 125
+        {3, 64, 23, 23, 7, 2, 1, 3},    // a 7x7 stem
+    };
+    uint32_t seed = 40;
+    for (const ConvCase& c : cases)
+        for (int parts : {2, 3}) {
+            check_conv(c, parts, ConvAct::kNone, false, seed++);
+            if (HasFatalFailure()) return;
+            check_conv(c, parts, seed % 2 ? ConvAct::kRelu : ConvAct::kSilu, true, seed++);
+            if (HasFatalFailure()) return;
+            check_conv(c, parts, ConvAct::kSigmoid, false, seed++);
+            if (HasFatalFailure()) return;
+        }
+}
+
+TEST(Amx, ConvRefusesWhatThePartsCannotCarry) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    for (int k : {1, 3}) {
+        Conv2DGeom g;
+        g.C = 20;
+        g.M = 64;
+        g.H = g.W = g.OH = g.OW = 12;
+        g.kh = g.kw = k;
+        g.ph = g.pw = k / 2;
+        AmxConv a(g);
+        std::vector<float> x(size_t(g.C * 144), 0.25f), w(size_t(g.M * g.C * k * k), 0.5f), y(size_t(g.M * 144));
+        auto wp = alloc_weights((a.packed_w_halves() + 1) / 2);
+        ASSERT_TRUE(a.pack_w(w.data(), reinterpret_cast<uint16_t*>(wp.get())));
+        std::vector<float> scratch(a.scratch_floats());
+        for (float b : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -3.4e38f}) {
+            std::vector<float> xb = x;
+            xb[size_t(19 * 144 + 143)] = b;  // the last value
+            EXPECT_FALSE(a.run(xb.data(), reinterpret_cast<const uint16_t*>(wp.get()), nullptr, nullptr, y.data(),
+                               scratch.data(), ConvEpi{}))
+                << "k " << k << " value " << b;
+            std::vector<float> wb = w;
+            wb[5] = b;
+            EXPECT_FALSE(a.pack_w(wb.data(), reinterpret_cast<uint16_t*>(wp.get()))) << b;
+        }
+    }
+}
+
+// A Conv node the plan gives to AMX; an input value the BF16 parts cannot carry runs that run
+// on the AVX-512 kernel instead (the same answer as the reference, infinities included).
+TEST(Amx, ConvNodeRunsOnAmxAndFallsBack) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    Conv2DGeom g;
+    g.C = 64;
+    g.M = 96;
+    g.H = g.W = g.OH = g.OW = 16;
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> x(size_t(g.C * 256)), w(size_t(g.M * g.C)), b(static_cast<size_t>(g.M));
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    for (float& v : b) v = u(rng);
+    for (int pass = 0; pass < 2; ++pass) {
+        if (pass == 1) x[size_t(7 * 256 + 100)] = std::numeric_limits<float>::infinity();
+        const NodeRun r = run_one_node("Conv", {NodeIn{f32({1, g.C, 16, 16}, x)}, NodeIn{f32({g.M, g.C, 1, 1}, w), true},
+                                                NodeIn{f32({g.M}, b), true}},
+                                       {}, 17, {true}, 2);
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        EXPECT_NE(r.kernel.find("conv_amx"), std::string::npos) << r.kernel;
+        const std::vector<double> want = jiffy::testisa::conv_ref(g, x, w, b.data(), nullptr, ConvEpi{});
+        const float* y = r.outs[0].as<float>();
+        for (size_t i = 0; i < want.size(); ++i) {
+            if (!std::isfinite(want[i])) {
+                EXPECT_TRUE(std::isnan(want[i]) ? std::isnan(y[i]) : double(y[i]) == want[i]) << "pass " << pass << " at " << i;
+                continue;
+            }
+            ASSERT_NEAR(y[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << "pass " << pass << " at " << i;
+        }
     }
 }

@@ -13,6 +13,7 @@
 #include "attr_util.h"
 #include "isa_util.h"
 #include "one_node.h"
+#include "kernels/amx.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
 
@@ -242,6 +243,13 @@ OneNode conv_node(const ConvCase& c) {
     return o;
 }
 
+// The conv tests below are about the AVX-512 kernels' splits: on a core with AMX their convs
+// would go to AMX (kernels/amx.h), so they turn it off (read when the plan is compiled).
+struct NoAmxConv {
+    NoAmxConv() { setenv("JIFFY_AMX_CONV", "0", 1); }
+    ~NoAmxConv() { unsetenv("JIFFY_AMX_CONV"); }
+};
+
 std::string conv_what(const ConvCase& c) {
     return "conv " + std::to_string(c.c) + "->" + std::to_string(c.m) + " k" + std::to_string(c.k) + " s" +
            std::to_string(c.s) + " on " + std::to_string(c.h) + "x" + std::to_string(c.w);
@@ -250,6 +258,7 @@ std::string conv_what(const ConvCase& c) {
 // Winograd split by tiles (each thread its own tiles; the transposed orientation's second stage by
 // channels), with edge tiles (planes not a multiple of the tile size) and a residual.
 TEST(Threaded, WinogradByTilesMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {64, 22, 22, 64, 3, 1, 1, true, "winograd_f4x3_trans"},  // transposed F(4,3), 36 tiles
         {64, 21, 23, 64, 3, 1, 1, false, "winograd_f4x3_trans"}, // edge tiles
@@ -266,6 +275,7 @@ TEST(Threaded, WinogradByTilesMatchesOneThreadBitwise) {
 // 1-D Winograd (1x3 / 3x1 kernels, openWakeWord's embedding_model shapes) split by tiles: the
 // flat transforms start mid tile row at a part's edge; the transposed one's second stage.
 TEST(Threaded, Winograd1DByTilesMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     struct Case {
         int64_t c, h, w, m, kh, kw;
         bool res;
@@ -303,6 +313,7 @@ TEST(Threaded, Winograd1DByTilesMatchesOneThreadBitwise) {
 // The transposed GEMM mode (few pixels): split by output channels at NR-wide panel edges, each
 // part forced to the transposed mode even where its own M would choose another.
 TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {64, 14, 14, 120, 3, 2, 1, true, "gemm-transposed"},   // parts of 64 and 56 channels
         {96, 13, 13, 128, 3, 2, 1, false, "gemm-transposed"},  // 7x7 output
@@ -318,6 +329,7 @@ TEST(Threaded, TransposedGemmByChannelsMatchesOneThreadBitwise) {
 // the weights' row blocks, cut per run): ResNet-50's layer-3 1x1s (14x14: too few pixels for a
 // pixel split), an odd M (17 row blocks of 11-12 rows) with a residual, a 5x5.
 TEST(Threaded, GemmByChannelsMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {512, 14, 14, 256, 1, 1, 0, true, "1x1-direct"},
         {300, 10, 12, 200, 1, 1, 0, true, "1x1"},
@@ -335,6 +347,7 @@ TEST(Threaded, GemmByChannelsMatchesOneThreadBitwise) {
 // the pool, then the stride-1 conv split its own way (by pixels on larger planes, by channels at
 // panel edges on the transposed mode's small ones).
 TEST(Threaded, SubsampledConvMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {64, 56, 56, 128, 1, 2, 0, true, "1x1-"},           // 28x28: 1x1-direct / packed
         {96, 27, 29, 200, 1, 2, 0, false, "1x1-"},          // odd plane, 14x15
@@ -353,6 +366,7 @@ TEST(Threaded, SubsampledConvMatchesOneThreadBitwise) {
 // own balanced blocks of rows, the padded rows it reads and all the weights (ResNet-50's 3x3 s2
 // 256 -> 256 on 28 -> 14); on 7x7 it stays split by channels (above).
 TEST(Threaded, TransposedGemmByPixelsMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {96, 28, 28, 64, 3, 2, 1, true, "gemm-transposed"},   // 14x14 outputs
         {64, 27, 27, 96, 3, 2, 1, false, "gemm-transposed"},  // odd input, 14x14 outputs
@@ -368,6 +382,7 @@ TEST(Threaded, TransposedGemmByPixelsMatchesOneThreadBitwise) {
 // per tile of output rows): split by output pixels, each part packing (and pad-copying or
 // splitting) only what its pixels read.
 TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     const ConvCase cases[] = {
         {3, 45, 47, 32, 3, 2, 1, true, "implicit-split"},   // MobileNetV2-like stem (split mode)
         {3, 61, 59, 16, 7, 2, 3, false, "implicit-split"},  // ResNet-like 7x7 stem (split mode)
@@ -438,6 +453,7 @@ TEST(Threaded, PoolByPlanesMatchesOneThreadBitwise) {
 }
 
 TEST(Threaded, ConvMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
     struct C {
         int64_t n, c, h, w, m, k, s, p, group;
         bool res;
@@ -469,6 +485,29 @@ TEST(Threaded, ConvMatchesOneThreadBitwise) {
         }
         expect_same_threaded(o, "conv m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) +
                                     " group=" + std::to_string(c.group));
+    }
+}
+
+// AMX (where this core has it): convs split by pixels (ResNet-50's 1x1 on 14x14 and 28x28, a
+// residual; a 3x3 stride 2 on 56 -> 28) and MatMul by 32-column blocks, bitwise as one thread.
+TEST(Threaded, AmxMatchesOneThreadBitwise) {
+    if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    const ConvCase cases[] = {
+        {512, 14, 14, 256, 1, 1, 0, true, "conv_amx"},
+        {128, 28, 28, 512, 1, 1, 0, false, "conv_amx"},
+        {128, 56, 56, 128, 3, 2, 1, true, "conv_amx"},
+    };
+    for (const ConvCase& c : cases) {
+        const OneNode o = conv_node(c);
+        expect_same_threaded(o, conv_what(c), "threads by pixels");
+        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+    }
+    for (int64_t n : {100, 200, 520}) {
+        OneNode mm;
+        mm.op = "MatMul";
+        mm.xs = {2, 40, 96};
+        mm.consts = {{{96, n}, true}};
+        expect_same_threaded(mm, "matmul 80 x 96 x " + std::to_string(n), "32x32 threaded");
     }
 }
 

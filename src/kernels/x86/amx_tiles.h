@@ -1,0 +1,132 @@
+// The tile helpers of the AMX kernels (kernels/amx.h): the tile configuration, the split of FP32
+// values into BF16 parts, and the 32 x 32 block of C tiles over K. Included only by the files
+// built with the AMX flags (kernels/x86/amx_*.cpp).
+#pragma once
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace jiffy::kernels::amx {
+
+// Palette 1, tiles 0-7 all 16 rows x 64 bytes: 0-3 the C tiles (FP32 16 x 16), 4-5 A (16 rows x
+// 32 BF16), 6-7 B (16 pairs of K rows x 16 columns).
+struct alignas(64) TileConfig {
+    uint8_t palette = 1, start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+static_assert(sizeof(TileConfig) == 64);
+
+constexpr int64_t kTile = 512;  // uint16 per tile
+
+inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+
+// 32 consecutive values (v0: the first 16) split into PARTS BF16 parts, each written as one
+// 64-byte A tile row (parts kTile apart); each part rounds (to nearest even) what the ones before
+// it left. Returns the lanes whose value is not finite or rounds to an infinity (|x| > ~3.39e38):
+// those the parts cannot carry (inf x a zero part would give NaN).
+template <int PARTS>
+inline __mmask32 split_row(__m512 v0, __m512 v1, uint16_t* dst) {
+    __mmask32 bad = 0;
+    for (int part = 0; part < PARTS; ++part) {
+        const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);  // low 16: v0
+        _mm512_storeu_si512(dst + part * kTile, h);
+        if (part + 1 == PARTS) break;
+        v0 = _mm512_sub_ps(v0, widen(_mm512_castsi512_si256(h)));
+        v1 = _mm512_sub_ps(v1, widen(_mm512_extracti64x4_epi64(h, 1)));
+        if (part == 0)  // NaN or an infinity left after the first part
+            bad = __mmask32(_mm512_fpclass_ps_mask(v0, 0x99)) | (__mmask32(_mm512_fpclass_ps_mask(v1, 0x99)) << 16);
+    }
+    return bad;
+}
+
+#define JIFFY_DP4()          \
+    _tile_dpbf16ps(0, 4, 6); \
+    _tile_dpbf16ps(1, 4, 7); \
+    _tile_dpbf16ps(2, 5, 6); \
+    _tile_dpbf16ps(3, 5, 7)
+
+// C tiles 0..3 (rows of A0 / A1 x columns of B0 / B1) += the part products over K blocks
+// [0, n), each block's parts kTile apart (hi, mid, lo). One operand changes per step:
+//  BF16x2: (hi, mid) (hi, hi) (mid, hi): 8 tile loads for 12 products;
+//  BF16x3: (lo, hi) (hi, hi) (mid, hi) (mid, mid) (hi, mid) (hi, lo): 14 loads for 24.
+template <int PARTS>
+inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, const uint16_t* b1, int64_t n) {
+    constexpr int64_t kb_stride = PARTS * kTile;
+    for (int64_t kb = 0; kb < n; ++kb) {
+        const uint16_t *A0 = a0 + kb * kb_stride, *A1 = a1 + kb * kb_stride;
+        const uint16_t *B0 = b0 + kb * kb_stride, *B1 = b1 + kb * kb_stride;
+        if constexpr (PARTS == 2) {
+            _tile_loadd(4, A0, 64);
+            _tile_loadd(5, A1, 64);
+            _tile_loadd(6, B0 + kTile, 64);
+            _tile_loadd(7, B1 + kTile, 64);
+            JIFFY_DP4();
+            _tile_loadd(6, B0, 64);
+            _tile_loadd(7, B1, 64);
+            JIFFY_DP4();
+            _tile_loadd(4, A0 + kTile, 64);
+            _tile_loadd(5, A1 + kTile, 64);
+            JIFFY_DP4();
+        } else {
+            _tile_loadd(4, A0 + 2 * kTile, 64);
+            _tile_loadd(5, A1 + 2 * kTile, 64);
+            _tile_loadd(6, B0, 64);
+            _tile_loadd(7, B1, 64);
+            JIFFY_DP4();
+            _tile_loadd(4, A0, 64);
+            _tile_loadd(5, A1, 64);
+            JIFFY_DP4();
+            _tile_loadd(4, A0 + kTile, 64);
+            _tile_loadd(5, A1 + kTile, 64);
+            JIFFY_DP4();
+            _tile_loadd(6, B0 + kTile, 64);
+            _tile_loadd(7, B1 + kTile, 64);
+            JIFFY_DP4();
+            _tile_loadd(4, A0, 64);
+            _tile_loadd(5, A1, 64);
+            JIFFY_DP4();
+            _tile_loadd(6, B0 + 2 * kTile, 64);
+            _tile_loadd(7, B1 + 2 * kTile, 64);
+            JIFFY_DP4();
+        }
+    }
+}
+#undef JIFFY_DP4
+
+// Loads the tile configuration (per thread; before the first tile instruction of a run).
+inline void load_tile_config() {
+    TileConfig cfg;
+    for (int i = 0; i < 8; ++i) {
+        cfg.colsb[i] = 64;
+        cfg.rows[i] = 16;
+    }
+    _tile_loadconfig(&cfg);
+}
+
+// Lanes [0, n) of 16 (n clamped to 0..16).
+inline __mmask16 lanes(int64_t n) { return __mmask16(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
+
+// The finished C tiles 0..3 of a 32 x 32 block into rows nr (<= 32) x columns nc (<= 32) at cb
+// (rows ld floats apart): whole 16 x 16 tiles straight from the tiles, edge tiles through acc
+// (4 x 256 floats, 64-byte aligned) and masked stores.
+inline void store_block(float* cb, int64_t ld, int64_t nr, int64_t nc, float* acc) {
+    const bool c0 = nc >= 16, c1 = nc >= 32, r0 = nr >= 16, r1 = nr >= 32;
+    const int64_t ys = ld * int64_t(sizeof(float));
+    if (r0 && c0) _tile_stored(0, cb, ys); else _tile_stored(0, acc, 64);
+    if (r0 && c1) _tile_stored(1, cb + 16, ys); else _tile_stored(1, acc + 256, 64);
+    if (r1 && c0) _tile_stored(2, cb + 16 * ld, ys); else _tile_stored(2, acc + 512, 64);
+    if (r1 && c1) _tile_stored(3, cb + 16 * ld + 16, ys); else _tile_stored(3, acc + 768, 64);
+    if (r1 && c1) return;
+    const __mmask16 k0 = lanes(nc), k1 = lanes(nc - 16);
+    for (int64_t r = 0; r < nr; ++r) {
+        const bool whole = r < 16 ? r0 : r1;  // this row's tiles went straight out where c0 / c1
+        const float* t = acc + (r >= 16 ? 512 : 0) + (r & 15) * 16;
+        float* d = cb + r * ld;
+        if (!(whole && c0)) _mm512_mask_storeu_ps(d, k0, _mm512_load_ps(t));
+        if (!(whole && c1)) _mm512_mask_storeu_ps(d + 16, k1, _mm512_load_ps(t + 256));
+    }
+}
+
+}  // namespace jiffy::kernels::amx
