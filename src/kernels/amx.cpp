@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "core/env.h"
 #include "kernels/cpu.h"
 
 #if defined(__x86_64__)
@@ -21,7 +20,8 @@ namespace jiffy::kernels {
 bool amx_usable() {
 #if defined(__x86_64__)
     static const bool ok = [] {
-        if (active_isa() != Isa::kAvx512 || env_zero("JIFFY_AMX")) return false;
+        const char* env = std::getenv("JIFFY_AMX");
+        if (active_isa() != Isa::kAvx512 || (env && std::strcmp(env, "0") == 0)) return false;
         unsigned a = 0, b = 0, c = 0, d = 0;
         if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
         const bool tile = (d >> 24) & 1, bf16 = (d >> 22) & 1;
