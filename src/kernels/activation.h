@@ -325,16 +325,28 @@ inline __m512 tanh_v512(__m512 x) {
 }
 // erf parts: q = poly(t) exp(-x^2) (erf(|x|) = 1 - q for |x| >= 0.5) and s = the Taylor form
 // (erf(x) for |x| < 0.5, odd in x).
-inline void erf_parts_v512(__m512 x, __m512* q, __m512* s, __mmask16* small) {
+// q = poly(t) exp(-x^2), erf(|x|) = 1 - q (Abramowitz-Stegun 7.1.26, 1.5e-7 absolute for every
+// x). t = 1 / (1 + p |x|) by VRCP14PS and one Newton step (~1 ulp; a zmm division is ~16 cycles a
+// vector on the Intel hosts), |x| capped at 16 where erf is 1 in float (infinities give t = 0,
+// not NaN); exp(-x^2) by exp_nonpos_v512 (NaN stays NaN through both).
+inline __m512 erf_q_v512(__m512 ax) {
     JIFFY_ERF_CONSTS
-    const __m512 ax = _mm512_abs_ps(x);
-    const __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(ax, _mm512_set1_ps(kEp), _mm512_set1_ps(1.0f)));
+    const __m512 d = _mm512_fmadd_ps(_mm512_min_ps(ax, _mm512_set1_ps(16.0f)), _mm512_set1_ps(kEp), _mm512_set1_ps(1.0f));
+    const __m512 r = _mm512_rcp14_ps(d);
+    const __m512 t = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, _mm512_set1_ps(2.0f)));
     __m512 p = _mm512_set1_ps(kEa5);
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa4));
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa3));
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa2));
     p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(kEa1));
-    *q = _mm512_mul_ps(_mm512_mul_ps(p, t), exp_v512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_mul_ps(ax, ax))));
+    return _mm512_mul_ps(_mm512_mul_ps(p, t), exp_nonpos_v512(_mm512_mul_ps(_mm512_sub_ps(_mm512_setzero_ps(), ax), ax)));
+}
+// erf parts: q (above) and s = the Taylor form (erf(x) for |x| < 0.5, odd in x: relative
+// accuracy near 0, which 1 - q lacks).
+inline void erf_parts_v512(__m512 x, __m512* q, __m512* s, __mmask16* small) {
+    JIFFY_ERF_CONSTS
+    const __m512 ax = _mm512_abs_ps(x);
+    *q = erf_q_v512(ax);
     const __m512 x2 = _mm512_mul_ps(x, x);
     __m512 c = _mm512_set1_ps(kEc5);
     c = _mm512_fmadd_ps(c, x2, _mm512_set1_ps(kEc4));
@@ -353,15 +365,15 @@ inline __m512 erf_v512(__m512 x) {
     const __m512 big = _mm512_or_ps(_mm512_sub_ps(_mm512_set1_ps(1.0f), q), _mm512_and_ps(sign, x));
     return _mm512_mask_blend_ps(small, big, s);
 }
-// 0.5 x (1 + erf(x / sqrt 2)); 1 + erf(z) = q for z <= -0.5 (no cancellation), 2 - q for z >= 0.5.
+// 0.5 x (1 + erf(x / sqrt 2)); 1 + erf(z) = q for z < 0 (no cancellation), 2 - q above: never
+// below 0.48 for z >= -0.5, so erf's 1.5e-7 absolute error is as small relatively and the Taylor
+// form (erf_parts_v512's, for relative accuracy of erf itself near 0) is not needed: 9 fewer
+// uops a vector (GELU is uop-bound on Intel's two 512-bit ports).
 inline __m512 gelu_v512(__m512 x) {
     const __m512 z = _mm512_mul_ps(x, _mm512_set1_ps(0.7071067811865476f));
-    __m512 q, s;
-    __mmask16 small;
-    erf_parts_v512(z, &q, &s, &small);
+    const __m512 q = erf_q_v512(_mm512_abs_ps(z));
     const __mmask16 neg = _mm512_cmp_ps_mask(z, _mm512_setzero_ps(), _CMP_LT_OQ);
-    __m512 one_plus = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
-    one_plus = _mm512_mask_blend_ps(small, one_plus, _mm512_add_ps(_mm512_set1_ps(1.0f), s));
+    const __m512 one_plus = _mm512_mask_blend_ps(neg, _mm512_sub_ps(_mm512_set1_ps(2.0f), q), q);
     return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), one_plus);
 }
 inline __m512 gelu_tanh_v512(__m512 x) {
