@@ -193,17 +193,7 @@ struct ConvCase {
 // One image through AmxConv (whole, then split into pixel and channel ranges, which must give
 // the same bits) against the double reference; errors relative to the conv of |w| and |x|.
 void check_conv(const ConvCase& c, int parts, ConvAct act, bool with_res, uint32_t seed) {
-    Conv2DGeom g;
-    g.C = c.C;
-    g.M = c.M;
-    g.H = c.H;
-    g.W = c.W;
-    g.kh = g.kw = c.k;
-    g.sh = g.sw = c.s;
-    g.dh = g.dw = c.d;
-    g.ph = g.pw = c.p;
-    g.OH = (g.H + 2 * g.ph - g.dh * (g.kh - 1) - 1) / g.sh + 1;
-    g.OW = (g.W + 2 * g.pw - g.dw * (g.kw - 1) - 1) / g.sw + 1;
+    const Conv2DGeom g = jiffy::testisa::square_geom(c.C, c.M, c.H, c.W, c.k, c.s, c.d, c.p);
     const int64_t P = g.OH * g.OW, K = g.C * g.kh * g.kw;
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);

@@ -34,20 +34,7 @@ struct DwCase {
     int64_t C, H, W, k, s, pad, dil;
 };
 
-Conv2DGeom geom(const DwCase& d, int64_t M) {
-    Conv2DGeom g;
-    g.C = d.C;
-    g.M = M;
-    g.H = d.H;
-    g.W = d.W;
-    g.kh = g.kw = d.k;
-    g.sh = g.sw = d.s;
-    g.dh = g.dw = d.dil;
-    g.ph = g.pw = d.pad;
-    g.OH = (d.H + 2 * d.pad - (d.k - 1) * d.dil - 1) / d.s + 1;
-    g.OW = (d.W + 2 * d.pad - (d.k - 1) * d.dil - 1) / d.s + 1;
-    return g;
-}
+Conv2DGeom geom(const DwCase& d, int64_t M) { return testisa::square_geom(d.C, M, d.H, d.W, d.k, d.s, d.dil, d.pad); }
 
 void expect_near(const std::vector<float>& got, const std::vector<double>& want_nchw, int64_t C, int64_t P,
                  const char* what, Isa isa) {

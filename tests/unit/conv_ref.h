@@ -27,6 +27,24 @@ inline double act_ref(double v, const kernels::ConvEpi& e) {
     return e.clamp ? std::min(std::max(v, double(e.lo)), double(e.hi)) : v;
 }
 
+// The geometry of a square k x k conv (stride s, dilation d, padding p on every side), OH / OW
+// computed as ONNX does.
+inline kernels::Conv2DGeom square_geom(int64_t C, int64_t M, int64_t H, int64_t W, int64_t k, int64_t s = 1,
+                                       int64_t d = 1, int64_t p = 0) {
+    kernels::Conv2DGeom g;
+    g.C = C;
+    g.M = M;
+    g.H = H;
+    g.W = W;
+    g.kh = g.kw = k;
+    g.sh = g.sw = s;
+    g.dh = g.dw = d;
+    g.ph = g.pw = p;
+    g.OH = (H + 2 * p - (k - 1) * d - 1) / s + 1;
+    g.OW = (W + 2 * p - (k - 1) * d - 1) / s + 1;
+    return g;
+}
+
 // g: the whole conv's geometry (g.C input and g.M output channels in all), G groups; w is
 // M x (C / G) x kh x kw; bias (M) and res (M x OH x OW) may be null.
 inline std::vector<double> conv_ref(const kernels::Conv2DGeom& g, const std::vector<float>& x,
