@@ -1,5 +1,5 @@
-// AmxGemm's preparation (any build) and the AMX capability check; the run path is
-// kernels/x86/amx_gemm.cpp (compiled with the AMX flags), a stub elsewhere.
+// AmxGemm's and AmxConv's preparation (any build) and the AMX capability check; the run paths
+// are kernels/x86/amx_gemm.cpp and amx_conv.cpp (compiled with the AMX flags), stubs elsewhere.
 #include "kernels/amx.h"
 
 #include <algorithm>
@@ -67,6 +67,20 @@ float bf16_f(uint16_t h) {
     return f;
 }
 
+// v split into `parts` BF16 parts at d[0], d[512], ... (each rounding what the ones before it
+// left, as the kernels' vector split does); false where the parts cannot carry v (NaN, an
+// infinity, or a value that rounds to one).
+bool split_value(float v, int parts, uint16_t* d) {
+    bool ok = true;
+    for (int part = 0; part < parts; ++part) {
+        const uint16_t h = bf16_rne(v);
+        d[part * 512] = h;
+        v -= bf16_f(h);
+        if (part == 0 && !std::isfinite(v)) ok = false;
+    }
+    return ok;
+}
+
 }  // namespace
 
 AmxGemm::AmxGemm(int64_t M, int64_t K, int64_t N, int parts) : M_(M), K_(K), N_(N), parts_(parts == 3 ? 3 : 2) {
@@ -85,14 +99,8 @@ bool AmxGemm::pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) c
             for (int64_t kk = 0; kk < 32; ++kk)
                 for (int64_t c = 0; c < 16; ++c) {
                     const int64_t k = kb * 32 + kk, n = nb * 16 + c;
-                    float v = k < K_ && n < N_ ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
-                    uint16_t* d = dst + (nb * KB + kb) * parts_ * 512 + (kk / 2) * 32 + c * 2 + kk % 2;
-                    for (int part = 0; part < parts_; ++part) {
-                        const uint16_t h = bf16_rne(v);
-                        d[part * 512] = h;
-                        v -= bf16_f(h);
-                        if (part == 0 && !std::isfinite(v)) ok = false;  // NaN, inf, or rounds to inf
-                    }
+                    const float v = k < K_ && n < N_ ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
+                    ok &= split_value(v, parts_, dst + (nb * KB + kb) * parts_ * 512 + (kk / 2) * 32 + c * 2 + kk % 2);
                 }
     return ok;
 }
@@ -121,14 +129,8 @@ bool AmxConv::pack_w(const float* W, uint16_t* dst) const {
             for (int64_t r = 0; r < 16; ++r)
                 for (int64_t kk = 0; kk < 32; ++kk) {
                     const int64_t m = mb * 16 + r, k = kb * 32 + kk;
-                    float v = m < g_.M && k < K_ ? W[m * K_ + k] : 0.0f;
-                    uint16_t* d = dst + (mb * KB + kb) * parts_ * 512 + r * 32 + kk;
-                    for (int part = 0; part < parts_; ++part) {
-                        const uint16_t h = bf16_rne(v);
-                        d[part * 512] = h;
-                        v -= bf16_f(h);
-                        if (part == 0 && !std::isfinite(v)) ok = false;
-                    }
+                    const float v = m < g_.M && k < K_ ? W[m * K_ + k] : 0.0f;
+                    ok &= split_value(v, parts_, dst + (mb * KB + kb) * parts_ * 512 + r * 32 + kk);
                 }
     return ok;
 }

@@ -596,17 +596,20 @@ public:
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* r = R ? R + n * out_img : nullptr;
             if (amx_w_ && amx_.run(X + n * in_img, amx_wp(), B, r, Y + n * out_img, scratch, epi_)) continue;
-            if (depthwise_)
-                kernels::conv_depthwise(isa_, geo_, X + n * in_img, W, B, r, Y + n * out_img, epi_,
-                                        scratch, dw_mode_);
-            else if (wino_m_)
-                wino_k_.run(X + n * in_img, wpacked_.get(), B, r, Y + n * out_img, scratch,
-                            epi_);
-            else
-                gemm_.run(X + n * in_img, wpacked_.get(), B, r, Y + n * out_img, scratch,
-                          epi_);
+            run_avx(X + n * in_img, W, B, r, Y + n * out_img, scratch);
         }
         return {};
+    }
+
+    // One image on the caller with the AVX-512 / AVX2 / portable kernels (depthwise, Winograd or
+    // GEMM): the serial path, and AMX's fallback.
+    void run_avx(const float* x, const float* W, const float* B, const float* r, float* y, float* scratch) const {
+        if (depthwise_)
+            kernels::conv_depthwise(isa_, geo_, x, W, B, r, y, epi_, scratch, dw_mode_);
+        else if (wino_m_)
+            wino_k_.run(x, wpacked_.get(), B, r, y, scratch, epi_);
+        else
+            gemm_.run(x, wpacked_.get(), B, r, y, scratch, epi_);
     }
 
     std::string describe() const override {
@@ -799,11 +802,7 @@ private:
                 bool all = true;
                 for (int t = 0; t < n_parts; ++t) all = all && ok[t];
                 if (all) continue;
-                // A value AMX's parts cannot carry: the AVX-512 kernel, on the caller.
-                if (wino_m_)
-                    wino_k_.run(x, wpacked_.get(), B, r, y, base, epi_);
-                else
-                    gemm_.run(x, wpacked_.get(), B, r, y, base, epi_);
+                run_avx(x, W, B, r, y, base);  // a value AMX's parts cannot carry, on the caller
                 continue;
             }
             if (split_ == Split::kTiles) {

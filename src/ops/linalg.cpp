@@ -475,9 +475,9 @@ public:
                     }
                     b_index_.push_back(idx);
                 }
-                // One tall product on a core with AMX: the BF16x3 tile kernel (kernels/amx.h), FP32's
-                // accuracy; set_parallel keeps the AVX-512 kernel where the product is split.
-                // The AVX-512 packing stays: the fallback for inputs AMX's parts cannot carry.
+                // One tall product on a core with AMX: the tile kernel (kernels/amx.h; BF16x3 by
+                // default, FP32's accuracy), split by columns where set_parallel says. The AVX-512
+                // packing stays: the fallback for inputs AMX's parts cannot carry.
                 if (tall_ && nb * M >= 16 && K >= 64 && N >= 32 && kernels::amx_usable()) {
                     amx_ = kernels::AmxGemm(nb * M, K, N);
                     amx_w_ = kernels::alloc_weights((amx_.packed_b_halves() + 1) / 2);

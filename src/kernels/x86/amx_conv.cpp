@@ -15,24 +15,6 @@ namespace {
 
 using namespace amx;
 
-// Two K rows a (even k) and b (odd k) of 16 pixels, split into PARTS BF16 parts, each written as
-// one row of that part's B tile (pixel n at 2 n + k % 2; parts kTile apart). Returns the lanes
-// the parts cannot carry (as split_row).
-template <int PARTS>
-inline __mmask32 split_pair(__m512 a, __m512 b, uint16_t* dst, __m512i interleave) {
-    __mmask32 bad = 0;
-    for (int part = 0; part < PARTS; ++part) {
-        const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(b, a);  // low 16: a, high 16: b
-        _mm512_storeu_si512(dst + part * kTile, _mm512_permutexvar_epi16(interleave, h));
-        if (part + 1 == PARTS) break;
-        a = _mm512_sub_ps(a, widen(_mm512_castsi512_si256(h)));
-        b = _mm512_sub_ps(b, widen(_mm512_extracti64x4_epi64(h, 1)));
-        if (part == 0)
-            bad = __mmask32(_mm512_fpclass_ps_mask(a, 0x99)) | (__mmask32(_mm512_fpclass_ps_mask(b, 0x99)) << 16);
-    }
-    return bad;
-}
-
 template <int PARTS>
 bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile, bool pointwise, const float* x,
           const uint16_t* wp, const float* bias, const float* res, float* y, float* scratch, const ConvEpi& e,
@@ -48,12 +30,6 @@ bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile,
     float* acc = reinterpret_cast<float*>(
         (reinterpret_cast<uintptr_t>(scratch + ptile / 16 * bs / 2) + 63) & ~uintptr_t(63));
     const bool epi = res || e.act != ConvAct::kNone || e.clamp;
-    alignas(64) uint16_t il[32];
-    for (int i = 0; i < 16; ++i) {
-        il[2 * i] = uint16_t(i);
-        il[2 * i + 1] = uint16_t(16 + i);
-    }
-    const __m512i interleave = _mm512_load_si512(il);
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     bool config = false;
     for (int64_t t0 = pb; t0 < pe; t0 += ptile) {
@@ -71,7 +47,7 @@ bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile,
                     const __mmask16 vm = lanes(P - q0);
                     const __m512 a = ra ? _mm512_maskz_loadu_ps(vm, ra + q0) : _mm512_setzero_ps();
                     const __m512 b = rb ? _mm512_maskz_loadu_ps(vm, rb + q0) : _mm512_setzero_ps();
-                    bad |= split_pair<PARTS>(a, b, d + blk * bs, interleave);
+                    bad |= split_values<PARTS, true>(a, b, d + blk * bs);
                 }
             }
         } else {
@@ -116,7 +92,7 @@ bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile,
                 for (int64_t k = 0; k < Kp; k += 2) {
                     const __m512 a = next();
                     const __m512 b = next();
-                    bad |= split_pair<PARTS>(a, b, d + (k >> 5) * kbs + (k & 31) * 16, interleave);
+                    bad |= split_values<PARTS, true>(a, b, d + (k >> 5) * kbs + (k & 31) * 16);
                 }
             }
         }

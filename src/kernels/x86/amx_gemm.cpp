@@ -31,7 +31,7 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
         uint16_t* d = ap + (m / 16) * as + (m % 16) * 32;
         for (int64_t kb = 0; kb < KB; ++kb) {
             const int64_t k0 = kb * 32, nv = std::clamp<int64_t>(K - k0, 0, 32);
-            bad |= split_row<PARTS>(_mm512_maskz_loadu_ps(lanes(nv), row + k0), _mm512_maskz_loadu_ps(lanes(nv - 16), row + k0 + 16),
+            bad |= split_values<PARTS, false>(_mm512_maskz_loadu_ps(lanes(nv), row + k0), _mm512_maskz_loadu_ps(lanes(nv - 16), row + k0 + 16),
                                     d + kb * kbs);
         }
     }

@@ -22,16 +22,21 @@ constexpr int64_t kTile = 512;  // uint16 per tile
 
 inline __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
 
-// 32 consecutive values (v0: the first 16) split into PARTS BF16 parts, each written as one
-// 64-byte A tile row (parts kTile apart); each part rounds (to nearest even) what the ones before
-// it left. Returns the lanes whose value is not finite or rounds to an infinity (|x| > ~3.39e38):
-// those the parts cannot carry (inf x a zero part would give NaN).
-template <int PARTS>
-inline __mmask32 split_row(__m512 v0, __m512 v1, uint16_t* dst) {
+// 32 values v0 (16) and v1 (16) split into PARTS BF16 parts, each written as one 64-byte tile
+// row (parts kTile apart): as they stand (an A tile row: 32 consecutive K values) or, INTERLEAVE,
+// v0[n] and v1[n] side by side (a B tile row: K rows k and k + 1 of 16 columns). Each part rounds
+// (to nearest even) what the ones before it left. Returns the lanes whose value is not finite or
+// rounds to an infinity (|x| > ~3.39e38): those the parts cannot carry (inf x a zero part would
+// give NaN).
+template <int PARTS, bool INTERLEAVE>
+inline __mmask32 split_values(__m512 v0, __m512 v1, uint16_t* dst) {
+    alignas(64) static constexpr uint16_t kInterleave[32] = {0, 16, 1, 17, 2,  18, 3,  19, 4,  20, 5,
+                                                             21, 6, 22, 7, 23, 8, 24, 9, 25, 10, 26,
+                                                             11, 27, 12, 28, 13, 29, 14, 30, 15, 31};
     __mmask32 bad = 0;
     for (int part = 0; part < PARTS; ++part) {
         const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);  // low 16: v0
-        _mm512_storeu_si512(dst + part * kTile, h);
+        _mm512_storeu_si512(dst + part * kTile, INTERLEAVE ? _mm512_permutexvar_epi16(_mm512_load_si512(kInterleave), h) : h);
         if (part + 1 == PARTS) break;
         v0 = _mm512_sub_ps(v0, widen(_mm512_castsi512_si256(h)));
         v1 = _mm512_sub_ps(v1, widen(_mm512_extracti64x4_epi64(h, 1)));
