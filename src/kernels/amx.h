@@ -45,7 +45,7 @@ public:
     size_t packed_b_halves() const { return size_t(Np_ * Kp_ * parts_); }
     bool pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const;
     // The split A (per run), in floats.
-    size_t scratch_floats() const { return size_t(Mp_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 16); }
+    size_t scratch_floats() const { return size_t(Mp_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 32); }
 
     // C = A . B (+ bias, may be null), columns [n0, n1) only (n0 a multiple of 32; n1 -1: N);
     // A rows lda floats apart, C rows ldc. Each output's sums do not depend on the range (a split
