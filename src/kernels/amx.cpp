@@ -140,7 +140,8 @@ bool AmxConv::run(const float*, const uint16_t*, const float*, const float*, flo
                   int64_t, int64_t, int64_t) const {
     return false;
 }
-bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*, int64_t, int64_t) const {
+bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*, int64_t, int64_t,
+                  const float*, const ConvEpi*) const {
     return false;
 }
 #endif

@@ -50,11 +50,12 @@ inline std::vector<NodeIn> node_inputs(const std::vector<Tensor>& ins, const std
 inline NodeRun run_one_node(const std::string& op, const std::vector<NodeIn>& ins, const std::map<std::string, Attr>& attrs,
                             int64_t opset,
                             const std::vector<bool>& out_present = {true}, int runs = 1,
-                            const CompileOptions& opt = CompileOptions{}) {
+                            const CompileOptions& opt = CompileOptions{}, const std::string& domain = "") {
     Graph g;
     g.opset = opset;
     Node n;
     n.op = op;
+    n.domain = domain;
     n.name = "n";
     for (size_t i = 0; i < ins.size(); ++i) {
         if (ins[i].absent) {

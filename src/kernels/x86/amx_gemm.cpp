@@ -9,6 +9,8 @@
 
 namespace jiffy::kernels {
 
+void conv_epi_avx512(float*, const float*, int64_t, const ConvEpi&);
+
 namespace {
 
 using namespace amx;
@@ -16,7 +18,8 @@ using namespace amx;
 
 template <int PARTS>
 bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* A, int64_t lda,
-          const uint16_t* bp, const float* bias, float* C, int64_t ldc, float* scratch, int64_t nb, int64_t ne) {
+          const uint16_t* bp, const float* bias, float* C, int64_t ldc, float* scratch, int64_t nb, int64_t ne,
+          const float* res, const ConvEpi* e) {
     const int64_t KB = Kp / 32, kbs = PARTS * kTile;
     // Row blocks of the split A one cache line more than their K x 16 x PARTS halves apart
     // (whole multiples of 4 KiB would put every block in the same L1 sets).
@@ -54,17 +57,21 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
         }
     }
     _tile_release();
-    if (!bias) return true;
+    const bool epi = e && (res || e->act != ConvAct::kNone || e->clamp);
+    if (!bias && !epi) return true;
     for (int64_t m = 0; m < M; ++m) {
         float* cr = C + m * ldc;
-        int64_t n = nb;
-        for (; n + 16 <= ne; n += 16)
-            _mm512_storeu_ps(cr + n, _mm512_add_ps(_mm512_loadu_ps(cr + n), _mm512_loadu_ps(bias + n)));
-        if (n < ne) {
-            const __mmask16 km = lanes(ne - n);
-            _mm512_mask_storeu_ps(cr + n, km,
-                                  _mm512_add_ps(_mm512_maskz_loadu_ps(km, cr + n), _mm512_maskz_loadu_ps(km, bias + n)));
+        if (bias) {
+            int64_t n = nb;
+            for (; n + 16 <= ne; n += 16)
+                _mm512_storeu_ps(cr + n, _mm512_add_ps(_mm512_loadu_ps(cr + n), _mm512_loadu_ps(bias + n)));
+            if (n < ne) {
+                const __mmask16 km = lanes(ne - n);
+                _mm512_mask_storeu_ps(cr + n, km,
+                                      _mm512_add_ps(_mm512_maskz_loadu_ps(km, cr + n), _mm512_maskz_loadu_ps(km, bias + n)));
+            }
         }
+        if (epi) conv_epi_avx512(cr + nb, res ? res + m * ldc + nb : nullptr, ne - nb, *e);
     }
     return true;
 }
@@ -72,11 +79,11 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
 }  // namespace
 
 bool AmxGemm::run(const float* A, int64_t lda, const uint16_t* bp, const float* bias, float* C, int64_t ldc,
-                  float* scratch, int64_t n0, int64_t n1) const {
+                  float* scratch, int64_t n0, int64_t n1, const float* res, const ConvEpi* e) const {
     if (n1 < 0 || n1 > N_) n1 = N_;
     if (n0 >= n1) return true;
-    return parts_ == 3 ? gemm<3>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1)
-                       : gemm<2>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1);
+    return parts_ == 3 ? gemm<3>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
+                       : gemm<2>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
 }
 
 }  // namespace jiffy::kernels
