@@ -141,7 +141,7 @@ bool AmxConv::run(const float*, const uint16_t*, const float*, const float*, flo
     return false;
 }
 bool AmxGemm::run(const float*, int64_t, const uint16_t*, const float*, float*, int64_t, float*, int64_t, int64_t,
-                  const float*, const ConvEpi*) const {
+                  const float*, const ConvEpi*, int64_t, int64_t) const {
     return false;
 }
 #endif

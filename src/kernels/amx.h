@@ -52,12 +52,13 @@ public:
     // across threads gives the same bits). Not reentrant on the same scratch. False (C
     // untouched) where A holds NaN, an infinity or a value beyond BF16's range: the caller runs
     // its FP32 kernel instead (infinity x a zero part would be NaN).
+    // Rows [m0, m1) only (m1 -1: M): that part of A is split and those rows of C written.
     // With epi (may be null): then each output row gets the conv epilogue (kernels/conv.h: the
     // residual res, rows ldc apart like C, may be null; activation, clamp) after the bias: a
     // channels-last 1x1 conv (Y[pixels, M] = X[pixels, C] . W^T).
     bool run(const float* A, int64_t lda, const uint16_t* bp, const float* bias, float* C, int64_t ldc,
              float* scratch, int64_t n0 = 0, int64_t n1 = -1, const float* res = nullptr,
-             const ConvEpi* epi = nullptr) const;
+             const ConvEpi* epi = nullptr, int64_t m0 = 0, int64_t m1 = -1) const;
 
     int64_t M() const { return M_; }
     int64_t K() const { return K_; }

@@ -327,55 +327,67 @@ TEST(Amx, ConvNodeRunsOnAmxAndFallsBack) {
 // runs that run on the AVX-512 kernel; two threads (by 32-column blocks) give one thread's bits.
 TEST(Amx, ConvNhwcNodeRunsOnAmxAndFallsBack) {
     if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
-    Conv2DGeom g;
-    g.C = 96;
-    g.M = 128;
-    g.H = g.OH = 7;
-    g.W = g.OW = 9;
-    const int64_t P = 63;
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    std::vector<float> x(size_t(g.C * P)), w(size_t(g.M * g.C)), b(static_cast<size_t>(g.M)), r(size_t(g.M * P));
-    for (float& v : x) v = u(rng);
-    for (float& v : w) v = u(rng);
-    for (float& v : b) v = u(rng);
-    for (float& v : r) v = u(rng);
-    // Channels-last copies: x_nhwc[p][c] = x[c][p], r likewise.
-    auto nhwc = [&](const std::vector<float>& t, int64_t ch) {
-        std::vector<float> o(t.size());
-        for (int64_t c = 0; c < ch; ++c)
-            for (int64_t p = 0; p < P; ++p) o[size_t(p * ch + c)] = t[size_t(c * P + p)];
-        return o;
-    };
-    const ConvEpi epi{ConvAct::kRelu};
-    const std::map<std::string, Attr> attrs = {{"_fused_act", as("Relu")}, {"_fused_residual", ai(1)}};
-    std::vector<float> one_thread;
-    for (int pass = 0; pass < 3; ++pass) {
-        if (pass == 2) x[size_t(5 * P + 40)] = std::numeric_limits<float>::infinity();
-        CompileOptions opt;
-        if (pass == 1) opt.threads = 2;
-        opt.parallel_min_flops = 0;
-        const auto xn = nhwc(x, g.C), rn = nhwc(r, g.M);
-        const NodeRun run = run_one_node("ConvNhwc",
-                                         {NodeIn{f32({1, g.OH, g.OW, g.C}, xn)}, NodeIn{f32({g.M, g.C, 1, 1}, w), true},
-                                          NodeIn{f32({g.M}, b), true}, NodeIn{f32({1, g.OH, g.OW, g.M}, rn)}},
-                                         attrs, 17, {true}, 2, opt, "jiffy");
-        ASSERT_TRUE(run.st.ok()) << run.st.message();
-        EXPECT_NE(run.kernel.find("conv_nhwc_1x1 amx"), std::string::npos) << run.kernel;
-        if (pass == 1) EXPECT_NE(run.kernel.find("threaded x2"), std::string::npos) << run.kernel;
-        const std::vector<double> want = jiffy::testisa::conv_ref(g, x, w, b.data(), r.data(), epi);
-        const float* y = run.outs[0].as<float>();
-        if (pass == 0) one_thread.assign(y, y + g.M * P);
-        for (int64_t m = 0; m < g.M; ++m)
-            for (int64_t p = 0; p < P; ++p) {
-                const double wv = want[size_t(m * P + p)];
-                const float got = y[size_t(p * g.M + m)];
-                if (pass == 1) ASSERT_EQ(got, one_thread[size_t(p * g.M + m)]) << "two threads, m " << m << " p " << p;
-                if (!std::isfinite(wv)) {
-                    EXPECT_TRUE(std::isnan(wv) ? std::isnan(got) : double(got) == wv) << "pass " << pass << " m " << m;
-                    continue;
+    // 7 x 9 pixels: two threads split by columns; 12 x 12: by 32-pixel blocks.
+    for (const int64_t h : {7, 12}) {
+        Conv2DGeom g;
+        g.C = 96;
+        g.M = 128;
+        g.H = g.OH = h;
+        g.W = g.OW = h == 7 ? 9 : 12;
+        const int64_t P = g.OH * g.OW;
+        std::mt19937 rng(5);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> x(size_t(g.C * P)), w(size_t(g.M * g.C)), b(static_cast<size_t>(g.M)),
+            r(size_t(g.M * P));
+        for (float& v : x) v = u(rng);
+        for (float& v : w) v = u(rng);
+        for (float& v : b) v = u(rng);
+        for (float& v : r) v = u(rng);
+        // Channels-last copies: x_nhwc[p][c] = x[c][p], r likewise.
+        auto nhwc = [&](const std::vector<float>& t, int64_t ch) {
+            std::vector<float> o(t.size());
+            for (int64_t c = 0; c < ch; ++c)
+                for (int64_t p = 0; p < P; ++p) o[size_t(p * ch + c)] = t[size_t(c * P + p)];
+            return o;
+        };
+        const ConvEpi epi{ConvAct::kRelu};
+        const std::map<std::string, Attr> attrs = {{"_fused_act", as("Relu")}, {"_fused_residual", ai(1)}};
+        std::vector<float> one_thread;
+        for (int pass = 0; pass < 3; ++pass) {
+            if (pass == 2) x[size_t(5 * P + 40)] = std::numeric_limits<float>::infinity();
+            CompileOptions opt;
+            if (pass == 1) opt.threads = 2;
+            opt.parallel_min_flops = 0;
+            const auto xn = nhwc(x, g.C), rn = nhwc(r, g.M);
+            const NodeRun run =
+                run_one_node("ConvNhwc",
+                             {NodeIn{f32({1, g.OH, g.OW, g.C}, xn)}, NodeIn{f32({g.M, g.C, 1, 1}, w), true},
+                              NodeIn{f32({g.M}, b), true}, NodeIn{f32({1, g.OH, g.OW, g.M}, rn)}},
+                             attrs, 17, {true}, 2, opt, "jiffy");
+            ASSERT_TRUE(run.st.ok()) << run.st.message();
+            EXPECT_NE(run.kernel.find("conv_nhwc_1x1 amx"), std::string::npos) << run.kernel;
+            if (pass == 1)
+                EXPECT_NE(run.kernel.find(h == 7 ? "by columns threaded x2" : "by pixels threaded x2"),
+                          std::string::npos)
+                    << run.kernel;
+            const std::vector<double> want = jiffy::testisa::conv_ref(g, x, w, b.data(), r.data(), epi);
+            const float* y = run.outs[0].as<float>();
+            if (pass == 0) one_thread.assign(y, y + g.M * P);
+            for (int64_t m = 0; m < g.M; ++m)
+                for (int64_t p = 0; p < P; ++p) {
+                    const double wv = want[size_t(m * P + p)];
+                    const float got = y[size_t(p * g.M + m)];
+                    if (pass == 1)
+                        ASSERT_EQ(got, one_thread[size_t(p * g.M + m)])
+                            << "two threads, m " << m << " p " << p;
+                    if (!std::isfinite(wv)) {
+                        EXPECT_TRUE(std::isnan(wv) ? std::isnan(got) : double(got) == wv)
+                            << "pass " << pass << " m " << m;
+                        continue;
+                    }
+                    ASSERT_NEAR(got, wv, 1e-5 * (1 + std::abs(wv)))
+                        << "pass " << pass << " m " << m << " p " << p;
                 }
-                ASSERT_NEAR(got, wv, 1e-5 * (1 + std::abs(wv))) << "pass " << pass << " m " << m << " p " << p;
-            }
+        }
     }
 }

@@ -79,11 +79,16 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
 }  // namespace
 
 bool AmxGemm::run(const float* A, int64_t lda, const uint16_t* bp, const float* bias, float* C, int64_t ldc,
-                  float* scratch, int64_t n0, int64_t n1, const float* res, const ConvEpi* e) const {
+                  float* scratch, int64_t n0, int64_t n1, const float* res, const ConvEpi* e, int64_t m0,
+                  int64_t m1) const {
     if (n1 < 0 || n1 > N_) n1 = N_;
-    if (n0 >= n1) return true;
-    return parts_ == 3 ? gemm<3>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
-                       : gemm<2>(M_, K_, N_, Mp_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
+    if (m1 < 0 || m1 > M_) m1 = M_;
+    if (n0 >= n1 || m0 >= m1) return true;
+    const int64_t M = m1 - m0, Mp = (M + 31) / 32 * 32;
+    A += m0 * lda, C += m0 * ldc;
+    if (res) res += m0 * ldc;
+    return parts_ == 3 ? gemm<3>(M, K_, N_, Mp, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
+                       : gemm<2>(M, K_, N_, Mp, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
 }
 
 }  // namespace jiffy::kernels
