@@ -50,8 +50,8 @@ enum class ActKind : int {
     kSigmoid,
     kTanh,
     kExp,  // not a fused activation; the elementwise Exp op uses the same machinery
-    // Not fused activations either: the elementwise Erf and Gelu ops (approximate = "none":
-    // 0.5 x (1 + erf(x / sqrt 2)); kGeluTanh: approximate = "tanh").
+    // The elementwise Erf and Gelu ops (approximate = "none": 0.5 x (1 + erf(x / sqrt 2));
+    // kGeluTanh: approximate = "tanh"); Gelu / GeluTanh also fuse into MatMul and Gemm.
     kErf,
     kGelu,
     kGeluTanh,
@@ -134,6 +134,8 @@ inline bool parse_activation(std::string_view name, float alpha, float beta, Act
     else if (name == "Sigmoid") a.kind = ActKind::kSigmoid;
     else if (name == "Tanh") a.kind = ActKind::kTanh;
     else if (name == "Silu") a.kind = ActKind::kSilu;
+    else if (name == "Gelu") a.kind = ActKind::kGelu;
+    else if (name == "GeluTanh") a.kind = ActKind::kGeluTanh;
     else return false;
     *out = a;
     return true;

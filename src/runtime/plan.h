@@ -138,8 +138,27 @@ public:
     // entries). For profiling only (`JIFFY_PROFILE=1 jiffy bench`): reads the clock per step.
     Status run_profiled(double* step_ns);
 
+    // With a thread pool (docs/threading.md, "Measured choice"): the first kWarmRuns runs and
+    // the next 2 x kProbeRuns alternate between the pool and the caller alone
+    // (ThreadPool::set_serial), the latter timed in pairs; then the pool stays only where the
+    // median of the pairs' ratios says it is at least 3% faster, so a model the pool slows
+    // (small ops whose halves the next op fetches from the other core) runs as on one thread.
+    // JIFFY_THREADS_AUTO=0: always the pool.
+    static constexpr int kWarmRuns = 6, kProbeRuns = 8;
+    struct ThreadsChoice {
+        int runs = 0;        // runs counted towards the choice
+        int decided = -1;    // -1: measuring; 0: the pool; 1: the caller alone
+        float pool_us[kProbeRuns] = {}, caller_us[kProbeRuns] = {};
+        float pool_med = 0, caller_med = 0;  // the medians, once decided
+        float ratio = 0;                     // median of pool / caller over the pairs
+    };
+    const ThreadsChoice& threads_choice() const { return choice_; }
+
 private:
     void resolve();
+    Status run_steps();
+    Status run_choosing(ThreadPool* pool);
+    ThreadsChoice choice_;
 
     std::shared_ptr<const Plan> plan_;
     std::shared_ptr<uint8_t> arena_;

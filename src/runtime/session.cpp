@@ -1,6 +1,8 @@
 #include "runtime/plan.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 namespace jiffy {
 
@@ -46,7 +48,81 @@ void Session::resolve() {
     for (size_t i = 0; i < plan_->step_out.size(); ++i) out_ptrs_[i] = ptr(plan_->step_out[i]);
 }
 
+namespace {
+
+// Sets the pool's caller-only mode for one run, restoring what was set before (a subgraph's
+// session runs inside its parent's step on the same pool).
+struct SerialScope {
+    ThreadPool* pool;
+    bool before;
+    SerialScope(ThreadPool* p, bool on) : pool(p), before(p->serial()) { p->set_serial(on); }
+    ~SerialScope() { pool->set_serial(before); }
+};
+
+float median8(const float* v) {
+    float s[Session::kProbeRuns];
+    for (int i = 0; i < Session::kProbeRuns; ++i) s[i] = v[i];
+    std::sort(s, s + Session::kProbeRuns);
+    return 0.5f * (s[Session::kProbeRuns / 2 - 1] + s[Session::kProbeRuns / 2]);
+}
+
+bool auto_threads() {
+    static const bool on = [] {
+        const char* e = std::getenv("JIFFY_THREADS_AUTO");
+        return !(e && e[0] == '0');
+    }();
+    return on;
+}
+
+}  // namespace
+
 Status Session::run() {
+    ThreadPool* pool = plan_->pool.get();
+    if (!pool || pool->threads() < 2) return run_steps();
+    if (choice_.decided >= 0) {
+        SerialScope scope(pool, choice_.decided == 1);
+        return run_steps();
+    }
+    return run_choosing(pool);
+}
+
+// The measuring runs (see ThreadsChoice): a clock read before and after each; no allocation.
+Status Session::run_choosing(ThreadPool* pool) {
+    using clk = std::chrono::steady_clock;
+    if (!auto_threads()) {
+        choice_.decided = 0;
+        return run();
+    }
+    const int r = choice_.runs;
+    if (r < kWarmRuns) {  // both ways warm up (the workers' first runs touch their scratch)
+        ++choice_.runs;
+        SerialScope scope(pool, r % 2 == 1);
+        return run_steps();
+    }
+    const int i = r - kWarmRuns;
+    const bool caller = i % 2 == 1;
+    const auto t0 = clk::now();
+    Status st;
+    {
+        SerialScope scope(pool, caller);
+        st = run_steps();
+    }
+    const float us = std::chrono::duration<float, std::micro>(clk::now() - t0).count();
+    if (!st.ok()) return st;  // a failed run does not count
+    (caller ? choice_.caller_us : choice_.pool_us)[i / 2] = us;
+    ++choice_.runs;
+    if (i + 1 == 2 * kProbeRuns) {
+        float ratio[kProbeRuns];
+        for (int k = 0; k < kProbeRuns; ++k) ratio[k] = choice_.pool_us[k] / std::max(choice_.caller_us[k], 1e-3f);
+        choice_.pool_med = median8(choice_.pool_us);
+        choice_.caller_med = median8(choice_.caller_us);
+        choice_.ratio = median8(ratio);
+        choice_.decided = choice_.ratio < 0.97f ? 0 : 1;
+    }
+    return st;
+}
+
+Status Session::run_steps() {
     const void* const* in = in_ptrs_.data();
     void* const* out = out_ptrs_.data();
     for (const Step& s : plan_->steps) {
@@ -59,6 +135,9 @@ Status Session::run() {
 
 Status Session::run_profiled(double* step_ns) {
     using clk = std::chrono::steady_clock;
+    // The threads choice as run() made it (the pool until it has decided).
+    ThreadPool* pool = plan_->pool.get();
+    if (pool && pool->threads() >= 2) pool->set_serial(choice_.decided == 1);
     const void* const* in = in_ptrs_.data();
     void* const* out = out_ptrs_.data();
     for (size_t i = 0; i < plan_->steps.size(); ++i) {

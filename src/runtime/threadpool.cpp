@@ -178,7 +178,8 @@ void ThreadPool::run(int n, Fn fn, void* ctx) { run_impl(n, fn, ctx, nullptr, nu
 void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op) {
     const bool timed = frac != nullptr && balance_;
     if (n <= 0) return;
-    if (n == 1 || workers_.empty() || n > 0xFFFF || busy_.exchange(true, std::memory_order_acquire)) {
+    if (n == 1 || workers_.empty() || n > 0xFFFF || serial_.load(std::memory_order_relaxed) ||
+        busy_.exchange(true, std::memory_order_acquire)) {
         for (int i = 0; i < n; ++i) fn(ctx, i);
         return;
     }

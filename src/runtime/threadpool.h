@@ -70,6 +70,11 @@ public:
     int threads() const { return int(workers_.size()) + 1; }
     int spin_us() const { return spin_us_; }
 
+    // Caller-only mode: every job's chunks run on the calling thread, in order (the same splits,
+    // so the same bits), the workers idle. Session sets it per run (its measured threads choice).
+    void set_serial(bool on) { serial_.store(on, std::memory_order_relaxed); }
+    bool serial() const { return serial_.load(std::memory_order_relaxed); }
+
     void run(int n, Fn fn, void* ctx);
 
     // f(i) for i in [0, n); f is called by reference (no copy, no allocation).
@@ -119,6 +124,7 @@ private:
     std::atomic<Fn> fn_{nullptr};
     std::atomic<void*> ctx_{nullptr};
     alignas(64) std::atomic<bool> busy_{false};
+    std::atomic<bool> serial_{false};
     // Balanced runs: per part, the thread that ran it and its end (cycle counter); the pool's
     // overall speeds (Balance).
     bool balance_ = true;  // JIFFY_BALANCE=0: every split stays equal (measurements)

@@ -77,7 +77,12 @@ TEST(LinalgFast, ParseActivation) {
     EXPECT_EQ(a.alpha, -kInf);
     ASSERT_TRUE(parse_activation("HardSigmoid", NAN, NAN, &a));
     EXPECT_FLOAT_EQ(a.alpha, 0.2f);
-    EXPECT_FALSE(parse_activation("Gelu", 0, 0, &a));
+    ASSERT_TRUE(parse_activation("Gelu", NAN, NAN, &a));
+    EXPECT_EQ(a.kind, ActKind::kGelu);
+    ASSERT_TRUE(parse_activation("GeluTanh", NAN, NAN, &a));
+    EXPECT_EQ(a.kind, ActKind::kGeluTanh);
+    EXPECT_FALSE(parse_activation("Erf", 0, 0, &a));
+    EXPECT_FALSE(parse_activation("Softplus", 0, 0, &a));
 }
 
 // ---------------------------------------------------------------- binary rows

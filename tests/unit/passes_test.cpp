@@ -665,6 +665,34 @@ TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {
         }
 }
 
+// Gelu (ONNX opset 20, or fuse_gelu's) fuses into MatMul and Gemm as "Gelu" / "GeluTanh" (the
+// products apply any activation after them); the conv epilogues have no GELU, so a Conv keeps it.
+TEST(Passes, GeluFusesIntoMatMulAndGemm) {
+    for (const char* op : {"MatMul", "Gemm", "Conv"})
+        for (const char* approx : {"none", "tanh"}) {
+            Builder b(17);
+            int y;
+            Shape out;
+            if (std::string(op) == "Conv") {
+                int x = b.input("x", {1, 3, 5, 6});
+                y = conv(b, x, 3, 4, 5, 6, true, 11);
+                out = {1, 4, 5, 6};
+            } else {
+                int x = b.input("x", {3, 5});
+                y = b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
+                out = {3, 7};
+            }
+            b.output(b.node("Gelu", {y}, out, {{"approximate", as(approx)}}));
+            const bool conv_op = std::string(op) == "Conv";
+            Graph g = check_pass(b, passes::fuse_activation, conv_op ? 0 : 1);
+            if (!conv_op) {
+                ASSERT_EQ(g.nodes.size(), 1u) << op << " " << approx;
+                EXPECT_EQ(passes::attr_s(g.nodes[0], "_fused_act", ""),
+                          std::string(approx) == "tanh" ? "GeluTanh" : "Gelu");
+            }
+        }
+}
+
 TEST(Passes, ActivationNotFusedAcrossSharedValue) {
     Builder b;
     int x = b.input("x", {3, 5});

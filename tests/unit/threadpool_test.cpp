@@ -55,6 +55,43 @@ TEST(ThreadPool, WorkersTakeChunks) {
     EXPECT_GT(other.load(), 0);
 }
 
+// Caller-only mode (Session's measured threads choice): every chunk of every job runs on the
+// calling thread, in order; off again, the workers take chunks.
+TEST(ThreadPool, SerialModeRunsEveryChunkOnTheCaller) {
+    ThreadPool pool(2, 2000);
+    const auto me = std::this_thread::get_id();
+    pool.set_serial(true);
+    EXPECT_TRUE(pool.serial());
+    for (int rep = 0; rep < 50; ++rep) {
+        std::vector<int> order;
+        bool elsewhere = false;
+        pool.parallel_for(5, [&](int i) {
+            order.push_back(i);  // only the caller runs chunks: no race
+            if (std::this_thread::get_id() != me) elsewhere = true;
+        });
+        ASSERT_FALSE(elsewhere);
+        ASSERT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+        int64_t b[ThreadPool::kMaxThreads + 1];
+        pool.split(100, 4, b);
+        int parts = 0;
+        pool.parallel_balanced(b, [&](int) {
+            if (std::this_thread::get_id() != me) elsewhere = true;
+            ++parts;
+        });
+        ASSERT_FALSE(elsewhere);
+        ASSERT_EQ(parts, 2);
+    }
+    pool.set_serial(false);
+    std::atomic<int> other{0};
+    for (int rep = 0; rep < 200; ++rep)
+        pool.parallel_for(2, [&](int) {
+            volatile double s = 0;
+            for (int k = 0; k < 20000; ++k) s = s + k;
+            if (std::this_thread::get_id() != me) other.fetch_add(1);
+        });
+    EXPECT_GT(other.load(), 0);
+}
+
 TEST(ThreadPool, StartStopNoHang) {
     for (int i = 0; i < 50; ++i) {
         ThreadPool pool(1 + i % 4, i % 2 ? 0 : 20);
@@ -530,3 +567,40 @@ TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
 }
 
 }  // namespace
+
+// A session on a plan with a pool measures the pool against the caller alone over its first runs
+// and keeps one (Session::ThreadsChoice): every run, either way, gives the same bits; the choice
+// is made after the warm and probe runs, with both medians measured, and holds afterwards.
+TEST(Threaded, SessionChoosesThreadsByMeasurement) {
+    NoAmxConv fp32;
+    const auto x = rnd(1 * 16 * 20 * 20, 1), w = rnd(32 * 16 * 9, 2, 0.2f), bias = rnd(32, 3);
+    CompileOptions opt;
+    opt.threads = 2;
+    opt.parallel_min_flops = 0;
+    const testnode::NodeRun r =
+        testnode::run_one_node("Conv",
+                               {testnode::NodeIn{testnode::f32({1, 16, 20, 20}, x)},
+                                testnode::NodeIn{testnode::f32({32, 16, 3, 3}, w), true},
+                                testnode::NodeIn{testnode::f32({32}, bias), true}},
+                               {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}}, 17, {true}, 1, opt);
+    ASSERT_TRUE(r.st.ok()) << r.st.message();
+    ASSERT_NE(r.plan->pool, nullptr);
+    Session s(r.plan);
+    std::memcpy(s.input_data(0), x.data(), x.size() * sizeof(float));
+    const size_t n = size_t(32 * 20 * 20);
+    std::vector<float> first;
+    const int choosing = Session::kWarmRuns + 2 * Session::kProbeRuns;
+    for (int run = 0; run < choosing + 3; ++run) {
+        EXPECT_EQ(s.threads_choice().decided, run < choosing ? -1 : s.threads_choice().decided) << run;
+        ASSERT_TRUE(s.run().ok());
+        const float* y = static_cast<const float*>(s.output_data(0));
+        if (first.empty()) first.assign(y, y + n);
+        ASSERT_EQ(std::memcmp(first.data(), y, n * sizeof(float)), 0) << "run " << run;
+        EXPECT_FALSE(r.plan->pool->serial()) << "the caller-only mode outlived run " << run;
+    }
+    const Session::ThreadsChoice& c = s.threads_choice();
+    ASSERT_TRUE(c.decided == 0 || c.decided == 1);
+    EXPECT_GT(c.pool_med, 0.0f);
+    EXPECT_GT(c.caller_med, 0.0f);
+    EXPECT_EQ(c.decided == 0, c.ratio < 0.97f);
+}

@@ -340,6 +340,13 @@ int cmd_bench(const Args& a) {
             std::printf("  split shares (caller first, all ops):");
             for (int i = 0; i < pool->threads(); ++i) std::printf(" %.3f", pool->balance().share(i));
             std::printf("\n");
+            const Session::ThreadsChoice& c = s.threads_choice();
+            if (c.decided == 1)
+                std::printf("  threads: the caller alone (measured: pool %.1f us, caller alone %.1f us per run)\n",
+                            double(c.pool_med), double(c.caller_med));
+            else if (c.decided == 0 && c.caller_med > 0)
+                std::printf("  threads: the pool (measured: pool %.1f us, caller alone %.1f us per run)\n",
+                            double(c.pool_med), double(c.caller_med));
         }
     }
     const char* pe = std::getenv("JIFFY_PROFILE");

@@ -1,5 +1,6 @@
 // Conv / Gemm / MatMul followed by an activation (Relu, LeakyRelu, Clip with constant bounds,
-// HardSigmoid, HardSwish, Sigmoid, Tanh): the activation node goes and the producer carries
+// HardSigmoid, HardSwish, Sigmoid, Tanh, Gelu as "Gelu" / "GeluTanh"): the activation node goes
+// and the producer carries
 //   _fused_act (string), _fused_alpha / _fused_beta (floats: LeakyRelu alpha; Clip min, max;
 //   HardSigmoid alpha, beta)
 // and writes the activation's output value. Only where the producer's kernel honours the
@@ -32,6 +33,12 @@ bool parse_act(const Graph& g, const Node& a, Act* act) {
     if (a.inputs.size() > max_in || a.num_explicit_inputs != int(a.inputs.size())) return false;
     act->name = a.op;
     if (a.op == "Relu" || a.op == "HardSwish" || a.op == "Sigmoid" || a.op == "Tanh") return true;
+    if (a.op == "Gelu") {  // ONNX Gelu (opset 20) or the fuse_gelu pattern's
+        const std::string approx = attr_s(a, "approximate", "none");
+        if (approx != "none" && approx != "tanh") return false;
+        act->name = approx == "tanh" ? "GeluTanh" : "Gelu";
+        return true;
+    }
     act->params = true;
     if (a.op == "LeakyRelu") {
         act->alpha = attr_f(a, "alpha", 0.01f);

@@ -38,6 +38,8 @@ float act_ref(const std::string& act, float x, float a, float b) {
     if (act == "Sigmoid") return 1.0f / (1.0f + std::exp(-x));
     if (act == "Tanh") return std::tanh(x);
     if (act == "Silu") return x / (1.0f + std::exp(-x));
+    if (act == "Gelu") return 0.5f * x * (1.0f + std::erf(x * 0.70710678f));
+    if (act == "GeluTanh") return 0.5f * x * (1.0f + std::tanh(0.7978845608f * (x + 0.044715f * x * x * x)));
     return x;
 }
 
