@@ -856,12 +856,15 @@ private:
     // AMX where this core has it and it measured faster (docs/amx.md; ResNet-50's and PP-OCR
     // det's layers, one thread): the packing of the input is shared by the output channels, so
     // only with many of them (>= 64, in 32-channel blocks at least three quarters full), and the
-    // weights are streamed once per pixel tile, so only on planes of >= 196 pixels (7x7 layers:
-    // 512 x 2048 weights from DRAM as three BF16 parts lost 1.2x); kernels larger than 1x1 gather
-    // their input per tap, so only on >= 784 output pixels (3x3 s2 128 -> 128 on 56 -> 28: 1.46x
-    // faster; 256 -> 256 on 28 -> 14 even) and from 32 input channels (the 7x7 stem, 3 -> 64 on
-    // 224 -> 112: 1465 against 1206 us). BF16x3 lost to the Winograd layers everywhere
-    // (1.2-1.7x slower), BF16x2 won on all of ResNet-50's, 7x7 planes included.
+    // weights are streamed once per pixel tile, so only on planes of >= 64 pixels (ResNet-50's
+    // 7x7 layers: 512 x 2048 weights from DRAM as three BF16 parts, 0.8-1.3x; YOLO's 10x10 1x1s
+    // 0.73-0.84x); kernels larger than 1x1 (they gather their input per tap) from 32 input
+    // channels (the 7x7 stem, 3 -> 64 on 224 -> 112: 1465 against 1206 us): 3x3 s2 128 -> 128
+    // on 56 -> 28 1.46x faster, YOLO's 3x3 s2 64 -> 128 on 40 -> 20 and 128 -> 256 on 20 -> 10
+    // 340 -> 216 and 334 -> 231 us, ResNet-50's 256 -> 256 on 28 -> 14 even (session 25 held
+    // these to >= 784 pixels and 1x1s to >= 196: YOLO 0.94x with the lower bounds). BF16x3 lost
+    // to the Winograd layers everywhere (1.2-1.7x slower), BF16x2 won on all of ResNet-50's, 7x7
+    // planes included.
     // JIFFY_AMX_CONV=0 turns it off for convs only.
     static bool amx_pays(kernels::Isa isa, const kernels::Conv2DGeom& g, bool winograd) {
         if (env_zero("JIFFY_AMX_CONV") || isa != kernels::Isa::kAvx512 || !kernels::amx_usable()) return false;
@@ -869,7 +872,7 @@ private:
         const int64_t khw = g.kh * g.kw, K = g.C * khw, P = g.OH * g.OW;
         if (khw > kernels::kAmxMaxTaps || K < 64 || g.M < 64 || (g.M % 32 != 0 && g.M < 96)) return false;
         if (winograd && !x2) return false;
-        return P >= (x2 ? 49 : 196) && (khw == 1 || (g.C >= 32 && P >= 784) || (x2 && winograd));
+        return P >= (x2 ? 49 : 64) && (khw == 1 || g.C >= 32 || (x2 && winograd));
     }
     const uint16_t* amx_wp() const { return reinterpret_cast<const uint16_t*>(amx_w_.get()); }
 

@@ -138,26 +138,30 @@ public:
     // entries). For profiling only (`JIFFY_PROFILE=1 jiffy bench`): reads the clock per step.
     Status run_profiled(double* step_ns);
 
-    // With a thread pool (docs/threading.md, "Measured choice"): the first kWarmRuns runs and
-    // the next 2 x kProbeRuns alternate between the pool and the caller alone
-    // (ThreadPool::set_serial), the latter timed in pairs; then the pool stays only where the
-    // median of the pairs' ratios says it is at least 3% faster, so a model the pool slows
-    // (small ops whose halves the next op fetches from the other core) runs as on one thread.
-    // JIFFY_THREADS_AUTO=0: always the pool.
-    static constexpr int kWarmRuns = 6, kProbeRuns = 8;
+    // With a thread pool (docs/threading.md, "Measured choice"): a probe is kWarmRuns runs and
+    // then 2 x kProbeRuns timed ones, alternating between the pool and the caller alone
+    // (ThreadPool::set_serial); the caller alone is kept where the median of the timed pairs'
+    // ratios (pool / caller) is >= 1, so a model the pool slows (small ops whose halves the next
+    // op fetches from the other core) runs as on one thread. The first probe starts at the first
+    // run; later ones after 100, 400, 1600, 6400 and then every 6400 runs, so a choice made
+    // while the host slowed one core does not stay. JIFFY_THREADS_AUTO=0: always the pool.
+    static constexpr int kWarmRuns = 4, kProbeRuns = 8;
     struct ThreadsChoice {
-        int runs = 0;        // runs counted towards the choice
-        int decided = -1;    // -1: measuring; 0: the pool; 1: the caller alone
+        int decided = -1;    // -1: before the first probe's end; 0: the pool; 1: the caller alone
+        int probes = 0;      // probes finished
+        int64_t runs = 0;    // runs since the last probe ended (or since the first run)
+        int phase = 0;       // runs into the current probe (0: not probing)
+        int64_t next = 0;    // runs after the last probe when the next starts
         float pool_us[kProbeRuns] = {}, caller_us[kProbeRuns] = {};
-        float pool_med = 0, caller_med = 0;  // the medians, once decided
-        float ratio = 0;                     // median of pool / caller over the pairs
+        float pool_med = 0, caller_med = 0;  // the last probe's medians
+        float ratio = 0;                     // its median of pool / caller over the pairs
     };
     const ThreadsChoice& threads_choice() const { return choice_; }
 
 private:
     void resolve();
     Status run_steps();
-    Status run_choosing(ThreadPool* pool);
+    Status run_probing(ThreadPool* pool);
     ThreadsChoice choice_;
 
     std::shared_ptr<const Plan> plan_;

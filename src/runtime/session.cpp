@@ -79,28 +79,23 @@ bool auto_threads() {
 Status Session::run() {
     ThreadPool* pool = plan_->pool.get();
     if (!pool || pool->threads() < 2) return run_steps();
-    if (choice_.decided >= 0) {
-        SerialScope scope(pool, choice_.decided == 1);
+    ThreadsChoice& c = choice_;
+    if (c.phase == 0 && c.runs >= c.next && auto_threads()) c.phase = 1;  // a probe starts
+    if (c.phase == 0) {
+        ++c.runs;
+        SerialScope scope(pool, c.decided == 1);
         return run_steps();
     }
-    return run_choosing(pool);
+    return run_probing(pool);
 }
 
-// The measuring runs (see ThreadsChoice): a clock read before and after each; no allocation.
-Status Session::run_choosing(ThreadPool* pool) {
+// One run of a probe (see ThreadsChoice): two clock reads, no allocation.
+Status Session::run_probing(ThreadPool* pool) {
     using clk = std::chrono::steady_clock;
-    if (!auto_threads()) {
-        choice_.decided = 0;
-        return run();
-    }
-    const int r = choice_.runs;
-    if (r < kWarmRuns) {  // both ways warm up (the workers' first runs touch their scratch)
-        ++choice_.runs;
-        SerialScope scope(pool, r % 2 == 1);
-        return run_steps();
-    }
-    const int i = r - kWarmRuns;
-    const bool caller = i % 2 == 1;
+    ThreadsChoice& c = choice_;
+    const int i = c.phase - 1 - kWarmRuns;  // < 0: warming up (the workers' first runs, or
+                                            // the first after sleeping, touch cold caches)
+    const bool caller = (c.phase - 1) % 2 == 1;
     const auto t0 = clk::now();
     Status st;
     {
@@ -109,16 +104,18 @@ Status Session::run_choosing(ThreadPool* pool) {
     }
     const float us = std::chrono::duration<float, std::micro>(clk::now() - t0).count();
     if (!st.ok()) return st;  // a failed run does not count
-    (caller ? choice_.caller_us : choice_.pool_us)[i / 2] = us;
-    ++choice_.runs;
-    if (i + 1 == 2 * kProbeRuns) {
-        float ratio[kProbeRuns];
-        for (int k = 0; k < kProbeRuns; ++k) ratio[k] = choice_.pool_us[k] / std::max(choice_.caller_us[k], 1e-3f);
-        choice_.pool_med = median8(choice_.pool_us);
-        choice_.caller_med = median8(choice_.caller_us);
-        choice_.ratio = median8(ratio);
-        choice_.decided = choice_.ratio < 0.97f ? 0 : 1;
-    }
+    if (i >= 0) (caller ? c.caller_us : c.pool_us)[i / 2] = us;
+    if (++c.phase <= kWarmRuns + 2 * kProbeRuns) return st;
+    float ratio[kProbeRuns];
+    for (int k = 0; k < kProbeRuns; ++k) ratio[k] = c.pool_us[k] / std::max(c.caller_us[k], 1e-3f);
+    c.pool_med = median8(c.pool_us);
+    c.caller_med = median8(c.caller_us);
+    c.ratio = median8(ratio);
+    c.decided = c.ratio < 1.0f ? 0 : 1;
+    c.phase = 0;
+    c.runs = 0;
+    c.next = c.probes < 4 ? int64_t(100) << (2 * c.probes) : int64_t(6400);
+    ++c.probes;
     return st;
 }
 

@@ -342,11 +342,11 @@ int cmd_bench(const Args& a) {
             std::printf("\n");
             const Session::ThreadsChoice& c = s.threads_choice();
             if (c.decided == 1)
-                std::printf("  threads: the caller alone (measured: pool %.1f us, caller alone %.1f us per run)\n",
-                            double(c.pool_med), double(c.caller_med));
-            else if (c.decided == 0 && c.caller_med > 0)
-                std::printf("  threads: the pool (measured: pool %.1f us, caller alone %.1f us per run)\n",
-                            double(c.pool_med), double(c.caller_med));
+                std::printf("  threads: the caller alone (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
+                            c.probes, double(c.pool_med), double(c.caller_med));
+            else if (c.decided == 0)
+                std::printf("  threads: the pool (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
+                            c.probes, double(c.pool_med), double(c.caller_med));
         }
     }
     const char* pe = std::getenv("JIFFY_PROFILE");
