@@ -138,23 +138,26 @@ public:
     // entries). For profiling only (`JIFFY_PROFILE=1 jiffy bench`): reads the clock per step.
     Status run_profiled(double* step_ns);
 
-    // With a thread pool (docs/threading.md, "Measured choice"): a probe is kWarmRuns runs and
-    // then 2 x kProbeRuns timed ones, alternating between the pool and the caller alone
-    // (ThreadPool::set_serial); the caller alone is kept where the median of the timed pairs'
-    // ratios (pool / caller) is >= 1, so a model the pool slows (small ops whose halves the next
-    // op fetches from the other core) runs as on one thread. The first probe starts at the first
-    // run; later ones after 100, 400, 1600, 6400 and then every 6400 runs, so a choice made
-    // while the host slowed one core does not stay. JIFFY_THREADS_AUTO=0: always the pool.
-    static constexpr int kWarmRuns = 4, kProbeRuns = 8;
+    // With a thread pool (docs/threading.md, "Measured choice"): a probe is kWarmRuns runs on
+    // the pool, then 2 x kBlocks blocks of kBlockRuns runs alternating between the pool and the
+    // caller alone (ThreadPool::set_serial), each block's first run untimed (it fetches what the
+    // other mode left in the other core's cache); the caller alone is kept where the pool's
+    // median timed run is over 1.02x the caller's, so a model the pool slows (small ops whose
+    // halves the next op fetches from the other core) runs as on one thread. The first probe
+    // starts at the first run; later ones after 25, 100, 400, 1600, 6400 and then every 6400
+    // runs, so a choice made while the host slowed one core does not stay.
+    // JIFFY_THREADS_AUTO=0: always the pool.
+    static constexpr int kWarmRuns = 4, kBlocks = 4, kBlockRuns = 3;
+    static constexpr int kTimed = kBlocks * (kBlockRuns - 1);  // timed runs per mode
+    static constexpr int kProbeRuns = kWarmRuns + 2 * kBlocks * kBlockRuns;
     struct ThreadsChoice {
         int decided = -1;    // -1: before the first probe's end; 0: the pool; 1: the caller alone
         int probes = 0;      // probes finished
         int64_t runs = 0;    // runs since the last probe ended (or since the first run)
         int phase = 0;       // runs into the current probe (0: not probing)
         int64_t next = 0;    // runs after the last probe when the next starts
-        float pool_us[kProbeRuns] = {}, caller_us[kProbeRuns] = {};
+        float pool_us[kTimed] = {}, caller_us[kTimed] = {};
         float pool_med = 0, caller_med = 0;  // the last probe's medians
-        float ratio = 0;                     // its median of pool / caller over the pairs
     };
     const ThreadsChoice& threads_choice() const { return choice_; }
 

@@ -59,11 +59,12 @@ struct SerialScope {
     ~SerialScope() { pool->set_serial(before); }
 };
 
-float median8(const float* v) {
-    float s[Session::kProbeRuns];
-    for (int i = 0; i < Session::kProbeRuns; ++i) s[i] = v[i];
-    std::sort(s, s + Session::kProbeRuns);
-    return 0.5f * (s[Session::kProbeRuns / 2 - 1] + s[Session::kProbeRuns / 2]);
+float median_timed(const float* v) {
+    constexpr int n = Session::kTimed;
+    float s[n];
+    for (int i = 0; i < n; ++i) s[i] = v[i];
+    std::sort(s, s + n);
+    return 0.5f * (s[n / 2 - 1] + s[n / 2]);
 }
 
 bool auto_threads() {
@@ -93,9 +94,10 @@ Status Session::run() {
 Status Session::run_probing(ThreadPool* pool) {
     using clk = std::chrono::steady_clock;
     ThreadsChoice& c = choice_;
-    const int i = c.phase - 1 - kWarmRuns;  // < 0: warming up (the workers' first runs, or
-                                            // the first after sleeping, touch cold caches)
-    const bool caller = (c.phase - 1) % 2 == 1;
+    const int k = c.phase - 1 - kWarmRuns;  // run of the blocks (< 0: warming up)
+    const int block = k >= 0 ? k / kBlockRuns : 0, in_block = k >= 0 ? k % kBlockRuns : 0;
+    const bool caller = k >= 0 && block % 2 == 1;  // the warm-up on the pool (its splits'
+                                                    // balance converges over the first runs)
     const auto t0 = clk::now();
     Status st;
     {
@@ -104,17 +106,14 @@ Status Session::run_probing(ThreadPool* pool) {
     }
     const float us = std::chrono::duration<float, std::micro>(clk::now() - t0).count();
     if (!st.ok()) return st;  // a failed run does not count
-    if (i >= 0) (caller ? c.caller_us : c.pool_us)[i / 2] = us;
-    if (++c.phase <= kWarmRuns + 2 * kProbeRuns) return st;
-    float ratio[kProbeRuns];
-    for (int k = 0; k < kProbeRuns; ++k) ratio[k] = c.pool_us[k] / std::max(c.caller_us[k], 1e-3f);
-    c.pool_med = median8(c.pool_us);
-    c.caller_med = median8(c.caller_us);
-    c.ratio = median8(ratio);
-    c.decided = c.ratio < 1.0f ? 0 : 1;
+    if (k >= 0 && in_block > 0) (caller ? c.caller_us : c.pool_us)[(block / 2) * (kBlockRuns - 1) + in_block - 1] = us;
+    if (++c.phase <= kProbeRuns) return st;
+    c.pool_med = median_timed(c.pool_us);
+    c.caller_med = median_timed(c.caller_us);
+    c.decided = c.pool_med > 1.02f * c.caller_med ? 1 : 0;
     c.phase = 0;
     c.runs = 0;
-    c.next = c.probes < 4 ? int64_t(100) << (2 * c.probes) : int64_t(6400);
+    c.next = c.probes < 5 ? int64_t(25) << (2 * c.probes) : int64_t(6400);
     ++c.probes;
     return st;
 }
