@@ -632,22 +632,25 @@ TEST(Passes, GeluLookalikeStays) {
 
 // ---------------------------------------------------------------- fuse_activation / residual
 
+// The producer an activation test fuses into: a 3x3 Conv [1,3,5,6] -> [1,4,5,6], or a Gemm /
+// MatMul [3,5] x [5,7]; its output value, shape in *out.
+int act_producer(Builder& b, const std::string& op, Shape* out) {
+    if (op == "Conv") {
+        *out = {1, 4, 5, 6};
+        return conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
+    }
+    *out = {3, 7};
+    const int x = b.input("x", {3, 5});
+    return b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
+}
+
 TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {
     const char* acts[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
     for (const char* op : {"Conv", "Gemm", "MatMul"})
         for (const char* act : acts) {
             Builder b(17);
-            int y;
             Shape out;
-            if (std::string(op) == "Conv") {
-                int x = b.input("x", {1, 3, 5, 6});
-                y = conv(b, x, 3, 4, 5, 6, true, 11);
-                out = {1, 4, 5, 6};
-            } else {
-                int x = b.input("x", {3, 5});
-                y = b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
-                out = {3, 7};
-            }
+            const int y = act_producer(b, op, &out);
             std::vector<int> ins = {y};
             Attrs at;
             if (std::string(act) == "Clip") {
@@ -671,17 +674,8 @@ TEST(Passes, GeluFusesIntoMatMulAndGemm) {
     for (const char* op : {"MatMul", "Gemm", "Conv"})
         for (const char* approx : {"none", "tanh"}) {
             Builder b(17);
-            int y;
             Shape out;
-            if (std::string(op) == "Conv") {
-                int x = b.input("x", {1, 3, 5, 6});
-                y = conv(b, x, 3, 4, 5, 6, true, 11);
-                out = {1, 4, 5, 6};
-            } else {
-                int x = b.input("x", {3, 5});
-                y = b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
-                out = {3, 7};
-            }
+            const int y = act_producer(b, op, &out);
             b.output(b.node("Gelu", {y}, out, {{"approximate", as(approx)}}));
             const bool conv_op = std::string(op) == "Conv";
             Graph g = check_pass(b, passes::fuse_activation, conv_op ? 0 : 1);
