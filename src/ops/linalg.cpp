@@ -568,7 +568,7 @@ public:
         const uint16_t* w = reinterpret_cast<const uint16_t*>(amx_w_.get());
         const int64_t K = amx_.K(), N = amx_.N(), M = amx_.M();
         const bool act = act_.kind != kernels::ActKind::kNone;
-        if (!amx_pool_) {
+        if (!amx_pool_ || amx_pool_->serial()) {  // one part (caller-only mode: A split once)
             if (!amx_.run(a, K, w, bias, y, N, amx_scr_.data())) return false;
             if (act) act_fn_(act_, y, y, M * N);
             return true;

@@ -55,8 +55,12 @@ namespace {
 struct SerialScope {
     ThreadPool* pool;
     bool before;
-    SerialScope(ThreadPool* p, bool on) : pool(p), before(p->serial()) { p->set_serial(on); }
-    ~SerialScope() { pool->set_serial(before); }
+    SerialScope(ThreadPool* p, bool on) : pool(p), before(p && p->serial()) {
+        if (p) p->set_serial(on);
+    }
+    ~SerialScope() {
+        if (pool) pool->set_serial(before);
+    }
 };
 
 float median_timed(const float* v) {
@@ -90,30 +94,30 @@ Status Session::run() {
     return run_probing(pool);
 }
 
-// One run of a probe (see ThreadsChoice): two clock reads, no allocation.
+// One run of a probe (see ThreadsChoice): two cycle-counter reads, no allocation or syscall.
 Status Session::run_probing(ThreadPool* pool) {
-    using clk = std::chrono::steady_clock;
     ThreadsChoice& c = choice_;
     const int k = c.phase - 1 - kWarmRuns;  // run of the blocks (< 0: warming up)
     const int block = k >= 0 ? k / kBlockRuns : 0, in_block = k >= 0 ? k % kBlockRuns : 0;
     const bool caller = k >= 0 && block % 2 == 1;  // the warm-up on the pool (its splits'
                                                     // balance converges over the first runs)
-    const auto t0 = clk::now();
+    const uint64_t t0 = cycles();
     Status st;
     {
         SerialScope scope(pool, caller);
         st = run_steps();
     }
-    const float us = std::chrono::duration<float, std::micro>(clk::now() - t0).count();
+    const float ticks = float(cycles() - t0);
     if (!st.ok()) return st;  // a failed run does not count
-    if (k >= 0 && in_block > 0) (caller ? c.caller_us : c.pool_us)[(block / 2) * (kBlockRuns - 1) + in_block - 1] = us;
+    if (k >= 0 && in_block > 0)
+        (caller ? c.caller_ticks : c.pool_ticks)[(block / 2) * (kBlockRuns - 1) + in_block - 1] = ticks;
     if (++c.phase <= kProbeRuns) return st;
-    c.pool_med = median_timed(c.pool_us);
-    c.caller_med = median_timed(c.caller_us);
+    c.pool_med = median_timed(c.pool_ticks);
+    c.caller_med = median_timed(c.caller_ticks);
     c.decided = c.pool_med > 1.02f * c.caller_med ? 1 : 0;
     c.phase = 0;
     c.runs = 0;
-    c.next = c.probes < 5 ? int64_t(25) << (2 * c.probes) : int64_t(6400);
+    c.next = c.probes == 0 ? 2000 : 10000;
     ++c.probes;
     return st;
 }
@@ -131,9 +135,10 @@ Status Session::run_steps() {
 
 Status Session::run_profiled(double* step_ns) {
     using clk = std::chrono::steady_clock;
-    // The threads choice as run() made it (the pool until it has decided).
+    // The threads choice as run() made it (the pool until the first probe has ended).
     ThreadPool* pool = plan_->pool.get();
-    if (pool && pool->threads() >= 2) pool->set_serial(choice_.decided == 1);
+    const bool caller = pool && pool->threads() >= 2 && choice_.decided == 1;
+    SerialScope scope(pool, caller);
     const void* const* in = in_ptrs_.data();
     void* const* out = out_ptrs_.data();
     for (size_t i = 0; i < plan_->steps.size(); ++i) {

@@ -76,18 +76,6 @@ void pin_to(int k) {
 #endif
 }
 
-// A cycle counter (no syscall): the TSC, the ARM virtual counter, else steady_clock's ticks.
-inline uint64_t cycles() {
-#if defined(__x86_64__)
-    return __rdtsc();
-#elif defined(__aarch64__)
-    uint64_t v;
-    asm volatile("mrs %0, cntvct_el0" : "=r"(v));
-    return v;
-#else
-    return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
-#endif
-}
 
 constexpr uint64_t pack(uint32_t epoch, uint32_t n, uint32_t next) {
     return (uint64_t(epoch) << 32) | (uint64_t(n) << 16) | next;

@@ -23,10 +23,14 @@
 // fraction f of every split (tests).
 #pragma once
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <thread>
 #include <vector>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 namespace jiffy {
 
@@ -54,6 +58,19 @@ private:
     std::unique_ptr<std::atomic<double>[]> share_;
     std::atomic<bool> measured_{false};
 };
+
+// A cycle counter (no syscall): the TSC, the ARM virtual counter, else steady_clock's ticks.
+inline uint64_t cycles() {
+#if defined(__x86_64__)
+    return __rdtsc();
+#elif defined(__aarch64__)
+    uint64_t v;
+    asm volatile("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+#else
+    return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+#endif
+}
 
 class ThreadPool {
 public:

@@ -309,6 +309,8 @@ int cmd_bench(const Args& a) {
     std::vector<double> us;
     using clk = std::chrono::steady_clock;
     auto t_end = clk::now() + std::chrono::duration<double>(a.seconds);
+    const auto t_first = clk::now();
+    const uint64_t c_first = cycles();  // the threads choice's ticks -> us (below)
     int64_t n = 0;
     while (a.iters >= 0 ? n < a.iters : (clk::now() < t_end || n < 10)) {
         auto t0 = clk::now();
@@ -341,12 +343,14 @@ int cmd_bench(const Args& a) {
             for (int i = 0; i < pool->threads(); ++i) std::printf(" %.3f", pool->balance().share(i));
             std::printf("\n");
             const Session::ThreadsChoice& c = s.threads_choice();
+            const double us_all = std::chrono::duration<double, std::micro>(clk::now() - t_first).count();
+            const double per_us = us_all > 0 ? double(cycles() - c_first) / us_all : 1.0;
             if (c.decided == 1)
                 std::printf("  threads: the caller alone (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
-                            c.probes, double(c.pool_med), double(c.caller_med));
+                            c.probes, double(c.pool_med) / per_us, double(c.caller_med) / per_us);
             else if (c.decided == 0)
                 std::printf("  threads: the pool (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
-                            c.probes, double(c.pool_med), double(c.caller_med));
+                            c.probes, double(c.pool_med) / per_us, double(c.caller_med) / per_us);
         }
     }
     const char* pe = std::getenv("JIFFY_PROFILE");
