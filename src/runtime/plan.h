@@ -141,17 +141,19 @@ public:
     // With a thread pool (docs/threading.md, "Measured choice"): a probe is kWarmRuns runs on
     // the pool, then 2 x kBlocks blocks of kBlockRuns runs alternating between the pool and the
     // caller alone (ThreadPool::set_serial), each block's first run untimed (it fetches what the
-    // other mode left in the other core's cache); the caller alone is kept where the pool's
-    // median timed run is over 1.02x the caller's, so a model the pool slows (small ops whose
-    // halves the next op fetches from the other core) runs as on one thread. The first probe
-    // starts at the first run; the next after 2000 more runs, then every 10000 (a choice made
-    // while the host slowed one core does not stay; the runs in the mode not chosen stay under
-    // 1% of all, off the p99). JIFFY_THREADS_AUTO=0: always the pool.
+    // other mode left in the other core's cache); the caller alone is chosen where two probes in
+    // a row find the pool's median timed run over 1.02x the caller's (the second 200 runs after
+    // the first), so a model the pool slows (small ops whose halves the next op fetches from the
+    // other core) runs as on one thread. The first probe starts at the first run; the next after
+    // 2000 more runs, then every 10000 (a choice made while the host slowed one core does not
+    // stay; the runs in the mode not chosen stay under 1% of all, off the p99).
+    // JIFFY_THREADS_AUTO=0: always the pool.
     static constexpr int kWarmRuns = 2, kBlocks = 3, kBlockRuns = 3;  // 20 runs: a usual warm-up
     static constexpr int kTimed = kBlocks * (kBlockRuns - 1);  // timed runs per mode
     static constexpr int kProbeRuns = kWarmRuns + 2 * kBlocks * kBlockRuns;
     struct ThreadsChoice {
         int decided = -1;    // -1: before the first probe's end; 0: the pool; 1: the caller alone
+        bool suspect = false;  // the last probe found the caller faster; the pool until confirmed
         int probes = 0;      // probes finished
         int64_t runs = 0;    // runs since the last probe ended (or since the first run)
         int phase = 0;       // runs into the current probe (0: not probing)

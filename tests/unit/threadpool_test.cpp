@@ -568,7 +568,8 @@ TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
 
 // A session on a plan with a pool measures the pool against the caller alone (probes of warm runs
 // and alternating blocks, Session::ThreadsChoice) and keeps the faster: every run, either way, gives the same
-// bits; the first choice is made after the first probe, and probes come again 2000 runs later.
+// bits; the first probe keeps the pool (a caller-faster verdict waits for a second probe, 200
+// runs later), and probes come again.
 TEST(Threaded, SessionChoosesThreadsByMeasurement) {
     NoAmxConv fp32;
     const auto x = rnd(1 * 16 * 20 * 20, 1), w = rnd(32 * 16 * 9, 2, 0.2f), bias = rnd(32, 3);
@@ -588,22 +589,25 @@ TEST(Threaded, SessionChoosesThreadsByMeasurement) {
     const size_t n = size_t(32 * 20 * 20);
     std::vector<float> first;
     const int probe = Session::kProbeRuns;
-    for (int run = 0; run < probe + 2000 + probe + 3; ++run) {
+    bool was_suspect = false;
+    for (int run = 0; run < probe + 2000 + 2 * probe + 203; ++run) {
         const Session::ThreadsChoice& c = s.threads_choice();
         if (run < probe) EXPECT_EQ(c.decided, -1) << run;
         if (run == probe) {
             EXPECT_EQ(c.probes, 1);
-            ASSERT_TRUE(c.decided == 0 || c.decided == 1);
+            // One probe never moves off the pool: a caller-faster verdict waits for a second.
+            EXPECT_EQ(c.decided, 0);
             EXPECT_GT(c.pool_med, 0.0f);
             EXPECT_GT(c.caller_med, 0.0f);
-            EXPECT_EQ(c.decided == 1, c.pool_med > 1.02f * c.caller_med);
+            EXPECT_EQ(c.suspect, c.pool_med > 1.02f * c.caller_med);
+            was_suspect = c.suspect;
         }
-        if (run > probe && run <= probe + 2000) EXPECT_EQ(c.probes, 1) << run;
+        if (run > probe && run <= probe + (was_suspect ? 200 : 2000)) EXPECT_EQ(c.probes, 1) << run;
         ASSERT_TRUE(s.run().ok());
         const float* y = static_cast<const float*>(s.output_data(0));
         if (first.empty()) first.assign(y, y + n);
         ASSERT_EQ(std::memcmp(first.data(), y, n * sizeof(float)), 0) << "run " << run;
         EXPECT_FALSE(r.plan->pool->serial()) << "the caller-only mode outlived run " << run;
     }
-    EXPECT_EQ(s.threads_choice().probes, 2);
+    EXPECT_GE(s.threads_choice().probes, 2);
 }
