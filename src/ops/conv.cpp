@@ -1463,7 +1463,8 @@ public:
         if (env_zero("JIFFY_AMX_CONV") || isa != kernels::Isa::kAvx512 || !kernels::amx_usable()) return false;
         const int64_t P = g.OH * g.OW, Kp = (g.C + 31) / 32 * 32, Np = (g.M + 31) / 32 * 32;
         const double eff = double(g.C) / double(Kp) * double(g.M) / double(Np);
-        return g.C >= 64 && g.M >= 96 && eff >= 0.85 && P >= 49 && P * Kp * kernels::amx_parts() * 2 <= (int64_t(1) << 20);
+        return g.C >= 64 && g.M >= 96 && eff >= 0.85 && P >= 49 &&
+               P * Kp * kernels::amx_parts() * 2 <= (int64_t(1) << 20);
     }
     // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
     void set_parallel(ThreadPool* pool, int chunks) {
@@ -1533,8 +1534,9 @@ public:
         }
         return {};
     }
-    // One image on AMX (by 32-column blocks across the pool where amx_par_); false where the
-    // input holds a value the BF16 parts cannot carry (then the AVX-512 kernel runs it).
+    // One image on AMX (across the pool where amx_par_: by 32-pixel blocks where amx_rows_, else
+    // by 32-column blocks); false where the input holds a value the BF16 parts cannot carry
+    // (then the AVX-512 kernel runs it).
     bool run_amx(const float* x, const float* r, float* y) const {
         const uint16_t* w = reinterpret_cast<const uint16_t*>(amx_w_.get());
         const float* bias = amx_bias_v_.empty() ? nullptr : amx_bias_v_.data();
@@ -1563,9 +1565,12 @@ public:
         return true;
     }
     std::string describe() const override {
-        if (amx_w_)
-            return std::string(amx_.parts() == 3 ? "conv_nhwc_1x1 amx_bf16x3" : "conv_nhwc_1x1 amx_bf16x2") +
-                   (amx_par_ ? std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_) : "");
+        if (amx_w_) {
+            std::string k = amx_.parts() == 3 ? "conv_nhwc_1x1 amx_bf16x3" : "conv_nhwc_1x1 amx_bf16x2";
+            if (amx_par_)
+                k += std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_);
+            return k;
+        }
         return std::string(depthwise_ ? (y_nchw_ ? "conv_nhwc_dw nchw-out " : "conv_nhwc_dw ")
                            : x_plane_ ? "conv_nhwc_1x1 nchw-in "
                                       : "conv_nhwc_1x1 ") +

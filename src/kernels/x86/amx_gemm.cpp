@@ -67,8 +67,8 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
                 _mm512_storeu_ps(cr + n, _mm512_add_ps(_mm512_loadu_ps(cr + n), _mm512_loadu_ps(bias + n)));
             if (n < ne) {
                 const __mmask16 km = lanes(ne - n);
-                _mm512_mask_storeu_ps(cr + n, km,
-                                      _mm512_add_ps(_mm512_maskz_loadu_ps(km, cr + n), _mm512_maskz_loadu_ps(km, bias + n)));
+                const __m512 v = _mm512_maskz_loadu_ps(km, cr + n), bv = _mm512_maskz_loadu_ps(km, bias + n);
+                _mm512_mask_storeu_ps(cr + n, km, _mm512_add_ps(v, bv));
             }
         }
         if (epi) conv_epi_avx512(cr + nb, res ? res + m * ldc + nb : nullptr, ne - nb, *e);
