@@ -1541,7 +1541,9 @@ public:
         const uint16_t* w = reinterpret_cast<const uint16_t*>(amx_w_.get());
         const float* bias = amx_bias_v_.empty() ? nullptr : amx_bias_v_.data();
         const int64_t C = g_.C, M = g_.M;
-        if (!amx_par_) return amx_.run(x, C, w, bias, y, M, scr_->data(), 0, -1, r, &epi_);
+        // One part on the caller, also in caller-only mode (Session's threads choice): split by
+        // columns, each part would split all of X again.
+        if (!amx_par_ || pool_->serial()) return amx_.run(x, C, w, bias, y, M, scr_->data(), 0, -1, r, &epi_);
         bool ok[ThreadPool::kMaxThreads];
         for (int t = 0; t < chunks_; ++t) ok[t] = true;
         float* base = scr_->data();

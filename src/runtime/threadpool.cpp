@@ -76,7 +76,6 @@ void pin_to(int k) {
 #endif
 }
 
-
 constexpr uint64_t pack(uint32_t epoch, uint32_t n, uint32_t next) {
     return (uint64_t(epoch) << 32) | (uint64_t(n) << 16) | next;
 }

@@ -343,13 +343,6 @@ TEST(Amx, ConvNhwcNodeRunsOnAmxAndFallsBack) {
         for (float& v : w) v = u(rng);
         for (float& v : b) v = u(rng);
         for (float& v : r) v = u(rng);
-        // Channels-last copies: x_nhwc[p][c] = x[c][p], r likewise.
-        auto nhwc = [&](const std::vector<float>& t, int64_t ch) {
-            std::vector<float> o(t.size());
-            for (int64_t c = 0; c < ch; ++c)
-                for (int64_t p = 0; p < P; ++p) o[size_t(p * ch + c)] = t[size_t(c * P + p)];
-            return o;
-        };
         const ConvEpi epi{ConvAct::kRelu};
         const std::map<std::string, Attr> attrs = {{"_fused_act", as("Relu")}, {"_fused_residual", ai(1)}};
         std::vector<float> one_thread;
@@ -358,7 +351,7 @@ TEST(Amx, ConvNhwcNodeRunsOnAmxAndFallsBack) {
             CompileOptions opt;
             if (pass == 1) opt.threads = 2;
             opt.parallel_min_flops = 0;
-            const auto xn = nhwc(x, g.C), rn = nhwc(r, g.M);
+            const auto xn = jiffy::testisa::to_nhwc(x, g.C, P), rn = jiffy::testisa::to_nhwc(r, g.M, P);
             const NodeRun run =
                 run_one_node("ConvNhwc",
                              {NodeIn{f32({1, g.OH, g.OW, g.C}, xn)}, NodeIn{f32({g.M, g.C, 1, 1}, w), true},

@@ -19,16 +19,9 @@
 using namespace jiffy;
 using namespace jiffy::kernels;
 using jiffy::testisa::rnd;
+using jiffy::testisa::to_nhwc;
 
 namespace {
-
-// [C][P] <-> [P][C]
-std::vector<float> to_nhwc(const std::vector<float>& x, int64_t C, int64_t P) {
-    std::vector<float> y(x.size());
-    for (int64_t c = 0; c < C; ++c)
-        for (int64_t p = 0; p < P; ++p) y[size_t(p * C + c)] = x[size_t(c * P + p)];
-    return y;
-}
 
 struct DwCase {
     int64_t C, H, W, k, s, pad, dil;

@@ -72,4 +72,12 @@ inline std::vector<double> conv_ref(const kernels::Conv2DGeom& g, const std::vec
     return y;
 }
 
+// [C][P] -> [P][C]: a channels-first plane set as channels-last.
+inline std::vector<float> to_nhwc(const std::vector<float>& x, int64_t C, int64_t P) {
+    std::vector<float> y(x.size());
+    for (int64_t c = 0; c < C; ++c)
+        for (int64_t p = 0; p < P; ++p) y[size_t(p * C + c)] = x[size_t(c * P + p)];
+    return y;
+}
+
 }  // namespace jiffy::testisa
