@@ -890,6 +890,20 @@ TEST(Passes, TransposeWithAnotherReaderOrMovedLastAxisStays) {
     EXPECT_EQ(g.nodes[4].inputs[1], a.vt);
 }
 
+// Around a product with constant weights the Transposes stay copies: folded, each batch of the
+// permuted view would be its own small GEMM (a batch-2 encoder layer's in-projection).
+TEST(Passes, TransposeAroundConstantWeightsStays) {
+    Builder b;
+    int x = b.input("x", {2, 6, 8}, 5);
+    int xt = b.node("Transpose", {x}, {6, 2, 8}, {{"perm", aints({1, 0, 2})}});
+    int m = b.node("MatMul", {xt, b.constant("w", rnd({8, 5}, 6))}, {6, 2, 5});
+    b.output(b.node("Transpose", {m}, {2, 6, 5}, {{"perm", aints({1, 0, 2})}}));
+    Graph g = check_pass(b, passes::fold_matmul_transpose, 0);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "MatMul", "Transpose"}));
+    EXPECT_FALSE(g.nodes[1].attrs.count("_perm_a"));
+    EXPECT_FALSE(g.nodes[1].attrs.count("_perm_y"));
+}
+
 TEST(Passes, SoftmaxScaleFolds) {
     Builder b;
     Attention a = attention(b, 5, 2, 4, true);
