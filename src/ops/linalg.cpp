@@ -438,6 +438,73 @@ struct GemvDirection {
 // matrix; batches that share B and have contiguous A rows run as one tall GEMM, M = 1 as a GEMV).
 // B not constant: packed per run into a scratch buffer sized here (mutable state: this kernel is
 // not reentrant; a later change moves scratch into the arena).
+// ---------------------------------------------------------------- AMX products
+// One tall product with constant weights on AMX (kernels/amx.h; BF16x3 by default, FP32's
+// accuracy), split by 32-column blocks across the pool where set_parallel says: shared by MatMul
+// and Gemm. Their AVX-512 packings stay: the fallback for inputs AMX's parts cannot carry.
+class AmxProduct {
+public:
+    // Rows >= 16, K >= 64, N >= 32 on a core with AMX; false (nothing kept) otherwise or where B
+    // holds a value the parts cannot carry. B is K x N (ldb) or, trans_b, N x K.
+    bool init(int64_t M, int64_t K, int64_t N, const float* B, int64_t ldb, bool trans_b) {
+        if (M < 16 || K < 64 || N < 32 || !kernels::amx_usable()) return false;
+        amx_ = kernels::AmxGemm(M, K, N);
+        w_ = kernels::alloc_weights((amx_.packed_b_halves() + 1) / 2);
+        if (!amx_.pack_b(B, ldb, trans_b, reinterpret_cast<uint16_t*>(w_.get()))) {
+            w_.reset();
+            return false;
+        }
+        scr_.assign(amx_.scratch_floats(), 0.0f);
+        return true;
+    }
+    bool on() const { return w_ != nullptr; }
+    int64_t flops() const { return 2 * amx_.M() * amx_.K() * amx_.N(); }
+    std::string describe() const {
+        return std::string(amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32") +
+               (pool_ ? " threaded x" + std::to_string(bal_->threads()) : "");
+    }
+    // By 32-column blocks, one part per thread (each splits A itself, its own scratch).
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!w_ || !pool || chunks < 2 || chunks != pool->threads() || (amx_.N() + 31) / 32 < chunks) return;
+        pool_ = pool;
+        bal_ = std::make_unique<Balance>(chunks);
+        scr_.assign(amx_.scratch_floats() * size_t(chunks), 0.0f);
+    }
+    // y = act(a . B + bias) (bias may be null; `act` applied with act_fn where not kNone); false
+    // where A holds a value the parts cannot carry (the caller runs its AVX-512 kernel).
+    bool run(const float* a, const float* bias, float* y, const kernels::Activation& act,
+             kernels::ActApplyFn act_fn) const {
+        const uint16_t* w = reinterpret_cast<const uint16_t*>(w_.get());
+        const int64_t K = amx_.K(), N = amx_.N(), M = amx_.M();
+        const bool has_act = act.kind != kernels::ActKind::kNone;
+        if (!pool_ || pool_->serial()) {  // one part (caller-only mode: A split once)
+            if (!amx_.run(a, K, w, bias, y, N, scr_.data())) return false;
+            if (has_act) act_fn(act, y, y, M * N);
+            return true;
+        }
+        bool ok[ThreadPool::kMaxThreads];
+        const size_t sn = amx_.scratch_floats();
+        for (int t = 0; t < bal_->threads(); ++t) ok[t] = true;
+        // Each part applies the activation to its own columns (still in its core's cache).
+        pool_->for_balanced((N + 31) / 32, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
+            const int64_t n0 = b * 32, n1 = std::min(N, e * 32);
+            ok[t] = amx_.run(a, K, w, bias, y, N, scr_.data() + size_t(t) * sn, n0, n1);
+            if (ok[t] && has_act && n1 > n0)
+                for (int64_t m = 0; m < M; ++m) act_fn(act, y + m * N + n0, y + m * N + n0, n1 - n0);
+        });
+        for (int t = 0; t < bal_->threads(); ++t)
+            if (!ok[t]) return false;
+        return true;
+    }
+
+private:
+    kernels::AmxGemm amx_;
+    std::shared_ptr<float> w_;         // packed B (BF16 parts)
+    mutable std::vector<float> scr_;   // the split A, per run and thread (not reentrant)
+    ThreadPool* pool_ = nullptr;       // set: split by 32-column blocks across it
+    std::unique_ptr<Balance> bal_;
+};
+
 class MatMulF32Kernel : public Kernel {
 public:
     MatMulF32Kernel(const MatMulGeom& g, const float* bconst, bool has_bias, kernels::Activation act)
@@ -475,17 +542,8 @@ public:
                     }
                     b_index_.push_back(idx);
                 }
-                // One tall product on a core with AMX: the tile kernel (kernels/amx.h; BF16x3 by
-                // default, FP32's accuracy), split by columns where set_parallel says. The AVX-512
-                // packing stays: the fallback for inputs AMX's parts cannot carry.
-                if (tall_ && nb * M >= 16 && K >= 64 && N >= 32 && kernels::amx_usable()) {
-                    amx_ = kernels::AmxGemm(nb * M, K, N);
-                    amx_w_ = kernels::alloc_weights((amx_.packed_b_halves() + 1) / 2);
-                    if (amx_.pack_b(bconst + g.b_off[0], g.ldb, g.trans_b, reinterpret_cast<uint16_t*>(amx_w_.get())))
-                        amx_scr_.assign(amx_.scratch_floats(), 0.0f);
-                    else
-                        amx_w_.reset();
-                }
+                // One tall product on a core with AMX (AmxProduct).
+                if (tall_) amx_.init(nb * M, K, N, bconst + g.b_off[0], g.ldb, g.trans_b);
             }
         } else {
             scratch_.assign(size_t(kernels::packed_floats(K, N, isa)) + 16, 0.0f);
@@ -496,9 +554,7 @@ public:
     }
 
     std::string describe() const override {
-        if (amx_w_)
-            return std::string(amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32") +
-                   (amx_pool_ ? " threaded x" + std::to_string(amx_bal_->threads()) : "");
+        if (amx_.on()) return amx_.describe();
         std::string k = narrow_.data       ? "gemv_narrow dot"
                         : gemv_.data       ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                         : !packed_.empty() ? "gemm packed-B"
@@ -524,7 +580,7 @@ public:
                 gemv_fn_(a, gemv_, bias, y, act_, backward);
             return {};
         }
-        if (amx_w_ && run_amx(a, bias, y)) return {};
+        if (amx_.on() && amx_.run(a, bias, y, act_, act_fn_)) return {};
         if (!packed_.empty()) {
             if (tall_) {
                 if (par_.on())
@@ -560,48 +616,17 @@ public:
     }
 
     bool is_gemv() const { return gemv_.data != nullptr; }
-    bool on_amx() const { return amx_w_ != nullptr; }
+    bool on_amx() const { return amx_.on(); }
 
-    // The product on AMX, split across the pool where set_parallel chose so; false where an
-    // input value is one the BF16 parts cannot carry (the caller runs the AVX-512 kernel).
-    bool run_amx(const float* a, const float* bias, float* y) const {
-        const uint16_t* w = reinterpret_cast<const uint16_t*>(amx_w_.get());
-        const int64_t K = amx_.K(), N = amx_.N(), M = amx_.M();
-        const bool act = act_.kind != kernels::ActKind::kNone;
-        if (!amx_pool_ || amx_pool_->serial()) {  // one part (caller-only mode: A split once)
-            if (!amx_.run(a, K, w, bias, y, N, amx_scr_.data())) return false;
-            if (act) act_fn_(act_, y, y, M * N);
-            return true;
-        }
-        bool ok[ThreadPool::kMaxThreads];
-        const size_t sn = amx_.scratch_floats();
-        for (int t = 0; t < amx_bal_->threads(); ++t) ok[t] = true;
-        // Each part applies the fused activation to its own columns (still in its core's cache).
-        amx_pool_->for_balanced((N + 31) / 32, 1, amx_bal_.get(), [&](int t, int64_t b, int64_t e) {
-            const int64_t n0 = b * 32, n1 = std::min(N, e * 32);
-            ok[t] = amx_.run(a, K, w, bias, y, N, amx_scr_.data() + size_t(t) * sn, n0, n1);
-            if (ok[t] && act && n1 > n0)
-                for (int64_t m = 0; m < M; ++m) act_fn_(act_, y + m * N + n0, y + m * N + n0, n1 - n0);
-        });
-        for (int t = 0; t < amx_bal_->threads(); ++t)
-            if (!ok[t]) return false;
-        return true;
-    }
     // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
     void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
-        else if (amx_w_) {
-            // AMX by 32-column blocks, one part per thread (each splits A itself, its own scratch);
-            // the AVX-512 fallback then runs on the caller.
-            if (pool && chunks >= 2 && chunks == pool->threads() && (amx_.N() + 31) / 32 >= chunks) {
-                amx_pool_ = pool;
-                amx_bal_ = std::make_unique<Balance>(chunks);
-                amx_scr_.assign(amx_.scratch_floats() * size_t(chunks), 0.0f);
-            }
-        } else if (tall_ && !packed_.empty()) {
+        else if (amx_.on())
+            amx_.set_parallel(pool, chunks);  // the AVX-512 fallback then runs on the caller
+        else if (tall_ && !packed_.empty()) {
             par_.setup_gemm(pool, chunks, int64_t(g_.a_off.size()) * g_.M, packed_[0]);
         }
     }
@@ -622,11 +647,7 @@ private:
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
     std::vector<int64_t> b_keys_, b_index_;
-    kernels::AmxGemm amx_;                 // AMX (kernels/amx.h) where amx_w_ is set
-    std::shared_ptr<float> amx_w_;         // its packed B (BF16 parts)
-    mutable std::vector<float> amx_scr_;   // its split A, per run and thread (not reentrant)
-    ThreadPool* amx_pool_ = nullptr;       // set: split by 32-column blocks across it
-    std::unique_ptr<Balance> amx_bal_;
+    AmxProduct amx_;                      // on(): the product runs on AMX
     mutable std::vector<float> scratch_;  // non-constant B, packed per run (not reentrant)
     kernels::PackedB view_;
 };
@@ -800,10 +821,27 @@ public:
         std::string k = narrow_.data ? "gemv_narrow dot"
                         : gemv_.data ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                                      : "gemm packed-B";
+        if (amx_.on()) return label_ + amx_.describe();
         k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
     void set_label(std::string label) { label_ = std::move(label); }
+    // The product on AMX where it can run there (AmxProduct: M >= 16, K >= 64, N >= 32). Before
+    // set_parallel. B as given to the constructor (scaled by alpha here too).
+    void try_amx(const float* bconst, bool tb, float alpha) {
+        if (M_ == 1) return;
+        std::vector<float> scaled;
+        if (alpha != 1.0f) {
+            scaled.assign(bconst, bconst + K_ * N_);
+            for (float& v : scaled) v *= alpha;
+            bconst = scaled.data();
+        }
+        if (!amx_.init(M_, K_, N_, bconst, tb ? K_ : N_, tb)) return;
+        // What the FP32 microkernel fuses (Relu) the AMX path applies over its rows; C and the
+        // other activations follow as on the FP32 path.
+        if (gemm_act_ == kernels::Act::kRelu) amx_act_ = act_;
+    }
+    bool on_amx() const { return amx_.on(); }
 
     Status run(const void* const* in, void* const* out) const override {
         const float* a = static_cast<const float*>(in[0]);
@@ -826,10 +864,12 @@ public:
                     for (int64_t i = 0; i < M; ++i) at[i * K + k] = a[k * M + i];
                 a = at;
             }
-            if (par_.on())
+            if (amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_)) {
+            } else if (par_.on()) {
                 par_.gemm(gemm_, M, a, K, packed_, bias, y, N, gemm_act_);
-            else
+            } else {
                 gemm_(M, a, K, packed_, bias, y, N, gemm_act_);
+            }
         }
         if (cmode_ == kGeneralC) {
             for (int64_t i = 0; i < M; ++i) {
@@ -851,6 +891,8 @@ public:
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
             par_.setup_gemv(pool, chunks, &gemv_);
+        else if (amx_.on())
+            amx_.set_parallel(pool, chunks);  // the AVX-512 fallback then runs on the caller
         else
             par_.setup_gemm(pool, chunks, M_, packed_);
     }
@@ -875,6 +917,8 @@ private:
     bool post_act_ = false;
     kernels::ActApplyFn act_fn_ = nullptr;
     mutable std::vector<float> a_scratch_;  // transA: A transposed at run (not reentrant)
+    AmxProduct amx_;                        // on(): the product runs on AMX (prep_Gemm's try_amx)
+    kernels::Activation amx_act_;           // what the AMX path applies (Relu where fused)
     std::string label_;                     // prefix of describe() (e.g. "conv_" for a Conv)
 };
 
@@ -936,8 +980,11 @@ Status prep_Gemm(OpContext& ctx) {
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
                                                  std::move(bias), c_rs, c_cs, act);
         k->choose_order(ctx);
-        k->set_parallel(ctx.options().pool.get(), M == 1 ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
-                                                         : parallel_chunks(ctx.options(), 2 * M * K * N));
+        k->try_amx(bc->as<float>(), tb, alpha);
+        // On AMX from 16x the FLOPs, as MatMul (prep_MatMul).
+        k->set_parallel(ctx.options().pool.get(), M == 1     ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
+                                                  : k->on_amx() ? parallel_chunks(ctx.options(), 2 * M * K * N / 16)
+                                                                : parallel_chunks(ctx.options(), 2 * M * K * N));
         ctx.set_kernel(std::move(k));
         return {};
     }
