@@ -182,6 +182,57 @@ TEST(Amx, MatMulRunsOnAmxAndFallsBack) {
     }
 }
 
+// A Gemm node (transB, alpha, beta): on AMX with a constant C as its bias and the fused Relu,
+// and with a per-row C input added after the product (Sigmoid after it); an infinity in A runs
+// the AVX-512 fallback.
+TEST(Amx, GemmNodeRunsOnAmxAndFallsBack) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    const int64_t M = 40, K = 70, N = 45;
+    const float alpha = 0.5f, beta = 2.0f;
+    std::mt19937 rng(12);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    std::vector<float> a(size_t(M * K)), bt(size_t(N * K)), cvec(static_cast<size_t>(N)), cmat(size_t(M * N));
+    for (float& v : a) v = u(rng);
+    for (float& v : bt) v = u(rng);
+    for (float& v : cvec) v = u(rng);
+    for (float& v : cmat) v = u(rng);
+    for (int general = 0; general < 2; ++general)
+        for (int pass = 0; pass < 2; ++pass) {
+            std::vector<float> ai_ = a;
+            if (pass == 1) ai_[size_t(3 * K + 5)] = std::numeric_limits<float>::infinity();  // row 3
+            std::map<std::string, Attr> at;
+            at["transB"] = ai(1);
+            at["alpha"] = af(alpha);
+            at["beta"] = af(beta);
+            at["_fused_act"] = as(general ? "Sigmoid" : "Relu");
+            const NodeIn c = general ? NodeIn{f32({M, N}, cmat)} : NodeIn{f32({N}, cvec), true};
+            const NodeRun r = run_one_node("Gemm", {NodeIn{f32({M, K}, ai_)}, NodeIn{f32({N, K}, bt), true}, c}, at, 17,
+                                           {true}, 2);
+            ASSERT_TRUE(r.st.ok()) << r.st.message();
+            EXPECT_NE(r.kernel.find("amx_bf16"), std::string::npos) << r.kernel;
+            const float* y = r.outs[0].as<float>();
+            for (int64_t m = 0; m < M; ++m)
+                for (int64_t n = 0; n < N; ++n) {
+                    const double cv = general ? cmat[size_t(m * N + n)] : cvec[size_t(n)];
+                    double s = 0.0, scale = std::abs(beta * cv);
+                    for (int64_t k = 0; k < K; ++k) {
+                        const double p = double(ai_[size_t(m * K + k)]) * bt[size_t(n * K + k)];
+                        s += p;
+                        scale += std::abs(alpha * p);
+                    }
+                    s = alpha * s + beta * cv;
+                    const double want = general ? 1.0 / (1.0 + std::exp(-s)) : std::max(s, 0.0);
+                    const double got = y[m * N + n];
+                    if (!std::isfinite(s)) {  // the infinity's row
+                        EXPECT_EQ(got, want) << m << " " << n;
+                        continue;
+                    }
+                    ASSERT_NEAR(got, want, 4e-5 * scale + 1e-6)
+                        << "general " << general << " pass " << pass << " m " << m << " n " << n;
+                }
+        }
+}
+
 // ---------------------------------------------------------------- AmxConv
 
 namespace {
