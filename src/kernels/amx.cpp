@@ -87,6 +87,14 @@ AmxGemm::AmxGemm(int64_t M, int64_t K, int64_t N, int parts) : M_(M), K_(K), N_(
     Mp_ = (M + 31) / 32 * 32;
     Kp_ = (K + 31) / 32 * 32;
     Np_ = (N + 31) / 32 * 32;
+    // The split A whole where it is at most kAmxWholeA bytes (every column block of B then
+    // passes over all of it: B read once); past that in chunks of ~kAmxChunkA bytes of rows,
+    // which stay in L2 while B's column blocks pass (B read once per chunk). ConvNeXt-T's
+    // 3136 x 384 x 96 read a 7 MB split A three times from L3 (150 GFLOP/s); its MatMuls 44.4 ->
+    // 32-35 ms (256 KiB to 1 MiB chunks within the noise).
+    const int64_t row_bytes = Kp_ * parts_ * 2;
+    mc_ = Mp_;
+    if (Mp_ * row_bytes > kAmxWholeA) mc_ = std::clamp<int64_t>(kAmxChunkA / row_bytes / 32 * 32, 32, Mp_);
 }
 
 bool AmxGemm::pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const {

@@ -45,13 +45,16 @@ public:
     size_t packed_b_halves() const { return size_t(Np_ * Kp_ * parts_); }
     bool pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const;
     // The split A (per run), in floats.
-    size_t scratch_floats() const { return size_t(Mp_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 32); }
+    size_t scratch_floats() const { return size_t(mc_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 32); }
+    // Rows of A split at a time (all of them where the split A is small; docs/amx.md).
+    int64_t chunk_rows() const { return mc_; }
 
     // C = A . B (+ bias, may be null), columns [n0, n1) only (n0 a multiple of 32; n1 -1: N);
     // A rows lda floats apart, C rows ldc. Each output's sums do not depend on the range (a split
-    // across threads gives the same bits). Not reentrant on the same scratch. False (C
-    // untouched) where A holds NaN, an infinity or a value beyond BF16's range: the caller runs
-    // its FP32 kernel instead (infinity x a zero part would be NaN).
+    // across threads gives the same bits). Not reentrant on the same scratch. False where A holds
+    // NaN, an infinity or a value beyond BF16's range: the caller runs its FP32 kernel instead
+    // (infinity x a zero part would be NaN); C is then untouched where A is split whole
+    // (chunk_rows() >= the rows), else it may hold the row chunks before the one that refused.
     // Rows [m0, m1) only (m1 -1: M): that part of A is split and those rows of C written.
     // With epi (may be null): then each output row gets the conv epilogue (kernels/conv.h: the
     // residual res, rows ldc apart like C, may be null; activation, clamp) after the bias: a
@@ -66,9 +69,10 @@ public:
     int parts() const { return parts_; }
 
 private:
-    int64_t M_ = 0, K_ = 0, N_ = 0, Mp_ = 0, Kp_ = 0, Np_ = 0;
+    int64_t M_ = 0, K_ = 0, N_ = 0, Mp_ = 0, Kp_ = 0, Np_ = 0, mc_ = 0;
     int parts_ = 2;
 };
+inline constexpr int64_t kAmxWholeA = int64_t(1) << 20, kAmxChunkA = int64_t(768) << 10;
 
 // AmxConv: one group of a 2-D convolution, Y[M, P] = W[M, K] . im2col(X)[K, P] (K = C kh kw,
 // P = OH OW), with W known at prepare: packed into 16 x 32 A tiles [M / 16][K / 32][part]

@@ -105,6 +105,20 @@ TEST(Amx, GemmMatchesDoubleOnOddSizes) {
     std::printf("worst error / sum|ab|: BF16x2 %.3g, BF16x3 %.3g\n", worst2, worst3);
 }
 
+// A tall product whose split A passes 1 MiB runs in row chunks (each split while B's column
+// blocks pass over it): the same accuracy, every row and column written.
+TEST(Amx, TallGemmRunsInRowChunks) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    const int64_t M = 600, K = 520, N = 70;
+    const AmxGemm g(M, K, N, 3);
+    EXPECT_LT(g.chunk_rows(), M);
+    EXPECT_EQ(g.chunk_rows() % 32, 0);
+    EXPECT_EQ(AmxGemm(64, K, N, 3).chunk_rows(), 64);  // small: split whole
+    const Err e = check(M, K, N, 3, false, true, 77);
+    EXPECT_TRUE(e.ran);
+    EXPECT_LT(e.worst, 1e-6);
+}
+
 TEST(Amx, GemmRefusesWhatThePartsCannotCarry) {
     if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
     const int64_t M = 20, K = 40, N = 33, lda = K + 3;

@@ -17,7 +17,7 @@ using namespace amx;
 
 
 template <int PARTS>
-bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* A, int64_t lda,
+bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* A, int64_t lda,
           const uint16_t* bp, const float* bias, float* C, int64_t ldc, float* scratch, int64_t nb, int64_t ne,
           const float* res, const ConvEpi* e) {
     const int64_t KB = Kp / 32, kbs = PARTS * kTile;
@@ -27,52 +27,61 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t Mp, int64_t Kp, const float* 
     // 64-byte aligned: a tile row across two cache lines costs every tile load twice the lines
     // (the 64 x 256 x 256 product 1.25x slower from a malloc'd buffer).
     uint16_t* ap = reinterpret_cast<uint16_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t(63));
-    float* acc = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ap + Mp / 16 * as) + 63) & ~uintptr_t(63));
-    // A's rows split into parts; rows past M are left as they are (they only reach C rows that
-    // are never stored).
-    __mmask32 bad = 0;
-    for (int64_t m = 0; m < M; ++m) {
-        const float* row = A + m * lda;
-        uint16_t* d = ap + (m / 16) * as + (m % 16) * 32;
-        for (int64_t kb = 0; kb < KB; ++kb) {
-            const int64_t k0 = kb * 32, nv = std::clamp<int64_t>(K - k0, 0, 32);
-            bad |= split_values<PARTS, false>(_mm512_maskz_loadu_ps(lanes(nv), row + k0), _mm512_maskz_loadu_ps(lanes(nv - 16), row + k0 + 16),
-                                    d + kb * kbs);
-        }
-    }
-    if (bad) return false;
+    float* acc = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(ap + (MC + 31) / 32 * 2 * as) + 63) & ~uintptr_t(63));
+    const bool epi = e && (res || e->act != ConvAct::kNone || e->clamp);
     load_tile_config();
-    // Each 32-column block of B (K x 32 x PARTS halves) is read once, for every 32-row block of
-    // A in turn (A's parts stay in L2); each 32 x 32 block of C is four C tiles over the whole K.
-    for (int64_t n0 = nb; n0 < ne; n0 += 32) {
-        const uint16_t* b0 = bp + (n0 / 16) * KB * kbs;
-        for (int64_t m0 = 0; m0 < M; m0 += 32) {
-            const uint16_t* a0 = ap + (m0 / 16) * as;
-            _tile_zero(0);
-            _tile_zero(1);
-            _tile_zero(2);
-            _tile_zero(3);
-            tile_block<PARTS>(a0, a0 + as, b0, b0 + KB * kbs, KB);
-            store_block(C + m0 * ldc + n0, ldc, std::min<int64_t>(32, M - m0), std::min<int64_t>(32, ne - n0), acc);
+    // Rows in chunks of MC (AmxGemm::chunk_rows: the split A of a chunk stays in L2 while every
+    // column block of B passes over it).
+    for (int64_t r0 = 0; r0 < M; r0 += MC) {
+        const int64_t rn = std::min(MC, M - r0);
+        // The chunk's rows of A split into parts; rows past rn are left as they are (they only
+        // reach C rows that are never stored).
+        __mmask32 bad = 0;
+        for (int64_t m = 0; m < rn; ++m) {
+            const float* row = A + (r0 + m) * lda;
+            uint16_t* d = ap + (m / 16) * as + (m % 16) * 32;
+            for (int64_t kb = 0; kb < KB; ++kb) {
+                const int64_t k0 = kb * 32, nv = std::clamp<int64_t>(K - k0, 0, 32);
+                bad |= split_values<PARTS, false>(_mm512_maskz_loadu_ps(lanes(nv), row + k0),
+                                                  _mm512_maskz_loadu_ps(lanes(nv - 16), row + k0 + 16), d + kb * kbs);
+            }
+        }
+        if (bad) {
+            _tile_release();
+            return false;
+        }
+        // Each 32-column block of B (K x 32 x PARTS halves) is read once per chunk, for every
+        // 32-row block of it in turn; each 32 x 32 block of C is four C tiles over the whole K.
+        float* Cc = C + r0 * ldc;
+        for (int64_t n0 = nb; n0 < ne; n0 += 32) {
+            const uint16_t* b0 = bp + (n0 / 16) * KB * kbs;
+            for (int64_t m0 = 0; m0 < rn; m0 += 32) {
+                const uint16_t* a0 = ap + (m0 / 16) * as;
+                _tile_zero(0);
+                _tile_zero(1);
+                _tile_zero(2);
+                _tile_zero(3);
+                tile_block<PARTS>(a0, a0 + as, b0, b0 + KB * kbs, KB);
+                store_block(Cc + m0 * ldc + n0, ldc, std::min<int64_t>(32, rn - m0), std::min<int64_t>(32, ne - n0), acc);
+            }
+        }
+        if (!bias && !epi) continue;
+        for (int64_t m = r0; m < r0 + rn; ++m) {
+            float* cr = C + m * ldc;
+            if (bias) {
+                int64_t n = nb;
+                for (; n + 16 <= ne; n += 16)
+                    _mm512_storeu_ps(cr + n, _mm512_add_ps(_mm512_loadu_ps(cr + n), _mm512_loadu_ps(bias + n)));
+                if (n < ne) {
+                    const __mmask16 km = lanes(ne - n);
+                    const __m512 v = _mm512_maskz_loadu_ps(km, cr + n), bv = _mm512_maskz_loadu_ps(km, bias + n);
+                    _mm512_mask_storeu_ps(cr + n, km, _mm512_add_ps(v, bv));
+                }
+            }
+            if (epi) conv_epi_avx512(cr + nb, res ? res + m * ldc + nb : nullptr, ne - nb, *e);
         }
     }
     _tile_release();
-    const bool epi = e && (res || e->act != ConvAct::kNone || e->clamp);
-    if (!bias && !epi) return true;
-    for (int64_t m = 0; m < M; ++m) {
-        float* cr = C + m * ldc;
-        if (bias) {
-            int64_t n = nb;
-            for (; n + 16 <= ne; n += 16)
-                _mm512_storeu_ps(cr + n, _mm512_add_ps(_mm512_loadu_ps(cr + n), _mm512_loadu_ps(bias + n)));
-            if (n < ne) {
-                const __mmask16 km = lanes(ne - n);
-                const __m512 v = _mm512_maskz_loadu_ps(km, cr + n), bv = _mm512_maskz_loadu_ps(km, bias + n);
-                _mm512_mask_storeu_ps(cr + n, km, _mm512_add_ps(v, bv));
-            }
-        }
-        if (epi) conv_epi_avx512(cr + nb, res ? res + m * ldc + nb : nullptr, ne - nb, *e);
-    }
     return true;
 }
 
@@ -84,11 +93,11 @@ bool AmxGemm::run(const float* A, int64_t lda, const uint16_t* bp, const float* 
     if (n1 < 0 || n1 > N_) n1 = N_;
     if (m1 < 0 || m1 > M_) m1 = M_;
     if (n0 >= n1 || m0 >= m1) return true;
-    const int64_t M = m1 - m0, Mp = (M + 31) / 32 * 32;
+    const int64_t M = m1 - m0;
     A += m0 * lda, C += m0 * ldc;
     if (res) res += m0 * ldc;
-    return parts_ == 3 ? gemm<3>(M, K_, N_, Mp, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
-                       : gemm<2>(M, K_, N_, Mp, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
+    return parts_ == 3 ? gemm<3>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
+                       : gemm<2>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
 }
 
 }  // namespace jiffy::kernels
