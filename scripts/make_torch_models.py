@@ -5,6 +5,10 @@ way most users' models reach Jiffy. Their op patterns differ from make_models.py
 graphs: batch_first attention transposes [1, S, D] -> [S, 1, D] around the QKV projection, SiLU is
 Mul(x, Sigmoid(x)), BatchNorm, HardSwish and LayerNormalization come as torch writes them.
   torch_encoder          nn.TransformerEncoderLayer(128, 4, 512, batch_first=True), x [1, 32, 128]
+  torch_encoder_b2       the same layer on a batch of 2, x [2, 32, 128] (the batch-first transposes
+                         then move real rows)
+  torch_encoder_gelu     nn.TransformerEncoderLayer(256, 8, 1024, activation="gelu",
+                         norm_first=True, batch_first=True), x [1, 64, 256]
   torch_mobilenetv3      torchvision mobilenet_v3_large, x [1, 3, 224, 224]
   torch_efficientnet_b0  torchvision efficientnet_b0 (SiLU, squeeze-excite), x [1, 3, 224, 224]
   torch_yolo             a YOLOv8-style detector (Conv-BN-SiLU, C2f splits, SPPF max pools,
@@ -15,7 +19,8 @@ import os
 import sys
 
 out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", ".cache", "models")
-names = ["torch_encoder", "torch_mobilenetv3", "torch_efficientnet_b0", "torch_yolo"]
+names = ["torch_encoder", "torch_encoder_b2", "torch_encoder_gelu", "torch_mobilenetv3", "torch_efficientnet_b0",
+         "torch_yolo"]
 if all(os.path.exists(os.path.join(out_dir, n + ".onnx")) for n in names):
     sys.exit(0)
 
@@ -102,6 +107,9 @@ def save(name, make, shape, input_name="x"):
 
 
 save("torch_encoder", lambda: nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True), (1, 32, 128))
+save("torch_encoder_b2", lambda: nn.TransformerEncoderLayer(128, 4, 512, dropout=0.0, batch_first=True), (2, 32, 128))
+save("torch_encoder_gelu", lambda: nn.TransformerEncoderLayer(256, 8, 1024, dropout=0.0, activation="gelu",
+                                                              norm_first=True, batch_first=True), (1, 64, 256))
 save("torch_mobilenetv3", torchvision.models.mobilenet_v3_large, (1, 3, 224, 224))
 save("torch_efficientnet_b0", torchvision.models.efficientnet_b0, (1, 3, 224, 224))
 save("torch_yolo", Yolo, (1, 3, 320, 320), "images")
