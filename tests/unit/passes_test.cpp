@@ -904,6 +904,30 @@ TEST(Passes, TransposeAroundConstantWeightsStays) {
     EXPECT_FALSE(g.nodes[1].attrs.count("_perm_y"));
 }
 
+// PyTorch's attention scales q before the scores' MatMul: the factor moves into the Softmax (the
+// product is linear); a Mul by a scalar on the other operand too; a scaled operand read twice stays.
+TEST(Passes, SoftmaxScaleOnAMatMulOperandFolds) {
+    for (int variant = 0; variant < 3; ++variant) {
+        Builder b;
+        const int64_t H = 2, S = 5, D = 4;
+        int q = b.input("q", {1, H, S, D}, 1);
+        int k = b.input("k", {1, H, D, S}, 2);
+        int v = b.input("v", {1, H, S, D}, 3);
+        int qs = variant == 1 ? q : b.node("Div", {q, b.constant("c", scalar(2.0f))}, {1, H, S, D});
+        int ks = variant == 1 ? b.node("Mul", {b.constant("c", scalar(0.25f)), k}, {1, H, D, S}) : k;
+        int sc = b.node("MatMul", {qs, ks}, {1, H, S, S});
+        int sm = b.node("Softmax", {sc}, {1, H, S, S}, {{"axis", ai(-1)}});
+        b.output(b.node("MatMul", {sm, v}, {1, H, S, D}));
+        if (variant == 2) b.output(b.node("Relu", {qs}, {1, H, S, D}));  // the scaled q read again
+        Graph g = check_pass(b, passes::fuse_softmax_scale, variant == 2 ? 0 : 1);
+        if (variant == 2) continue;
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"MatMul", "Softmax", "MatMul"})) << variant;
+        EXPECT_EQ(g.nodes[0].inputs[0], q);
+        EXPECT_EQ(g.nodes[0].inputs[1], k);
+        EXPECT_FLOAT_EQ(g.nodes[1].attrs["_fused_scale"].f, variant == 1 ? 0.25f : 0.5f);
+    }
+}
+
 TEST(Passes, SoftmaxScaleFolds) {
     Builder b;
     Attention a = attention(b, 5, 2, 4, true);
