@@ -864,12 +864,11 @@ public:
                     for (int64_t i = 0; i < M; ++i) at[i * K + k] = a[k * M + i];
                 a = at;
             }
-            if (amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_)) {
-            } else if (par_.on()) {
+            const bool on_amx = amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_);  // false: AVX-512
+            if (!on_amx && par_.on())
                 par_.gemm(gemm_, M, a, K, packed_, bias, y, N, gemm_act_);
-            } else {
+            else if (!on_amx)
                 gemm_(M, a, K, packed_, bias, y, N, gemm_act_);
-            }
         }
         if (cmode_ == kGeneralC) {
             for (int64_t i = 0; i < M; ++i) {
