@@ -434,10 +434,6 @@ struct GemvDirection {
     }
 };
 
-// float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
-// matrix; batches that share B and have contiguous A rows run as one tall GEMM, M = 1 as a GEMV).
-// B not constant: packed per run into a scratch buffer sized here (mutable state: this kernel is
-// not reentrant; a later change moves scratch into the arena).
 // ---------------------------------------------------------------- AMX products
 // One tall product with constant weights on AMX (kernels/amx.h; BF16x3 by default, FP32's
 // accuracy), split by 32-column blocks across the pool where set_parallel says: shared by MatMul
@@ -458,7 +454,6 @@ public:
         return true;
     }
     bool on() const { return w_ != nullptr; }
-    int64_t flops() const { return 2 * amx_.M() * amx_.K() * amx_.N(); }
     std::string describe() const {
         return std::string(amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32") +
                (pool_ ? " threaded x" + std::to_string(bal_->threads()) : "");
@@ -505,6 +500,10 @@ private:
     std::unique_ptr<Balance> bal_;
 };
 
+// float32 MatMul on the packed SGEMM. B constant: packed once here (one PackedB per distinct B
+// matrix; batches that share B and have contiguous A rows run as one tall GEMM, M = 1 as a GEMV).
+// B not constant: packed per run into a scratch buffer sized here (mutable state: this kernel is
+// not reentrant; a later change moves scratch into the arena).
 class MatMulF32Kernel : public Kernel {
 public:
     MatMulF32Kernel(const MatMulGeom& g, const float* bconst, bool has_bias, kernels::Activation act)
