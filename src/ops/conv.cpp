@@ -1464,7 +1464,7 @@ public:
         const int64_t P = g.OH * g.OW, Kp = (g.C + 31) / 32 * 32, Np = (g.M + 31) / 32 * 32;
         const double eff = double(g.C) / double(Kp) * double(g.M) / double(Np);
         return g.C >= 64 && g.M >= 96 && eff >= 0.85 && P >= 49 &&
-               P * Kp * kernels::amx_parts() * 2 <= (int64_t(1) << 20);
+               P * Kp * kernels::amx_parts() * 2 <= kernels::kAmxWholeA;  // the split X whole
     }
     // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
     void set_parallel(ThreadPool* pool, int chunks) {

@@ -784,11 +784,14 @@ private:
 class GemmF32Kernel : public Kernel {
 public:
     enum CMode { kNoC, kConstBias, kInputBias, kGeneralC };
+    // amx: the product may run on AMX (AmxProduct: M >= 16, K >= 64, N >= 32; prep_Gemm's nodes).
     GemmF32Kernel(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, float beta, const float* bconst,
-                  CMode cmode, std::vector<float> bias, int64_t c_rs, int64_t c_cs, kernels::Activation act)
+                  CMode cmode, std::vector<float> bias, int64_t c_rs, int64_t c_cs, kernels::Activation act,
+                  bool amx = false)
         : M_(M), K_(K), N_(N), ta_(ta && M > 1), beta_(beta), cmode_(cmode), bias_(std::move(bias)), c_rs_(c_rs),
           c_cs_(c_cs), act_(act) {
         const kernels::Isa isa = kernels::active_isa();
+        std::vector<float> scaled;  // B x alpha, for both packings (M > 1)
         if (M == 1) {
             if (N <= kernels::kGemvNarrowMaxN && kernels::sgemv_narrow_for(isa)) {
                 narrow_ = kernels::pack_gemv_narrow(bconst, K, N, tb ? K : N, tb, alpha);
@@ -800,12 +803,11 @@ public:
             if (cmode_ == kGeneralC) gemv_act_ = kernels::Activation{};
         } else {
             if (alpha != 1.0f) {
-                std::vector<float> scaled(bconst, bconst + K * N);
+                scaled.assign(bconst, bconst + K * N);
                 for (float& v : scaled) v *= alpha;
-                packed_ = kernels::pack_b(scaled.data(), K, N, tb ? K : N, tb, isa);
-            } else {
-                packed_ = kernels::pack_b(bconst, K, N, tb ? K : N, tb, isa);
+                bconst = scaled.data();
             }
+            packed_ = kernels::pack_b(bconst, K, N, tb ? K : N, tb, isa);
             gemm_ = kernels::sgemm_for(isa);
             if (ta_) a_scratch_.assign(size_t(M * K), 0.0f);
         }
@@ -814,32 +816,21 @@ public:
         post_act_ = act.kind != kernels::ActKind::kNone && (!plain || act.kind != kernels::ActKind::kRelu);
         if (M == 1 && plain) post_act_ = false, gemv_act_ = act;  // the GEMV applies it on registers
         act_fn_ = kernels::act_apply_for(isa);
+        // What the FP32 microkernel fuses (Relu) the AMX path applies over its rows; C and the
+        // other activations follow as on the FP32 path. The AVX-512 packing stays (fallback).
+        if (amx && M > 1 && amx_.init(M, K, N, bconst, tb ? K : N, tb) && gemm_act_ == kernels::Act::kRelu)
+            amx_act_ = act;
     }
 
     std::string describe() const override {
+        if (amx_.on()) return label_ + amx_.describe();
         std::string k = narrow_.data ? "gemv_narrow dot"
                         : gemv_.data ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
                                      : "gemm packed-B";
-        if (amx_.on()) return label_ + amx_.describe();
         k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
     void set_label(std::string label) { label_ = std::move(label); }
-    // The product on AMX where it can run there (AmxProduct: M >= 16, K >= 64, N >= 32). Before
-    // set_parallel. B as given to the constructor (scaled by alpha here too).
-    void try_amx(const float* bconst, bool tb, float alpha) {
-        if (M_ == 1) return;
-        std::vector<float> scaled;
-        if (alpha != 1.0f) {
-            scaled.assign(bconst, bconst + K_ * N_);
-            for (float& v : scaled) v *= alpha;
-            bconst = scaled.data();
-        }
-        if (!amx_.init(M_, K_, N_, bconst, tb ? K_ : N_, tb)) return;
-        // What the FP32 microkernel fuses (Relu) the AMX path applies over its rows; C and the
-        // other activations follow as on the FP32 path.
-        if (gemm_act_ == kernels::Act::kRelu) amx_act_ = act_;
-    }
     bool on_amx() const { return amx_.on(); }
 
     Status run(const void* const* in, void* const* out) const override {
@@ -915,7 +906,7 @@ private:
     bool post_act_ = false;
     kernels::ActApplyFn act_fn_ = nullptr;
     mutable std::vector<float> a_scratch_;  // transA: A transposed at run (not reentrant)
-    AmxProduct amx_;                        // on(): the product runs on AMX (prep_Gemm's try_amx)
+    AmxProduct amx_;                        // on(): the product runs on AMX (constructor's amx)
     kernels::Activation amx_act_;           // what the AMX path applies (Relu where fused)
     std::string label_;                     // prefix of describe() (e.g. "conv_" for a Conv)
 };
@@ -976,9 +967,8 @@ Status prep_Gemm(OpContext& ctx) {
             }
         }
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
-                                                 std::move(bias), c_rs, c_cs, act);
+                                                 std::move(bias), c_rs, c_cs, act, true);
         k->choose_order(ctx);
-        k->try_amx(bc->as<float>(), tb, alpha);
         // On AMX from 16x the FLOPs, as MatMul (prep_MatMul).
         k->set_parallel(ctx.options().pool.get(), M == 1     ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)
                                                   : k->on_amx() ? parallel_chunks(ctx.options(), 2 * M * K * N / 16)

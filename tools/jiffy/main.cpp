@@ -345,13 +345,10 @@ int cmd_bench(const Args& a) {
             const Session::ThreadsChoice& c = s.threads_choice();
             const double us_all = std::chrono::duration<double, std::micro>(clk::now() - t_first).count();
             const double per_us = us_all > 0 ? double(cycles() - c_first) / us_all : 1.0;
-            if (c.decided == 1)
-                std::printf("  threads: the caller alone (last of %d probes: pool %.1f us, caller alone %.1f us "
-                            "per run)\n",
-                            c.probes, double(c.pool_med) / per_us, double(c.caller_med) / per_us);
-            else if (c.decided == 0)
-                std::printf("  threads: the pool (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
-                            c.probes, double(c.pool_med) / per_us, double(c.caller_med) / per_us);
+            if (c.decided >= 0)
+                std::printf("  threads: %s (last of %d probes: pool %.1f us, caller alone %.1f us per run)\n",
+                            c.decided == 1 ? "the caller alone" : "the pool", c.probes, double(c.pool_med) / per_us,
+                            double(c.caller_med) / per_us);
         }
     }
     const char* pe = std::getenv("JIFFY_PROFILE");

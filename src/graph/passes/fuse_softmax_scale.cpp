@@ -13,28 +13,27 @@ namespace jiffy {
 namespace passes {
 namespace {
 
-// p = Mul(x, c), Mul(c, x) or Div(x, c) with c a constant scalar and x of v's shape: x (else -1).
-int scaled_input(const Graph& g, const Node& p, int v) {
+// p = Mul(x, c), Mul(c, x) or Div(x, c) with c a constant scalar and x of v's shape: x, and in *f
+// the factor p applies (c, or 1 / c for the Div); else -1.
+int scaled_input(const Graph& g, const Node& p, int v, double* f) {
     const bool mul = is_op(p, "Mul"), div = is_op(p, "Div");
     if ((!mul && !div) || p.inputs.size() != 2 || p.outputs.size() != 1) return -1;
     double c = 0;
     for (int side = 0; side < (mul ? 2 : 1); ++side) {
         const int x = p.inputs[size_t(side)];
-        if (x >= 0 && scalar_of(g, p.inputs[size_t(1 - side)], &c) && same_dims(g, x, v)) return x;
+        if (x < 0 || !scalar_of(g, p.inputs[size_t(1 - side)], &c) || !same_dims(g, x, v)) continue;
+        *f = div ? 1.0 / c : c;
+        return x;
     }
     return -1;
 }
 
-// The factor p (a scaled_input node) multiplies by: c, or 1 / c for a Div.
-bool scale_of(const Graph& g, const Node& p, double* s) {
-    double c = 0;
-    if (is_op(p, "Div")) {
-        if (!scalar_of(g, p.inputs[1], &c)) return false;
-        *s = 1.0 / c;
-        return true;
-    }
-    if (!scalar_of(g, p.inputs[1], &c) && !scalar_of(g, p.inputs[0], &c)) return false;
-    *s = c;
+// Softmax si takes factor f on top of its own _fused_scale; false (nothing changed) where the
+// product is not a positive finite scale.
+bool take_scale(Graph& g, int si, double f) {
+    const double s = f * double(attr_f(g.nodes[size_t(si)], "_fused_scale", 1.0f));
+    if (!(s > 0) || !std::isfinite(s)) return false;
+    set_f(g.nodes[size_t(si)], "_fused_scale", float(s));
     return true;
 }
 
@@ -48,14 +47,10 @@ int from_operand(Graph& g, const Uses& u, int si, int mi, std::vector<char>& dea
         const int v = m.inputs[size_t(side)];
         if (v < 0 || !is_f32(g, v) || !only_feeds(u, v, mi)) continue;
         const int pi = g.values[size_t(v)].producer;
-        if (pi < 0) continue;
-        const int x = scaled_input(g, g.nodes[size_t(pi)], v);
-        double c = 0;
-        if (x < 0 || !scale_of(g, g.nodes[size_t(pi)], &c)) continue;
-        const double s = c * double(attr_f(g.nodes[size_t(si)], "_fused_scale", 1.0f));
-        if (!(s > 0) || !std::isfinite(s)) continue;
+        double f = 0;
+        const int x = pi < 0 ? -1 : scaled_input(g, g.nodes[size_t(pi)], v, &f);
+        if (x < 0 || !take_scale(g, si, f)) continue;
         g.nodes[size_t(mi)].inputs[size_t(side)] = x;
-        set_f(g.nodes[size_t(si)], "_fused_scale", float(s));
         dead[size_t(pi)] = 1;
         return 1;
     }
@@ -69,16 +64,11 @@ int fuse_one(Graph& g, const Uses& u, int si, std::vector<char>& dead) {
     if (!is_f32(g, v) || !only_feeds(u, v, si)) return 0;
     const int pi = g.values[size_t(v)].producer;
     if (pi < 0) return 0;
-    const Node& p = g.nodes[size_t(pi)];
-    if (is_op(p, "MatMul")) return from_operand(g, u, si, pi, dead);
-    const int x = scaled_input(g, p, v);
-    double c = 0;
-    if (x < 0 || !scale_of(g, p, &c)) return 0;
-    const double s = c * double(attr_f(sm, "_fused_scale", 1.0f));
-    if (!(s > 0) || !std::isfinite(s)) return 0;
-    Node& n = g.nodes[size_t(si)];
-    n.inputs[0] = x;
-    set_f(n, "_fused_scale", float(s));
+    if (is_op(g.nodes[size_t(pi)], "MatMul")) return from_operand(g, u, si, pi, dead);
+    double f = 0;
+    const int x = scaled_input(g, g.nodes[size_t(pi)], v, &f);
+    if (x < 0 || !take_scale(g, si, f)) return 0;
+    g.nodes[size_t(si)].inputs[0] = x;
     dead[size_t(pi)] = 1;
     return 1;
 }
