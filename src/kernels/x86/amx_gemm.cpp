@@ -37,13 +37,19 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* 
         // The chunk's rows of A split into parts; rows past rn are left as they are (they only
         // reach C rows that are never stored).
         __mmask32 bad = 0;
-        for (int64_t m = 0; m < rn; ++m) {
-            const float* row = A + (r0 + m) * lda;
-            uint16_t* d = ap + (m / 16) * as + (m % 16) * 32;
+        for (int64_t mt = 0; mt < rn; mt += 16) {
+            const int64_t mn = std::min<int64_t>(16, rn - mt);
             for (int64_t kb = 0; kb < KB; ++kb) {
                 const int64_t k0 = kb * 32, nv = std::clamp<int64_t>(K - k0, 0, 32);
-                bad |= split_values<PARTS, false>(_mm512_maskz_loadu_ps(lanes(nv), row + k0),
-                                                  _mm512_maskz_loadu_ps(lanes(nv - 16), row + k0 + 16), d + kb * kbs);
+                uint16_t* d = ap + (mt / 16) * as + kb * kbs;
+                for (int64_t m = 0; m < mn; ++m) {
+                    const float* row = A + (r0 + mt + m) * lda + k0;
+                    const __m512 v0 = _mm512_maskz_loadu_ps(lanes(nv), row), v1 = _mm512_maskz_loadu_ps(lanes(nv - 16), row + 16);
+                    if constexpr (PARTS == 3)
+                        bad |= split_values_x3_trunc(v0, v1, d + m * 32);
+                    else
+                        bad |= split_values<PARTS, false>(v0, v1, d + m * 32);
+                }
             }
         }
         if (bad) {

@@ -46,6 +46,27 @@ inline __mmask32 split_values(__m512 v0, __m512 v1, uint16_t* dst) {
     return bad;
 }
 
+// BF16x3 of 32 values as they stand (an A tile row), hi and mid by truncation: hi = x with its
+// low 16 bits cleared, mid the same of x - hi, lo = x - hi - mid (at most 8 significant bits
+// left, so exact in BF16). hi + mid + lo = x exactly; |mid| < 2^-7 |x|, |lo| < 2^-15 |x|, so the
+// products BF16x3 drops stay below ~2^-22 of |a b| with B's parts rounded to nearest (2^-23 each
+// for am.bl and al.bm), as with round-to-nearest parts on both sides (3 x 2^-24). No rounding
+// means no conversion back to FP32: ~16 vector ops per 32 values instead of ~24 (split_values),
+// and a finite x never gives an infinite part, so only NaN and infinities are refused.
+inline __mmask32 split_values_x3_trunc(__m512 v0, __m512 v1, uint16_t* dst) {
+    const __mmask32 bad = __mmask32(_mm512_fpclass_ps_mask(v0, 0x99)) | (__mmask32(_mm512_fpclass_ps_mask(v1, 0x99)) << 16);
+    const __m512i keep = _mm512_set1_epi32(int(0xffff0000u));
+    for (int part = 0; part < 2; ++part) {
+        const __m512 h0 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v0), keep));
+        const __m512 h1 = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(v1), keep));
+        _mm512_store_si512(dst + part * kTile, (__m512i)_mm512_cvtne2ps_pbh(h1, h0));  // exact
+        v0 = _mm512_sub_ps(v0, h0);
+        v1 = _mm512_sub_ps(v1, h1);
+    }
+    _mm512_store_si512(dst + 2 * kTile, (__m512i)_mm512_cvtne2ps_pbh(v1, v0));  // exact
+    return bad;
+}
+
 #define JIFFY_DP4()          \
     _tile_dpbf16ps(0, 4, 6); \
     _tile_dpbf16ps(1, 4, 7); \
