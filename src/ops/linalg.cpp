@@ -8,6 +8,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/amx.h"
+#include "kernels/conv.h"
 #include "kernels/weight_alloc.h"
 #include "kernels/gemm.h"
 #include "kernels/gemv_narrow.h"
@@ -465,15 +466,18 @@ public:
         bal_ = std::make_unique<Balance>(chunks);
         scr_.assign(amx_.scratch_floats() * size_t(chunks), 0.0f);
     }
-    // y = act(a . B + bias) (bias may be null; `act` applied with act_fn where not kNone); false
-    // where A holds a value the parts cannot carry (the caller runs its AVX-512 kernel).
+    // y = act(a . B + bias + res) (bias and res may be null; res laid out as y; `act` applied
+    // with act_fn where not kNone); false where A holds a value the parts cannot carry (the
+    // caller runs its AVX-512 kernel).
     bool run(const float* a, const float* bias, float* y, const kernels::Activation& act,
-             kernels::ActApplyFn act_fn) const {
+             kernels::ActApplyFn act_fn, const float* res = nullptr) const {
+        const kernels::ConvEpi add_res;  // the row pass adds res (no activation: act_fn follows)
+        const kernels::ConvEpi* epi = res ? &add_res : nullptr;
         const uint16_t* w = reinterpret_cast<const uint16_t*>(w_.get());
         const int64_t K = amx_.K(), N = amx_.N(), M = amx_.M();
         const bool has_act = act.kind != kernels::ActKind::kNone;
         if (!pool_ || pool_->serial()) {  // one part (caller-only mode: A split once)
-            if (!amx_.run(a, K, w, bias, y, N, scr_.data())) return false;
+            if (!amx_.run(a, K, w, bias, y, N, scr_.data(), 0, -1, res, epi)) return false;
             if (has_act) act_fn(act, y, y, M * N);
             return true;
         }
@@ -483,7 +487,7 @@ public:
         // Each part applies the activation to its own columns (still in its core's cache).
         pool_->for_balanced((N + 31) / 32, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
             const int64_t n0 = b * 32, n1 = std::min(N, e * 32);
-            ok[t] = amx_.run(a, K, w, bias, y, N, scr_.data() + size_t(t) * sn, n0, n1);
+            ok[t] = amx_.run(a, K, w, bias, y, N, scr_.data() + size_t(t) * sn, n0, n1, res, epi);
             if (ok[t] && has_act && n1 > n0)
                 for (int64_t m = 0; m < M; ++m) act_fn(act, y + m * N + n0, y + m * N + n0, n1 - n0);
         });
@@ -506,14 +510,19 @@ private:
 // not reentrant; a later change moves scratch into the arena).
 class MatMulF32Kernel : public Kernel {
 public:
-    MatMulF32Kernel(const MatMulGeom& g, const float* bconst, bool has_bias, kernels::Activation act)
-        : g_(g), has_bias_(has_bias), act_(act) {
+    // residual: `_fused_residual` (its input after A, B and the bias), added before the activation.
+    MatMulF32Kernel(const MatMulGeom& g, const float* bconst, bool has_bias, kernels::Activation act,
+                    bool residual = false)
+        : g_(g), has_bias_(has_bias), residual_(residual), act_(act) {
         const kernels::Isa isa = kernels::active_isa();
         const int64_t M = g.M, K = g.K, N = g.N, nb = int64_t(g.a_off.size());
+        isa_ = isa;
         gemm_ = kernels::sgemm_for(isa);
-        // The microkernel fuses ReLU itself; other activations run over the finished rows.
-        gemm_act_ = act.kind == kernels::ActKind::kRelu ? kernels::Act::kRelu : kernels::Act::kNone;
-        post_act_ = act.kind != kernels::ActKind::kNone && act.kind != kernels::ActKind::kRelu;
+        // The microkernel fuses ReLU itself; other activations run over the finished rows (and
+        // every activation where a residual comes first, as do the GEMVs' then).
+        gemm_act_ = act.kind == kernels::ActKind::kRelu && !residual ? kernels::Act::kRelu : kernels::Act::kNone;
+        post_act_ = act.kind != kernels::ActKind::kNone && (residual || act.kind != kernels::ActKind::kRelu);
+        if (!residual) vec_act_ = act;
         act_fn_ = kernels::act_apply_for(isa);
         bool shared_b = true, contiguous_a = true;
         for (int64_t i = 0; i < nb; ++i) {
@@ -565,21 +574,23 @@ public:
         const float* a = static_cast<const float*>(in[0]);
         const float* b = static_cast<const float*>(in[1]);
         const float* bias = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
+        const float* res = residual_ ? static_cast<const float*>(in[has_bias_ ? 3 : 2]) : nullptr;
         float* y = static_cast<float*>(out[0]);
         const int64_t M = g_.M, K = g_.K, N = g_.N, nb = int64_t(g_.a_off.size());
-        if (narrow_.data) {
-            narrow_fn_(a, narrow_, bias, y, act_);
+        if (narrow_.data || gemv_.data) {
+            if (narrow_.data) {
+                narrow_fn_(a, narrow_, bias, y, vec_act_);
+            } else {
+                const bool backward = gemv_.alternate && dir_.next();
+                if (par_.on())
+                    par_.gemv(a, bias, y, vec_act_, backward);
+                else
+                    gemv_fn_(a, gemv_, bias, y, vec_act_, backward);
+            }
+            finish(y, res, nb * M * N, residual_ && act_.kind != kernels::ActKind::kNone);
             return {};
         }
-        if (gemv_.data) {
-            const bool backward = gemv_.alternate && dir_.next();
-            if (par_.on())
-                par_.gemv(a, bias, y, act_, backward);
-            else
-                gemv_fn_(a, gemv_, bias, y, act_, backward);
-            return {};
-        }
-        if (amx_.on() && amx_.run(a, bias, y, act_, act_fn_)) return {};
+        if (amx_.on() && amx_.run(a, bias, y, act_, act_fn_, res)) return {};
         if (!packed_.empty()) {
             if (tall_) {
                 if (par_.on())
@@ -610,7 +621,7 @@ public:
                 gemm_(M, a + g_.a_off[size_t(i)], g_.lda, view_, bias, y + g_.y_off[size_t(i)], g_.ldc, gemm_act_);
             }
         }
-        if (post_act_) act_fn_(act_, y, y, nb * M * N);
+        finish(y, res, nb * M * N, post_act_);
         return {};
     }
 
@@ -631,10 +642,18 @@ public:
     }
 
 private:
+    // After the product: y += res (may be null; laid out as y), then the activation where the
+    // product did not apply it (post).
+    void finish(float* y, const float* res, int64_t n, bool post) const {
+        if (res) kernels::conv_epilogue(isa_, y, res, n, kernels::ConvEpi{});
+        if (post) act_fn_(act_, y, y, n);
+    }
+
     ParGemm par_;
     MatMulGeom g_;
-    bool has_bias_;
-    kernels::Activation act_;
+    bool has_bias_, residual_;
+    kernels::Isa isa_;
+    kernels::Activation act_, vec_act_;  // vec_act_: what the GEMVs apply on registers
     kernels::SgemmFn gemm_ = nullptr;
     kernels::Act gemm_act_ = kernels::Act::kNone;
     bool post_act_ = false, tall_ = false;
@@ -666,19 +685,30 @@ Status prep_MatMul(OpContext& ctx) {
     kernels::Activation act;
     JIFFY_RETURN_IF_ERROR(fused_activation(ctx, &act));
     const bool has_bias = ctx.attr_int("_fused_bias", 0) != 0;
-    if (ctx.num_inputs() > (has_bias ? 3 : 2))
-        return ctx.fail("takes 2 inputs (3 with _fused_bias=1), got ", ctx.num_inputs());
+    const bool residual = ctx.attr_int("_fused_residual", 0) != 0;
+    const int n_in = 2 + int(has_bias) + int(residual);
+    if (ctx.num_inputs() > n_in)
+        return ctx.fail("takes ", n_in, " inputs here (A, B, one more with _fused_bias=1, one more with "
+                        "_fused_residual=1), got ", ctx.num_inputs());
     if (has_bias) {
         if (!ctx.has_input(2) || ctx.in_dtype(2) != t || shape_numel(ctx.in_shape(2)) != g.N)
             return ctx.fail("_fused_bias=1 needs a 3rd input of ", g.N, " ", dtype_name(t), " values, got ",
                             ctx.has_input(2) ? shape_str(ctx.in_shape(2)) : std::string("none"));
+    }
+    if (residual) {
+        const int ri = n_in - 1;
+        if (!ctx.has_input(ri) || ctx.in_dtype(ri) != DType::kF32 || t != DType::kF32 ||
+            shape_numel(ctx.in_shape(ri)) != shape_numel(out_shape))
+            return ctx.fail("_fused_residual=1 needs float32 and a last input of ", shape_numel(out_shape),
+                            " values (the output's), got ",
+                            ctx.has_input(ri) ? shape_str(ctx.in_shape(ri)) : std::string("none"));
     }
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out_shape));
     const Tensor* bc = ctx.in_const(1);
     // float32: the packed SGEMM when B is constant or the product is tall enough to repay
     // packing B per run (always when strided: the reference loop assumes contiguous operands).
     if (t == DType::kF32 && g.K > 0 && g.N > 0 && shape_numel(g.out) > 0 && (bc || g.M >= 4 || strided)) {
-        auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act);
+        auto k = std::make_unique<MatMulF32Kernel>(g, bc ? bc->as<float>() : nullptr, has_bias, act, residual);
         k->choose_order(ctx);
         const int64_t flops = 2 * int64_t(g.a_off.size()) * g.M * g.K * g.N;
         // On AMX a product splits from 16x the FLOPs: it runs ~1.5x faster and each part splits
@@ -692,6 +722,7 @@ Status prep_MatMul(OpContext& ctx) {
         ctx.set_kernel(std::move(k));
         return {};
     }
+    if (residual) return ctx.fail("_fused_residual=1 needs the float32 product kernel (a constant B or 4+ rows)");
     return visit_numeric(t, [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
         ctx.set_kernel(std::make_unique<MatMulKernel<T>>(std::move(g), has_bias, act));
@@ -785,12 +816,14 @@ class GemmF32Kernel : public Kernel {
 public:
     enum CMode { kNoC, kConstBias, kInputBias, kGeneralC };
     // amx: the product may run on AMX (AmxProduct: M >= 16, K >= 64, N >= 32; prep_Gemm's nodes).
+    // residual: `_fused_residual` (input 3, laid out as Y), added after C, before the activation.
     GemmF32Kernel(int64_t M, int64_t K, int64_t N, bool ta, bool tb, float alpha, float beta, const float* bconst,
                   CMode cmode, std::vector<float> bias, int64_t c_rs, int64_t c_cs, kernels::Activation act,
-                  bool amx = false)
+                  bool amx = false, bool residual = false)
         : M_(M), K_(K), N_(N), ta_(ta && M > 1), beta_(beta), cmode_(cmode), bias_(std::move(bias)), c_rs_(c_rs),
-          c_cs_(c_cs), act_(act) {
+          c_cs_(c_cs), residual_(residual), act_(act) {
         const kernels::Isa isa = kernels::active_isa();
+        isa_ = isa;
         std::vector<float> scaled;  // B x alpha, for both packings (M > 1)
         if (M == 1) {
             if (N <= kernels::kGemvNarrowMaxN && kernels::sgemv_narrow_for(isa)) {
@@ -800,7 +833,6 @@ public:
                 gemv_ = kernels::pack_b_gemv(bconst, K, N, tb ? K : N, tb, alpha);
                 gemv_fn_ = kernels::sgemv_for(isa);
             }
-            if (cmode_ == kGeneralC) gemv_act_ = kernels::Activation{};
         } else {
             if (alpha != 1.0f) {
                 scaled.assign(bconst, bconst + K * N);
@@ -811,7 +843,9 @@ public:
             gemm_ = kernels::sgemm_for(isa);
             if (ta_) a_scratch_.assign(size_t(M * K), 0.0f);
         }
-        const bool plain = cmode_ != kGeneralC;
+        // plain: nothing comes between the product and the activation, which the kernels may then
+        // apply on registers.
+        const bool plain = cmode_ != kGeneralC && !residual;
         gemm_act_ = plain && act.kind == kernels::ActKind::kRelu ? kernels::Act::kRelu : kernels::Act::kNone;
         post_act_ = act.kind != kernels::ActKind::kNone && (!plain || act.kind != kernels::ActKind::kRelu);
         if (M == 1 && plain) post_act_ = false, gemv_act_ = act;  // the GEMV applies it on registers
@@ -836,6 +870,7 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         const float* a = static_cast<const float*>(in[0]);
         const float* c = cmode_ == kInputBias || cmode_ == kGeneralC ? static_cast<const float*>(in[2]) : nullptr;
+        const float* res = residual_ ? static_cast<const float*>(in[3]) : nullptr;
         float* y = static_cast<float*>(out[0]);
         const int64_t M = M_, K = K_, N = N_;
         const float* bias = cmode_ == kConstBias ? bias_.data() : (cmode_ == kInputBias ? c : nullptr);
@@ -854,7 +889,10 @@ public:
                     for (int64_t i = 0; i < M; ++i) at[i * K + k] = a[k * M + i];
                 a = at;
             }
-            const bool on_amx = amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_);  // false: AVX-512
+            // The residual in AMX's row pass where no general C comes between.
+            const float* amx_res = cmode_ == kGeneralC ? nullptr : res;
+            const bool on_amx = amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_, amx_res);  // false: AVX-512
+            if (on_amx) res = amx_res ? nullptr : res;
             if (!on_amx && par_.on())
                 par_.gemm(gemm_, M, a, K, packed_, bias, y, N, gemm_act_);
             else if (!on_amx)
@@ -870,6 +908,7 @@ public:
                     for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[0];
             }
         }
+        if (res) kernels::conv_epilogue(isa_, y, res, M * N, kernels::ConvEpi{});
         if (post_act_) act_fn_(act_, y, y, M * N);
         return {};
     }
@@ -894,6 +933,8 @@ private:
     CMode cmode_;
     std::vector<float> bias_;
     int64_t c_rs_, c_cs_;
+    bool residual_;
+    kernels::Isa isa_;
     kernels::Activation act_, gemv_act_;
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
@@ -914,6 +955,10 @@ private:
 Status prep_Gemm(OpContext& ctx) {
     if (!ctx.has_input(0) || !ctx.has_input(1)) return ctx.fail("needs inputs A and B");
     const bool has_c = ctx.has_input(2);
+    const bool residual = ctx.attr_int("_fused_residual", 0) != 0;
+    if (ctx.num_inputs() > (residual ? 4 : 3))
+        return ctx.fail("takes ", residual ? "4 inputs (A, B, C, the _fused_residual)" : "at most 3 inputs", ", got ",
+                        ctx.num_inputs());
     if (!has_c && ctx.opset() < 11) return ctx.fail("input C is required before opset 11");
     DType t = ctx.in_dtype(0);
     if (ctx.in_dtype(1) != t || (has_c && ctx.in_dtype(2) != t))
@@ -949,7 +994,12 @@ Status prep_Gemm(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(fused_activation(ctx, &act));
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, {M, N}));
     const Tensor* bc = ctx.in_const(1);
-    if (t == DType::kF32 && bc && M > 0 && N > 0 && K > 0) {
+    const bool f32_kernel = t == DType::kF32 && bc && M > 0 && N > 0 && K > 0;
+    if (residual && (!f32_kernel || !ctx.has_input(3) || ctx.in_dtype(3) != DType::kF32 ||
+                     shape_numel(ctx.in_shape(3)) != M * N))
+        return ctx.fail("_fused_residual=1 needs float32, a constant B and a 4th input of ", M * N,
+                        " values (Y's), got ", ctx.has_input(3) ? shape_str(ctx.in_shape(3)) : std::string("none"));
+    if (f32_kernel) {
         GemmF32Kernel::CMode mode = GemmF32Kernel::kNoC;
         std::vector<float> bias;
         const Tensor* cc = has_c ? ctx.in_const(2) : nullptr;
@@ -967,7 +1017,7 @@ Status prep_Gemm(OpContext& ctx) {
             }
         }
         auto k = std::make_unique<GemmF32Kernel>(M, K, N, ta, tb, alpha, beta, bc->as<float>(), mode,
-                                                 std::move(bias), c_rs, c_cs, act, true);
+                                                 std::move(bias), c_rs, c_cs, act, true, residual);
         k->choose_order(ctx);
         // On AMX from 16x the FLOPs, as MatMul (prep_MatMul).
         k->set_parallel(ctx.options().pool.get(), M == 1     ? parallel_chunks_gemv(ctx.options(), 2 * K * N, 4 * K * N)

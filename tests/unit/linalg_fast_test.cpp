@@ -16,6 +16,7 @@
 
 #include "attr_util.h"
 #include "kernels/activation.h"
+#include "kernels/amx.h"
 #include "kernels/binary.h"
 #include "kernels/gemm.h"
 #include "one_node.h"
@@ -318,6 +319,75 @@ TEST(LinalgFast, MatMulConstantAndNonConstantB) {
         expect_f32_matches_f64("MatMul", {A, B, rnd({N}, seed++)}, {false, c.b_const, true}, at, what + " +bias tanh");
         expect_f32_matches_f64("MatMul", {A, B}, {false, c.b_const}, fused("Relu"), what + " relu");
     }
+}
+
+// `_fused_residual` (graph pass fuse_residual): y = act(product + bias / C + residual) on every
+// float32 path: the narrow and wide GEMVs, the packed GEMM (tall and batched), a general C, AMX
+// where the CPU has it (rows >= 16, K >= 64, N >= 32), with an activation the kernels otherwise
+// apply on registers (Relu) or after (Tanh). Against the float64 op without the residual, with
+// the residual and activation added here.
+TEST(LinalgFast, FusedResidualEveryPath) {
+    struct Case {
+        const char* op;
+        Shape a, b, c;  // c: MatMul's _fused_bias ([N]) or Gemm's C; {} none
+        bool trans_b;
+    };
+    const Case cases[] = {
+        {"MatMul", {1, 40}, {40, 9}, {}, false},       {"MatMul", {1, 33}, {33, 40}, {40}, false},
+        {"MatMul", {7, 64}, {64, 48}, {48}, false},    {"MatMul", {2, 5, 17}, {17, 23}, {}, false},
+        {"MatMul", {1, 64, 128}, {128, 96}, {96}, false}, {"Gemm", {1, 37}, {37, 20}, {20}, false},
+        {"Gemm", {9, 70}, {40, 70}, {9, 40}, true},    {"Gemm", {64, 128}, {96, 128}, {96}, true},
+        {"Gemm", {40, 64}, {64, 64}, {}, false},
+    };
+    // JIFFY_AMX=x2 trades accuracy for speed (~2^-15 per product, docs/amx.md).
+    const double tol = kernels::amx_usable() && kernels::amx_parts() == 2 ? 2e-4 : 2e-5;
+    uint32_t seed = 900;
+    for (const Case& c : cases)
+        for (const char* act : {"", "Relu", "Tanh"}) {
+            const bool matmul = std::string(c.op) == "MatMul";
+            Tensor A = rnd(c.a, seed++), B = rnd(c.b, seed++);
+            std::vector<Tensor> ins{A, B};
+            std::vector<bool> is_const{false, true};
+            Attrs plain;
+            if (!matmul && c.trans_b) plain["transB"] = ai(1);
+            if (!c.c.empty()) {
+                ins.push_back(rnd(c.c, seed++));
+                is_const.push_back(true);
+                if (matmul) plain["_fused_bias"] = ai(1);
+            } else if (!matmul) {
+                ins.push_back(Tensor());  // C omitted, its slot kept
+                is_const.push_back(true);
+            }
+            std::vector<Tensor> ins64;
+            for (const Tensor& t : ins) ins64.push_back(t.empty() ? t : to_f64(t));
+            Result want = run_op(c.op, ins64, is_const, plain);
+            ASSERT_TRUE(want.st.ok()) << c.op << ": " << want.st.message();
+            Tensor R = rnd(want.out.shape(), seed++);
+            Attrs at = *act ? fused(act) : Attrs{};
+            for (const auto& [k, v] : plain) at[k] = v;
+            at["_fused_residual"] = ai(1);
+            ins.push_back(R);
+            is_const.push_back(false);
+            Result got = run_op(c.op, ins, is_const, at);
+            const std::string what = std::string(c.op) + " " + shape_str(c.a) + " x " + shape_str(c.b) + " +res " + act;
+            ASSERT_TRUE(got.st.ok()) << what << ": " << got.st.message();
+            ASSERT_EQ(got.out.shape(), want.out.shape()) << what;
+            for (int64_t i = 0; i < R.numel(); ++i) {
+                double v = want.out.get_f64(i) + double(R.as<float>()[i]);
+                if (std::string(act) == "Relu") v = std::max(v, 0.0);
+                if (std::string(act) == "Tanh") v = std::tanh(v);
+                ASSERT_NEAR(got.out.get_f64(i), v, tol * (1 + std::abs(v))) << what << " at " << i;
+            }
+        }
+    // Where no float32 kernel takes it: a clear error.
+    Attrs at;
+    at["_fused_residual"] = ai(1);
+    Result r = run_op("MatMul", {rnd({2, 4}, 1), rnd({4, 3}, 2), rnd({2, 3}, 3)}, {false, false, false}, at);
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_residual"), std::string::npos) << r.st.message();
+    r = run_op("Gemm", {rnd({2, 4}, 1), rnd({4, 3}, 2), rnd({3}, 3), rnd({5}, 4)}, {false, true, true, false}, at);
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_residual"), std::string::npos) << r.st.message();
 }
 
 TEST(LinalgFast, FusedAttributeErrors) {

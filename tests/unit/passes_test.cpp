@@ -823,6 +823,72 @@ TEST(Passes, ResidualAddFusesIntoConvWhenSupported) {
     expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
 }
 
+// A transformer's residual Adds: after a MatMul (+ its folded bias), and after PyTorch's
+// out-projection Gemm seen through the Reshape to [1, S, D]. Small products (the FP32 kernels) and
+// ones AMX takes where the CPU has it (rows >= 16, K >= 64, N >= 32).
+TEST(Passes, ResidualAddJoinsMatMulAndGemm) {
+    for (const int64_t S : {int64_t(5), int64_t(32)}) {
+        const int64_t D = S == 5 ? 8 : 96;
+        Builder b;
+        int x = b.input("x", {1, S, D});
+        int mm = b.node("MatMul", {x, b.constant("w", rnd({D, D}, 3, 0.2f))}, {1, S, D});
+        int mb = b.node("Add", {b.constant("bias", rnd({D}, 4)), mm}, {1, S, D});
+        int r1 = b.node("Add", {x, mb}, {1, S, D});  // residual after MatMul + bias
+        int flat = b.node("Reshape", {r1, b.constant("s2", [&] {
+                              Tensor t(DType::kI64, {2});
+                              t.as<int64_t>()[0] = S;
+                              t.as<int64_t>()[1] = D;
+                              return t;
+                          }())}, {S, D});
+        int gm = b.node("Gemm", {flat, b.constant("w2", rnd({D, D}, 5, 0.2f)), b.constant("c", rnd({D}, 6))}, {S, D},
+                        {{"transB", ai(1)}});
+        int back = b.node("Reshape", {gm, b.constant("s3", [&] {
+                              Tensor t(DType::kI64, {3});
+                              t.as<int64_t>()[0] = 1;
+                              t.as<int64_t>()[1] = S;
+                              t.as<int64_t>()[2] = D;
+                              return t;
+                          }())}, {1, S, D});
+        int r2 = b.node("Add", {back, r1}, {1, S, D});  // residual after Gemm -> Reshape
+        b.output(b.node("Relu", {r2}, {1, S, D}));
+        Graph g = b.g;
+        ASSERT_EQ(passes::fold_bias_add(g), 1);
+        const bool mm_ok = passes::kernel_supports(kind("MatMul", "", true, true));
+        const bool gemm_ok = passes::kernel_supports(kind("Gemm", "", true));
+        EXPECT_TRUE(mm_ok && gemm_ok);
+        EXPECT_EQ(passes::fuse_residual(g), 2);
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"MatMul", "Reshape", "Gemm", "Reshape", "Relu"})) << S;
+        EXPECT_EQ(g.nodes[0].inputs.size(), 4u);  // A, B, bias, residual
+        EXPECT_EQ(g.nodes[0].inputs[3], x);
+        EXPECT_EQ(g.nodes[0].outputs[0], r1);
+        EXPECT_EQ(g.nodes[2].inputs.size(), 4u);  // A, B, C, residual
+        EXPECT_EQ(g.nodes[2].inputs[3], r1);
+        EXPECT_EQ(g.nodes[3].outputs[0], r2);     // the Reshape writes the Add's output now
+        // The whole pipeline: the same numbers, and no Add step left.
+        std::shared_ptr<const Plan> plan;
+        expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+        ASSERT_EQ(plan->step_info.size(), 3u) << S;  // MatMul, Gemm, Relu (the Reshapes are views)
+        for (const auto& st : plan->step_info) EXPECT_NE(st.op, "Add") << S;
+    }
+}
+
+// The residual read elsewhere too (fused, the Add's other input stays live), an Add whose other
+// input is the product's own input read after it, and a product read by another node: the
+// last two keep their Add.
+TEST(Passes, ResidualAddIntoMatMulOnlyWhereSafe) {
+    Builder b;
+    int x = b.input("x", {4, 16});
+    int m1 = b.node("MatMul", {x, b.constant("w", rnd({16, 16}, 3, 0.3f))}, {4, 16});
+    int a1 = b.node("Add", {m1, x}, {4, 16});
+    b.output(a1);
+    b.output(b.node("Relu", {x}, {4, 16}));  // x read again after the fused product
+    int m2 = b.node("MatMul", {a1, b.constant("w2", rnd({16, 16}, 4, 0.3f))}, {4, 16});
+    b.output(m2);  // the product is an output: its Add must stay
+    b.output(b.node("Add", {m2, a1}, {4, 16}));
+    Graph g = check_pass(b, passes::fuse_residual, 1);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"MatMul", "Relu", "MatMul", "Add"}));
+}
+
 TEST(Passes, BroadcastAddIsNotAResidual) {
     Builder b;
     int x = b.input("x", {1, 4, 1, 1});

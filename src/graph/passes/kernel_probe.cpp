@@ -185,14 +185,14 @@ bool probe(const FusionKind& k) {
         Tensor plain;
         if (!run_case(c, &plain)) return false;
         Case f = c;
-        Tensor extra;
+        Tensor bias, extra;
         if (k.bias) {  // MatMul: bias [N] on the last axis
-            extra = random_tensor({plain.shape().back()}, seed++, 0.5f);
-            f.ins.push_back(extra);
+            bias = random_tensor({plain.shape().back()}, seed++, 0.5f);
+            f.ins.push_back(bias);
             f.is_const.push_back(true);
             f.node.attrs["_fused_bias"] = int_attr(1);
         }
-        if (k.residual) {  // Conv: input 3 of the output's shape
+        if (k.residual) {  // the output's shape, the last input (Conv, Gemm: input 3)
             extra = random_tensor(plain.shape(), seed++, 1.0f);
             f.ins.push_back(extra);
             f.is_const.push_back(false);
@@ -227,7 +227,7 @@ bool probe(const FusionKind& k) {
         int moved = 0;
         for (int64_t i = 0; i < n; ++i) {
             float v = plain.as<float>()[i];
-            if (k.bias) v += extra.as<float>()[i % last];
+            if (k.bias) v += bias.as<float>()[i % last];
             if (k.residual) v += extra.as<float>()[i];
             float want = act_ref(k.act, v, alpha, beta);
             if (k.clamp) want = std::min(std::max(want, lo), hi);

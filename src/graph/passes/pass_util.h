@@ -85,7 +85,7 @@ int rewrite_all(Graph& g, const Rewrite& rewrite);
 struct FusionKind {
     std::string op;          // Conv, Gemm, MatMul
     std::string act;         // "" or Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh
-    bool residual = false;   // Conv: _fused_residual with a 4th input
+    bool residual = false;   // _fused_residual with a last input (Conv, Gemm: 4th)
     bool bias = false;       // MatMul: _fused_bias with a 3rd input
     bool const_weight = true;  // input 1 is a constant
     bool clamp = false;      // Conv with act: _fused_lo / _fused_hi after the activation

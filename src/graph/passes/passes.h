@@ -22,7 +22,7 @@ int fold_batchnorm(Graph& g);       // BatchNormalization into Conv / ConvTransp
 int fold_scale_mul(Graph& g);       // Mul by a constant per-channel vector into Conv weights
 int fold_bias_add(Graph& g);        // Add of a constant per-channel vector into Conv/Gemm/MatMul bias
 int fuse_hardswish(Graph& g);       // x*HardSigmoid(x), x*Clip(x+3,0,6)/6 -> HardSwish
-int fuse_residual(Graph& g);        // Conv + Add(other) -> Conv with _fused_residual
+int fuse_residual(Graph& g);        // Conv / MatMul / Gemm + Add(other) -> _fused_residual
 int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_act
 int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
 int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
