@@ -56,19 +56,44 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* 
             _tile_release();
             return false;
         }
-        // Each 32-column block of B (K x 32 x PARTS halves) is read once per chunk, for every
-        // 32-row block of it in turn; each 32 x 32 block of C is four C tiles over the whole K.
+        // Each 32 x 32 block of C is four C tiles over the whole K.
         float* Cc = C + r0 * ldc;
-        for (int64_t n0 = nb; n0 < ne; n0 += 32) {
-            const uint16_t* b0 = bp + (n0 / 16) * KB * kbs;
-            for (int64_t m0 = 0; m0 < rn; m0 += 32) {
-                const uint16_t* a0 = ap + (m0 / 16) * as;
+        const bool staggered = rn > 32 && rn <= 64 && ne - nb > 64;
+        if (staggered) {
+            // Two row blocks, staggered: pass p takes row block p % 2 and the 16-column tiles p
+            // and p + 1, so each pass reads one tile of B it has not seen (the other came in the
+            // pass before, still in L1 / L2), and the weights stream from L3 at an even pace
+            // that overlaps the tile work; the plain order's first pass over each column block
+            // reads two new tiles and its second none. NT is even, so the last pass is row
+            // block 1's: it takes the final tile and the first. 64 x 256 x 1024 with the weights
+            // cold 92.6 -> 87.4 us, 64 x 1024 x 256 89.8 -> 86.3 (hot: the same).
+            const int64_t t0 = nb / 16, NT = (ne - nb + 31) / 32 * 2;
+            const auto width = [&](int64_t t) { return std::clamp<int64_t>(ne - t * 16, 0, 16); };
+            for (int64_t p = 0; p < NT; ++p) {
+                const int64_t rb = p % 2, ta = t0 + p, tb = p + 1 < NT ? ta + 1 : t0;
+                const uint16_t* a0 = ap + 2 * rb * as;
                 _tile_zero(0);
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
-                tile_block<PARTS>(a0, a0 + as, b0, b0 + KB * kbs, KB);
-                store_block(Cc + m0 * ldc + n0, ldc, std::min<int64_t>(32, rn - m0), std::min<int64_t>(32, ne - n0), acc);
+                tile_block<PARTS>(a0, a0 + as, bp + ta * KB * kbs, bp + tb * KB * kbs, KB);
+                float* cr = Cc + 32 * rb * ldc;
+                store_tiles(cr + ta * 16, cr + tb * 16, ldc, std::min<int64_t>(32, rn - 32 * rb), width(ta), width(tb), acc);
+            }
+        } else {
+            // Each 32-column block of B (K x 32 x PARTS halves) is read once per chunk, for
+            // every 32-row block of it in turn.
+            for (int64_t n0 = nb; n0 < ne; n0 += 32) {
+                const uint16_t* b0 = bp + (n0 / 16) * KB * kbs;
+                for (int64_t m0 = 0; m0 < rn; m0 += 32) {
+                    const uint16_t* a0 = ap + (m0 / 16) * as;
+                    _tile_zero(0);
+                    _tile_zero(1);
+                    _tile_zero(2);
+                    _tile_zero(3);
+                    tile_block<PARTS>(a0, a0 + as, b0, b0 + KB * kbs, KB);
+                    store_block(Cc + m0 * ldc + n0, ldc, std::min<int64_t>(32, rn - m0), std::min<int64_t>(32, ne - n0), acc);
+                }
             }
         }
         if (!bias && !epi) continue;

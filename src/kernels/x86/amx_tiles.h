@@ -134,25 +134,30 @@ inline void load_tile_config() {
 // Lanes [0, n) of 16 (n clamped to 0..16).
 inline __mmask16 lanes(int64_t n) { return __mmask16(n >= 16 ? 0xffffu : n <= 0 ? 0u : (1u << n) - 1u); }
 
-// The finished C tiles 0..3 of a 32 x 32 block into rows nr (<= 32) x columns nc (<= 32) at cb
-// (rows ld floats apart): whole 16 x 16 tiles straight from the tiles, edge tiles through acc
-// (4 x 256 floats, 64-byte aligned) and masked stores.
-inline void store_block(float* cb, int64_t ld, int64_t nr, int64_t nc, float* acc) {
-    const bool c0 = nc >= 16, c1 = nc >= 32, r0 = nr >= 16, r1 = nr >= 32;
+// The finished C tiles 0..3 into rows nr (<= 32) of two 16-column tiles: tiles 0 / 2 (rows 0-15 /
+// 16-31) at c0, nc0 (<= 16) columns, tiles 1 / 3 at c1, nc1 columns (rows ld floats apart).
+// Whole 16 x 16 tiles go straight from the tiles, edge tiles through acc (4 x 256 floats, 64-byte
+// aligned) and masked stores.
+inline void store_tiles(float* c0, float* c1, int64_t ld, int64_t nr, int64_t nc0, int64_t nc1, float* acc) {
+    const bool w0 = nc0 >= 16, w1 = nc1 >= 16, r0 = nr >= 16, r1 = nr >= 32;
     const int64_t ys = ld * int64_t(sizeof(float));
-    if (r0 && c0) _tile_stored(0, cb, ys); else _tile_stored(0, acc, 64);
-    if (r0 && c1) _tile_stored(1, cb + 16, ys); else _tile_stored(1, acc + 256, 64);
-    if (r1 && c0) _tile_stored(2, cb + 16 * ld, ys); else _tile_stored(2, acc + 512, 64);
-    if (r1 && c1) _tile_stored(3, cb + 16 * ld + 16, ys); else _tile_stored(3, acc + 768, 64);
-    if (r1 && c1) return;
-    const __mmask16 k0 = lanes(nc), k1 = lanes(nc - 16);
+    if (r0 && w0) _tile_stored(0, c0, ys); else _tile_stored(0, acc, 64);
+    if (r0 && w1) _tile_stored(1, c1, ys); else _tile_stored(1, acc + 256, 64);
+    if (r1 && w0) _tile_stored(2, c0 + 16 * ld, ys); else _tile_stored(2, acc + 512, 64);
+    if (r1 && w1) _tile_stored(3, c1 + 16 * ld, ys); else _tile_stored(3, acc + 768, 64);
+    if (r1 && w0 && w1) return;
+    const __mmask16 k0 = lanes(nc0), k1 = lanes(nc1);
     for (int64_t r = 0; r < nr; ++r) {
-        const bool whole = r < 16 ? r0 : r1;  // this row's tiles went straight out where c0 / c1
+        const bool whole = r < 16 ? r0 : r1;  // this row's tiles went straight out where w0 / w1
         const float* t = acc + (r >= 16 ? 512 : 0) + (r & 15) * 16;
-        float* d = cb + r * ld;
-        if (!(whole && c0)) _mm512_mask_storeu_ps(d, k0, _mm512_load_ps(t));
-        if (!(whole && c1)) _mm512_mask_storeu_ps(d + 16, k1, _mm512_load_ps(t + 256));
+        if (!(whole && w0) && nc0 > 0) _mm512_mask_storeu_ps(c0 + r * ld, k0, _mm512_load_ps(t));
+        if (!(whole && w1) && nc1 > 0) _mm512_mask_storeu_ps(c1 + r * ld, k1, _mm512_load_ps(t + 256));
     }
+}
+
+// The finished C tiles 0..3 of a 32 x 32 block into rows nr (<= 32) x columns nc (<= 32) at cb.
+inline void store_block(float* cb, int64_t ld, int64_t nr, int64_t nc, float* acc) {
+    store_tiles(cb, cb + 16, ld, nr, nc < 16 ? nc : 16, nc - 16, acc);
 }
 
 }  // namespace jiffy::kernels::amx
