@@ -79,7 +79,7 @@ bool have_amx() { return amx_usable(); }
 
 TEST(Amx, GemmMatchesDoubleOnOddSizes) {
     if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
-    const int64_t Ms[] = {1, 15, 16, 17, 33, 64, 70};
+    const int64_t Ms[] = {1, 15, 16, 17, 33, 64, 70, 100};
     const int64_t Ks[] = {1, 31, 32, 33, 100, 257};
     const int64_t Ns[] = {1, 16, 17, 31, 33, 100, 200};
     uint32_t seed = 1;
