@@ -17,8 +17,8 @@
 // into 32-row x 16-column B tiles (pairs of K rows interleaved, AMX's layout), [N / 16][K / 32]
 // [part], zero-padded to N a multiple of 32 and K of 32. Per run A's rows are split into 16 x 32
 // A tiles [M / 16][K / 32][part]; each 32 x 32 block of C is four C tiles over the whole K,
-// stored straight into C where whole, then the bias. Parts of a 32-wide K block are kTile halves
-// apart.
+// started from the bias and stored straight into C where whole. Parts of a 32-wide K block are
+// kTile halves apart.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -44,8 +44,9 @@ public:
     // beyond BF16's largest finite value): then the product must not run here.
     size_t packed_b_halves() const { return size_t(Np_ * Kp_ * parts_); }
     bool pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const;
-    // The split A (per run), in floats.
-    size_t scratch_floats() const { return size_t(mc_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 2 * Np_ * 32 + 32); }
+    // The split A (per run) of a row chunk, the edge tiles' buffer and the zero-padded bias, in
+    // floats (with 64-byte alignment slack).
+    size_t scratch_floats() const { return size_t(mc_ / 16 * (Kp_ * 16 * parts_ + 32) / 2 + 16 + 1024 + Np_ + 16); }
     // Rows of A split at a time (all of them where the split A is small; docs/amx.md).
     int64_t chunk_rows() const { return mc_; }
 
