@@ -141,9 +141,9 @@ Shape contiguous_strides(const Shape& s) {
     return st;
 }
 
-// Logical shape and element strides of Transpose(raw, perm) read in place.
-void permuted_view(const Shape& raw, const std::vector<int64_t>& perm, Shape* shape, Shape* strides) {
-    const Shape cs = contiguous_strides(raw);
+// Logical shape and element strides of Transpose(raw, perm) read in place; raw's own strides cs
+// (contiguous unless the operand is a _view_*).
+void permuted_view(const Shape& raw, const Shape& cs, const std::vector<int64_t>& perm, Shape* shape, Shape* strides) {
     shape->resize(raw.size());
     strides->resize(raw.size());
     for (size_t i = 0; i < raw.size(); ++i) {
@@ -171,14 +171,43 @@ std::vector<int64_t> batch_offsets(const Shape& batch, const Shape& l, const Sha
     return off;
 }
 
-// MatMul geometry with the _perm_* attributes applied; *strided is false when none is present.
+// `_view_a` / `_view_b` (fold_matmul_transpose: an operand that was Reshape(Slice(x)) along x's
+// last axis, PyTorch's Q / K / V of one in-projection): the input is x itself, read as the view of
+// shape _view_*, element strides _view_*_strides, first element _view_*_offset. False when absent;
+// an error when the view leaves x.
+Status read_view(const OpContext& ctx, int slot, Shape* shape, Shape* strides, int64_t* offset, bool* has) {
+    const std::string name = slot == 0 ? "_view_a" : "_view_b";
+    const Attr* v = ctx.attr(name.c_str());
+    *has = v != nullptr;
+    if (!v) return {};
+    const Attr* st = ctx.attr((name + "_strides").c_str());
+    *shape = v->ints;
+    *strides = st ? st->ints : Shape{};
+    *offset = ctx.attr_int((name + "_offset").c_str(), 0);
+    int64_t last = *offset;
+    bool ok = !shape->empty() && strides->size() == shape->size() && *offset >= 0;
+    for (size_t i = 0; ok && i < shape->size(); ++i) {
+        ok = (*shape)[i] > 0 && (*strides)[i] >= 0;
+        if (ok) last += ((*shape)[i] - 1) * (*strides)[i];
+    }
+    if (!ok || last >= shape_numel(ctx.in_shape(slot)))
+        return ctx.fail(name, " ", shape_str(*shape), " (strides ", shape_str(*strides), ", offset ",
+                        *offset, ") does not lie within input ", slot, " of shape ", shape_str(ctx.in_shape(slot)));
+    return {};
+}
+
+// MatMul geometry with the _perm_* and _view_* attributes applied; *strided is false when none is
+// present.
 Status matmul_geometry_perm(const OpContext& ctx, MatMulGeom* g, Shape* out_shape, bool* strided) {
-    const Shape& ra = ctx.in_shape(0);
-    const Shape& rb = ctx.in_shape(1);
+    Shape ra = ctx.in_shape(0), rb = ctx.in_shape(1), csa = contiguous_strides(ra), csb = contiguous_strides(rb);
+    int64_t offa = 0, offb = 0;
+    bool va = false, vb = false;
+    JIFFY_RETURN_IF_ERROR(read_view(ctx, 0, &ra, &csa, &offa, &va));
+    JIFFY_RETURN_IF_ERROR(read_view(ctx, 1, &rb, &csb, &offb, &vb));
     std::vector<int64_t> pa, pb, py;
     const bool ha = read_perm(ctx, "_perm_a", &pa), hb = read_perm(ctx, "_perm_b", &pb),
                hy = read_perm(ctx, "_perm_y", &py);
-    *strided = ha || hb || hy;
+    *strided = ha || hb || hy || va || vb;
     if (!*strided) {
         JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, ra, rb, g));
         *out_shape = g->out;
@@ -196,8 +225,8 @@ Status matmul_geometry_perm(const OpContext& ctx, MatMulGeom* g, Shape* out_shap
     if (!ha) pa = identity(ra.size());
     if (!hb) pb = identity(rb.size());
     Shape la, lsa, lb, lsb;
-    permuted_view(ra, pa, &la, &lsa);
-    permuted_view(rb, pb, &lb, &lsb);
+    permuted_view(ra, csa, pa, &la, &lsa);
+    permuted_view(rb, csb, pb, &lb, &lsb);
     JIFFY_RETURN_IF_ERROR(matmul_geometry(ctx, la, lb, g));
     const size_t a1 = la.size() - 1, b1 = lb.size() - 1;
     if (lsa[a1] != 1) return ctx.fail("_perm_a must keep A's last axis innermost");
@@ -212,6 +241,8 @@ Status matmul_geometry_perm(const OpContext& ctx, MatMulGeom* g, Shape* out_shap
     }
     g->a_off = batch_offsets(g->batch, la, lsa);
     g->b_off = batch_offsets(g->batch, lb, lsb);
+    for (int64_t& o : g->a_off) o += offa;
+    for (int64_t& o : g->b_off) o += offb;
     const size_t ry = g->out.size();
     if (!hy) py = identity(ry);
     JIFFY_RETURN_IF_ERROR(check_perm(ctx, "_perm_y", py, ry));

@@ -37,6 +37,8 @@ int64_t step_flops(const StepInfo& s) {
             total += 2 * prod(x) * prod(w, 1);
         } else if ((s.op == "MatMul" || s.op == "Gemm") && s.in_shapes.size() >= 2 && !x.empty()) {
             int64_t k = s.op == "Gemm" ? 0 : x.back();
+            if (auto v = s.attrs.find("_view_a"); s.op == "MatMul" && v != s.attrs.end() && !v->second.ints.empty())
+                k = v->second.ints.back();  // A read as a view of its input (fold_matmul_transpose)
             if (s.op == "Gemm") {
                 auto it = s.attrs.find("transA");
                 bool ta = it != s.attrs.end() && it->second.i != 0;

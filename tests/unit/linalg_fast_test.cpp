@@ -405,6 +405,17 @@ TEST(LinalgFast, FusedAttributeErrors) {
     EXPECT_NE(r.st.message().find("_fused_bias"), std::string::npos) << r.st.message();
     r = run_op("MatMul", {A, B}, {false, true}, at);
     ASSERT_FALSE(r.st.ok());
+    // A view (fold_matmul_transpose) that leaves its input: refused, naming it.
+    Attrs v;
+    v["_view_a"] = aints({2, 4});
+    v["_view_a_strides"] = aints({4, 1});
+    v["_view_a_offset"] = ai(1);
+    r = run_op("MatMul", {A, rnd({4, 3}, 5)}, {false, false}, v);
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_view_a"), std::string::npos) << r.st.message();
+    v["_view_a_offset"] = ai(0);  // exactly A: runs
+    r = run_op("MatMul", {A, rnd({4, 3}, 5)}, {false, false}, v);
+    EXPECT_TRUE(r.st.ok()) << r.st.message();
 }
 
 // ---------------------------------------------------------------- elementwise op level

@@ -940,6 +940,91 @@ TEST(Passes, AttentionTransposesFoldIntoMatMulStrides) {
     EXPECT_EQ(g.nodes[2].outputs[0], a.y);
 }
 
+Tensor i64s(std::vector<int64_t> v) {
+    Tensor t(DType::kI64, {int64_t(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+    return t;
+}
+
+// PyTorch's in-projection: one [S, 1, 3D] tensor sliced into Q, K and V on the last axis, each
+// reshaped into heads [S, H, Dh] and transposed: the MatMuls read the slices in place (_view_*),
+// the Slice copies and Reshapes go. Slices by a negative start, through axes = -1, and without
+// a Reshape (a single head) too.
+TEST(Passes, InProjectionSlicesFoldIntoMatMulViews) {
+    for (int variant = 0; variant < 2; ++variant) {
+        const int64_t S = 6, H = variant == 0 ? 2 : 1, Dh = 4, D = H * Dh;
+        Builder b;
+        int qkv = b.input("qkv", {S, 1, 3 * D}, 1);
+        int parts[3];
+        for (int i = 0; i < 3; ++i) {
+            const std::string n = std::to_string(i);
+            // V by a negative start and axes -1; Q and K by axis 2.
+            int sl = b.node("Slice",
+                            {qkv, b.constant("st" + n, i64s({i == 2 ? -D : i * D})),
+                             b.constant("en" + n, i64s({i == 2 ? 3 * D : (i + 1) * D})),
+                             b.constant("ax" + n, i64s({i == 2 ? -1 : 2}))},
+                            {S, 1, D});
+            parts[i] = variant == 0 ? b.node("Reshape", {sl, b.constant("sh" + n, i64s({S, H, Dh}))}, {S, H, Dh})
+                                    : b.node("Reshape", {sl, b.constant("sh" + n, i64s({S, 1, Dh}))}, {S, 1, Dh});
+        }
+        int qt = b.node("Transpose", {parts[0]}, {H, S, Dh}, {{"perm", aints({1, 0, 2})}});
+        int kt = b.node("Transpose", {parts[1]}, {H, Dh, S}, {{"perm", aints({1, 2, 0})}});
+        int vt = b.node("Transpose", {parts[2]}, {H, S, Dh}, {{"perm", aints({1, 0, 2})}});
+        int sc = b.node("MatMul", {qt, kt}, {H, S, S});
+        int sm = b.node("Softmax", {sc}, {H, S, S}, {{"axis", ai(-1)}});
+        int cx = b.node("MatMul", {sm, vt}, {H, S, Dh});
+        b.output(b.node("Transpose", {cx}, {S, H, Dh}, {{"perm", aints({1, 0, 2})}}));
+        Graph g = check_pass(b, passes::fold_matmul_transpose, 4 + 3);  // each view drops a Slice and a Reshape
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"MatMul", "Softmax", "MatMul"})) << variant;
+        const Node& m1 = g.nodes[0];
+        EXPECT_EQ(m1.inputs[0], qkv);
+        EXPECT_EQ(m1.inputs[1], qkv);
+        EXPECT_EQ(m1.attrs.at("_view_a").ints, (std::vector<int64_t>{S, H, Dh}));
+        EXPECT_EQ(m1.attrs.at("_view_a_strides").ints, (std::vector<int64_t>{3 * D, H == 1 ? 0 : Dh, 1}));  // an axis of 1: any
+        EXPECT_EQ(m1.attrs.at("_view_a_offset").i, 0);
+        EXPECT_EQ(m1.attrs.at("_view_b_offset").i, D);
+        EXPECT_EQ(g.nodes[2].inputs[1], qkv);
+        EXPECT_EQ(g.nodes[2].attrs.at("_view_b_offset").i, 2 * D);
+    }
+}
+
+// Slices that are no view of the last axis stay: step 2, another axis, a second reader, a
+// Reshape that mixes the leading axes into the sliced one.
+TEST(Passes, OtherSlicesStayCopies) {
+    Builder b;
+    int x = b.input("x", {6, 1, 16}, 1);
+    int k = b.input("k", {6, 1, 4}, 2);
+    auto slice = [&](std::vector<int64_t> st, std::vector<int64_t> en, std::vector<int64_t> ax, std::vector<int64_t> sp,
+                     const Shape& out) {
+        static int n = 0;
+        const std::string s = std::to_string(n++);
+        std::vector<int> ins{x, b.constant("s" + s, i64s(st)), b.constant("e" + s, i64s(en)),
+                             b.constant("a" + s, i64s(ax))};
+        if (!sp.empty()) ins.push_back(b.constant("p" + s, i64s(sp)));
+        return b.node("Slice", ins, out);
+    };
+    // B = K^T per batch: MatMul([6, 1, 4] x ...) over batch 6 needs B [6, 4, n].
+    const int stepped = slice({0}, {8}, {2}, {2}, {6, 1, 4});      // step 2
+    const int leading = slice({0}, {3}, {0}, {}, {3, 1, 16});      // axis 0
+    const int shared = slice({4}, {8}, {2}, {}, {6, 1, 4});        // also an output
+    b.output(shared);
+    const int mixed = slice({0}, {8}, {2}, {}, {6, 1, 8});
+    int mixed_r = b.node("Reshape", {mixed, b.constant("ms", i64s({2, 3, 8}))}, {2, 3, 8});  // mixes axis 0
+    int kt = b.node("Transpose", {k}, {6, 4, 1}, {{"perm", aints({0, 2, 1})}});
+    b.output(b.node("MatMul", {stepped, kt}, {6, 1, 1}));
+    b.output(b.node("MatMul", {b.node("Transpose", {leading}, {1, 3, 16}, {{"perm", aints({1, 0, 2})}}),
+                               b.input("w", {1, 16, 2}, 3)},
+                    {1, 3, 2}));
+    b.output(b.node("MatMul", {shared, kt}, {6, 1, 1}));
+    b.output(b.node("MatMul", {mixed_r, b.input("w2", {2, 8, 3}, 4)}, {2, 3, 3}));
+    Graph g = b.g;
+    passes::fold_matmul_transpose(g);
+    for (const Node& n : g.nodes)
+        if (n.op == "MatMul") EXPECT_FALSE(n.attrs.count("_view_a") || n.attrs.count("_view_b")) << n.name;
+    std::shared_ptr<const Plan> plan;
+    expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
+}
+
 TEST(Passes, TransposeWithAnotherReaderOrMovedLastAxisStays) {
     Builder b;
     Attention a = attention(b, 6, 2, 4, false);
