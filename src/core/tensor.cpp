@@ -34,7 +34,7 @@ std::string shape_str(const Shape& s) {
 // touched (zeroed) here, so any fault or compaction happens at allocation, never in a run.
 std::shared_ptr<uint8_t> aligned_buffer(size_t bytes) {
     static_assert(kAlign == 64, "alloc_zeroed aligns to 64 bytes");
-    return kernels::alloc_zeroed(bytes, size_t(64) << 10);
+    return kernels::alloc_zeroed(bytes, size_t(1) << 20);
 }
 
 Tensor::Tensor(DType t, Shape shape) : dtype_(t), shape_(std::move(shape)) {
