@@ -53,9 +53,10 @@ public:
     // C = A . B (+ bias, may be null), columns [n0, n1) only (n0 a multiple of 32; n1 -1: N);
     // A rows lda floats apart, C rows ldc. Each output's sums do not depend on the range (a split
     // across threads gives the same bits). Not reentrant on the same scratch. False where A holds
-    // NaN, an infinity or a value beyond BF16's range: the caller runs its FP32 kernel instead
-    // (infinity x a zero part would be NaN); C is then untouched where A is split whole
-    // (chunk_rows() >= the rows), else it may hold the row chunks before the one that refused.
+    // NaN or an infinity, or (BF16x2, whose parts round) a value beyond BF16's range: the caller
+    // runs its FP32 kernel instead (infinity x a zero part would be NaN); C is then untouched
+    // where A is split whole (chunk_rows() >= the rows), else it may hold the row chunks before
+    // the one that refused.
     // Rows [m0, m1) only (m1 -1: M): that part of A is split and those rows of C written.
     // With epi (may be null): then each output row gets the conv epilogue (kernels/conv.h: the
     // residual res, rows ldc apart like C, may be null; activation, clamp) after the bias: a

@@ -273,6 +273,14 @@ Status fused_activation(const OpContext& ctx, kernels::Activation* act) {
     return {};
 }
 
+// The float32 products' end: y += res (a _fused_residual, laid out as y; may be null), then the
+// activation where `post` (the product did not apply it on registers), over n values.
+void residual_then_act(kernels::Isa isa, float* y, const float* res, int64_t n, bool post,
+                       const kernels::Activation& act, kernels::ActApplyFn act_fn) {
+    if (res) kernels::conv_epilogue(isa, y, res, n, kernels::ConvEpi{});
+    if (post) act_fn(act, y, y, n);
+}
+
 // y[rows x N] = act(y + bias[N]) in place (reference paths; bias may be null).
 template <typename T>
 void bias_act_rows(T* y, int64_t rows, int64_t N, const T* bias, const kernels::Activation& act) {
@@ -618,7 +626,8 @@ public:
                 else
                     gemv_fn_(a, gemv_, bias, y, vec_act_, backward);
             }
-            finish(y, res, nb * M * N, residual_ && act_.kind != kernels::ActKind::kNone);
+            residual_then_act(isa_, y, res, nb * M * N, residual_ && act_.kind != kernels::ActKind::kNone, act_,
+                              act_fn_);
             return {};
         }
         if (amx_.on() && amx_.run(a, bias, y, act_, act_fn_, res)) return {};
@@ -652,7 +661,7 @@ public:
                 gemm_(M, a + g_.a_off[size_t(i)], g_.lda, view_, bias, y + g_.y_off[size_t(i)], g_.ldc, gemm_act_);
             }
         }
-        finish(y, res, nb * M * N, post_act_);
+        residual_then_act(isa_, y, res, nb * M * N, post_act_, act_, act_fn_);
         return {};
     }
 
@@ -673,13 +682,6 @@ public:
     }
 
 private:
-    // After the product: y += res (may be null; laid out as y), then the activation where the
-    // product did not apply it (post).
-    void finish(float* y, const float* res, int64_t n, bool post) const {
-        if (res) kernels::conv_epilogue(isa_, y, res, n, kernels::ConvEpi{});
-        if (post) act_fn_(act_, y, y, n);
-    }
-
     ParGemm par_;
     MatMulGeom g_;
     bool has_bias_, residual_;
@@ -923,7 +925,7 @@ public:
             // The residual in AMX's row pass where no general C comes between.
             const float* amx_res = cmode_ == kGeneralC ? nullptr : res;
             const bool on_amx = amx_.on() && amx_.run(a, bias, y, amx_act_, act_fn_, amx_res);  // false: AVX-512
-            if (on_amx) res = amx_res ? nullptr : res;
+            if (on_amx && amx_res) res = nullptr;  // added already
             if (!on_amx && par_.on())
                 par_.gemm(gemm_, M, a, K, packed_, bias, y, N, gemm_act_);
             else if (!on_amx)
@@ -939,8 +941,7 @@ public:
                     for (int64_t j = 0; j < N; ++j) yr[j] += beta_ * cr[0];
             }
         }
-        if (res) kernels::conv_epilogue(isa_, y, res, M * N, kernels::ConvEpi{});
-        if (post_act_) act_fn_(act_, y, y, M * N);
+        residual_then_act(isa_, y, res, M * N, post_act_, act_, act_fn_);
         return {};
     }
 

@@ -17,10 +17,7 @@ namespace {
 
 int64_t numel_of(const Graph& g, int v) {
     std::vector<int64_t> d;
-    if (!f32_dims(g, v, &d)) return -1;
-    int64_t n = 1;
-    for (int64_t x : d) n *= x;
-    return n;
+    return f32_dims(g, v, &d) ? shape_numel(d) : -1;
 }
 
 // The product kinds a residual may join, with the FusionKind to probe; false for any other node.
