@@ -67,14 +67,14 @@ float bf16_f(uint16_t h) {
     return f;
 }
 
-// v split into `parts` BF16 parts at d[0], d[512], ... (each rounding what the ones before it
+// v split into `parts` BF16 parts at d[0], d[stride], ... (each rounding what the ones before it
 // left, as the kernels' vector split does); false where the parts cannot carry v (NaN, an
 // infinity, or a value that rounds to one).
-bool split_value(float v, int parts, uint16_t* d) {
+bool split_value(float v, int parts, uint16_t* d, int64_t stride = 512) {
     bool ok = true;
     for (int part = 0; part < parts; ++part) {
         const uint16_t h = bf16_rne(v);
-        d[part * 512] = h;
+        d[part * stride] = h;
         v -= bf16_f(h);
         if (part == 0 && !std::isfinite(v)) ok = false;
     }
@@ -99,16 +99,23 @@ AmxGemm::AmxGemm(int64_t M, int64_t K, int64_t N, int parts) : M_(M), K_(K), N_(
 
 bool AmxGemm::pack_b(const float* B, int64_t ldb, bool trans_b, uint16_t* dst) const {
     bool ok = true;
-    // dst[((nb * KB + kb) * parts + part) * 512 + (kk / 2) * 32 + c * 2 + kk % 2] = part of
-    // B[kb * 32 + kk][nb * 16 + c].
+    // hi and mid of B[kb * 32 + kk][nb * 16 + c] at dst[((nb * KB + kb) * 2 + part) * 512 + (kk /
+    // 2) * 32 + c * 2 + kk % 2], lo (BF16x3) at the same place in lo[(nb * KB + kb) * 512 + ...]
+    // after all of them: a run without the lo parts reads one contiguous stream.
     const int64_t KB = Kp_ / 32;
+    uint16_t* lo = dst + Np_ * Kp_ * 2;
     for (int64_t nb = 0; nb < Np_ / 16; ++nb)
         for (int64_t kb = 0; kb < KB; ++kb)
             for (int64_t kk = 0; kk < 32; ++kk)
                 for (int64_t c = 0; c < 16; ++c) {
-                    const int64_t k = kb * 32 + kk, n = nb * 16 + c;
+                    const int64_t k = kb * 32 + kk, n = nb * 16 + c, at = (kk / 2) * 32 + c * 2 + kk % 2;
                     const float v = k < K_ && n < N_ ? (trans_b ? B[n * ldb + k] : B[k * ldb + n]) : 0.0f;
-                    ok &= split_value(v, parts_, dst + (nb * KB + kb) * parts_ * 512 + (kk / 2) * 32 + c * 2 + kk % 2);
+                    uint16_t p[3];
+                    ok &= split_value(v, parts_, p, 1);
+                    uint16_t* d = dst + (nb * KB + kb) * 2 * 512 + at;
+                    d[0] = p[0];
+                    d[512] = p[1];
+                    if (parts_ == 3) lo[(nb * KB + kb) * 512 + at] = p[2];
                 }
     return ok;
 }

@@ -15,7 +15,8 @@
 //
 // AmxGemm: C[M, N] = A[M, K] . B[K, N] (+ bias[N]) with B known at prepare (weights), packed
 // into 32-row x 16-column B tiles (pairs of K rows interleaved, AMX's layout), [N / 16][K / 32]
-// [part], zero-padded to N a multiple of 32 and K of 32. Per run A's rows are split into 16 x 32
+// [hi, mid], then (BF16x3) all the lo parts [N / 16][K / 32] after them, zero-padded to N a
+// multiple of 32 and K of 32. Per run A's rows are split into 16 x 32
 // A tiles [M / 16][K / 32][part]; each 32 x 32 block of C is four C tiles over the whole K,
 // started from the bias and stored straight into C where whole. Parts of a 32-wide K block are
 // kTile halves apart.
@@ -69,10 +70,16 @@ public:
     int64_t K() const { return K_; }
     int64_t N() const { return N_; }
     int parts() const { return parts_; }
+    // BF16x3 only: whether run reads B's lo parts (true, the default: FP32's accuracy) or only hi
+    // and mid (false: the weights to 17 bits, five products instead of six and 2/3 of B's bytes;
+    // docs/amx.md "Weights to 17 bits"). The same packing serves both.
+    void set_b_lo(bool on) { b_lo_ = on || parts_ != 3; }
+    bool b_lo() const { return b_lo_; }
 
 private:
     int64_t M_ = 0, K_ = 0, N_ = 0, Mp_ = 0, Kp_ = 0, Np_ = 0, mc_ = 0;
     int parts_ = 2;
+    bool b_lo_ = true;
 };
 inline constexpr int64_t kAmxWholeA = int64_t(1) << 20, kAmxChunkA = int64_t(768) << 10;
 

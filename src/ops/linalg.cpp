@@ -494,8 +494,15 @@ public:
         return true;
     }
     bool on() const { return w_ != nullptr; }
+    // BF16x3 only: the weights to 17 bits (B's lo parts left out; Kernel::set_fast_weights).
+    bool set_fast_weights(bool fast) {
+        if (!w_ || amx_.parts() != 3) return false;
+        amx_.set_b_lo(!fast);
+        return true;
+    }
     std::string describe() const {
-        return std::string(amx_.parts() == 3 ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x2 32x32") +
+        const char* mode = amx_.parts() == 2 ? "gemm amx_bf16x2 32x32" : amx_.b_lo() ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x3_w17 32x32";
+        return std::string(mode) +
                (pool_ ? " threaded x" + std::to_string(bal_->threads()) : "");
     }
     // By 32-column blocks, one part per thread (each splits A itself, its own scratch).
@@ -600,6 +607,7 @@ public:
         }
     }
 
+    bool set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
     std::string describe() const override {
         if (amx_.on()) return amx_.describe();
         std::string k = narrow_.data       ? "gemv_narrow dot"
@@ -889,6 +897,7 @@ public:
             amx_act_ = act;
     }
 
+    bool set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
     std::string describe() const override {
         if (amx_.on()) return label_ + amx_.describe();
         std::string k = narrow_.data ? "gemv_narrow dot"
@@ -1404,6 +1413,7 @@ public:
         return inner_->run(swapped, out);
     }
     std::string describe() const override { return inner_->describe() + " (operands swapped)"; }
+    bool set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
 
 private:
     std::unique_ptr<Kernel> inner_;

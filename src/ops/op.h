@@ -29,6 +29,14 @@ public:
     // The kernel chosen at prepare, for inspect/profile (e.g. "conv_masked 12x32 avx512");
     // empty when the op has a single kernel.
     virtual std::string describe() const { return {}; }
+    // Kernels with a faster, less exact mode for their constant weights (MatMul and Gemm on AMX:
+    // the weights to 17 bits, docs/amx.md) switch to it (fast) or back (!fast) and return true;
+    // others return false. Compile time only: the compiler tries the fast mode on a probe input
+    // and keeps it where the plan's outputs stay close to the exact ones (runtime/precision.cpp).
+    virtual bool set_fast_weights(bool fast) {
+        (void)fast;
+        return false;
+    }
 };
 
 // What the compiler knows about a tensor at prepare time.

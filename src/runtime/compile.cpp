@@ -789,6 +789,7 @@ Status compile_graph(const Graph& g, const CompileOptions& opt_in, std::shared_p
     Compiler c(g, opt);
     JIFFY_RETURN_IF_ERROR(c.run(nullptr, out));
     keep_shared(opt, out);
+    choose_fast_weights(*out);
     return {};
 }
 

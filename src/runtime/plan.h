@@ -101,7 +101,18 @@ struct Plan {
     std::vector<std::pair<size_t, std::shared_ptr<const Tensor>>> frozen_values;
 
     int64_t flops() const;  // 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul/RNNs
+
+    // Weights to 17 bits (choose_fast_weights): the kernels running that way, and the probe's
+    // largest output difference from the exact mode relative to the output's magnitude (-1: no
+    // probe ran; where it is over kFastWeightsTol every kernel stays exact).
+    int fast_weight_steps = 0;
+    double fast_weight_err = -1;
 };
+
+// An output may move this much (relative to its magnitude) on the probe input for the fast mode
+// to be kept: a tenth of the 1e-4 the engine promises against ONNX Runtime. The transformer
+// models move 1.5e-6 - 4e-6 (docs/amx.md).
+inline constexpr double kFastWeightsTol = 1e-5;
 
 // The number of chunks (>= 1) an op of `flops` should be split into under `opt`: 1 without a pool
 // or below opt.parallel_min_flops; kernels call it at prepare and keep per-chunk scratch.
@@ -117,6 +128,12 @@ Status compile_graph(const Graph& g, const CompileOptions& opt, std::shared_ptr<
 // body.inputs then body.captures); the plan's inputs are in that order.
 Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& inputs,
                              const CompileOptions& opt, std::shared_ptr<const Plan>* out);
+
+// Compile's last step for a top-level plan (runtime/precision.cpp): kernels with a fast mode for
+// their constant weights (Kernel::set_fast_weights) take it only where two runs on a fixed probe
+// input, exact and fast, give outputs within kFastWeightsTol of each other; JIFFY_AMX=x3 keeps
+// them all exact. Subgraph plans stay exact.
+void choose_fast_weights(const std::shared_ptr<const Plan>& plan);
 
 // Run state of one caller: the arena and the I/O bindings.
 class Session {

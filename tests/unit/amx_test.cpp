@@ -30,7 +30,7 @@ struct Err {
 // C = A . B (+ bias) by AmxGemm with `parts`; compares every element with the double product,
 // error relative to sum_k |a_k b_k| (the scale of the rounding in any order of the sums).
 Err check(int64_t M, int64_t K, int64_t N, int parts, bool trans_b, bool with_bias, uint32_t seed,
-          std::vector<float>* a_override = nullptr) {
+          std::vector<float>* a_override = nullptr, bool b_lo = true) {
     std::mt19937 rng(seed);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     const int64_t lda = K + 3, ldc = N + 5, ldb = (trans_b ? K : N) + 2;
@@ -41,6 +41,7 @@ Err check(int64_t M, int64_t K, int64_t N, int parts, bool trans_b, bool with_bi
     if (a_override) A = *a_override;
     AmxGemm g(M, K, N, parts);
     EXPECT_EQ(g.parts(), parts);
+    g.set_b_lo(b_lo);
     auto wp = alloc_weights((g.packed_b_halves() + 1) / 2);
     EXPECT_TRUE(g.pack_b(B.data(), ldb, trans_b, reinterpret_cast<uint16_t*>(wp.get())));
     std::vector<float> scratch(g.scratch_floats()), C(size_t(M * ldc), 7.0f);
@@ -103,6 +104,32 @@ TEST(Amx, GemmMatchesDoubleOnOddSizes) {
     // The parts are all used: BF16 alone (one part) would be ~2^-9 off.
     EXPECT_GT(worst2, 1e-8);
     std::printf("worst error / sum|ab|: BF16x2 %.3g, BF16x3 %.3g\n", worst2, worst3);
+}
+
+// BF16x3 without B's lo parts (the weights to 17 bits: hi + mid within 2^-16 of each weight, A
+// still exact in three parts): each product within ~2^-16 of exact, from the same packing as
+// BF16x3 (which still reads its lo parts after a run without them).
+TEST(Amx, GemmWeightsTo17Bits) {
+    if (!have_amx()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    uint32_t seed = 500;
+    double worst = 0;
+    for (int64_t M : {int64_t(15), int64_t(33), int64_t(64), int64_t(100)})
+        for (int64_t K : {int64_t(31), int64_t(100), int64_t(257)})
+            for (int64_t N : {int64_t(17), int64_t(33), int64_t(100), int64_t(200)}) {
+                const std::string what = "M" + std::to_string(M) + " K" + std::to_string(K) + " N" + std::to_string(N);
+                const bool tb = seed % 2 == 0, bias = seed % 3 != 0;
+                const Err e = check(M, K, N, 3, tb, bias, seed, nullptr, false);
+                const Err e3 = check(M, K, N, 3, tb, bias, seed);
+                ++seed;
+                EXPECT_TRUE(e.ran && e3.ran) << what;
+                EXPECT_LT(e.worst, 2e-5) << what;
+                EXPECT_LT(e3.worst, 1e-6) << what;
+                worst = std::max(worst, e.worst);
+                if (HasFailure()) return;
+            }
+    // The lo parts are really left out: FP32's accuracy would be ~1e-7.
+    EXPECT_GT(worst, 1e-6);
+    std::printf("worst error / sum|ab| with the weights to 17 bits: %.3g\n", worst);
 }
 
 // A tall product whose split A passes 1 MiB runs in row chunks (each split while B's column

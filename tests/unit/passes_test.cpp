@@ -13,6 +13,7 @@
 #include "attr_util.h"
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
+#include "kernels/amx.h"
 #include "kernels/cpu.h"
 #include "runtime/plan.h"
 
@@ -1864,4 +1865,113 @@ TEST(Passes, BandFusionSkipsAStridedOrPaddedOneByOne) {
         Graph g2 = b.g;
         EXPECT_EQ(passes::fuse_conv_band(g2), 1);
     }
+}
+
+// ---------------------------------------------------------------- weights to 17 bits
+namespace {
+
+struct ScopedAmxMode {
+    explicit ScopedAmxMode(const char* mode) {
+        if (const char* e = std::getenv("JIFFY_AMX")) old_ = e, had_ = true;
+        if (mode) setenv("JIFFY_AMX", mode, 1);
+        else unsetenv("JIFFY_AMX");
+    }
+    ~ScopedAmxMode() {
+        if (had_) setenv("JIFFY_AMX", old_.c_str(), 1);
+        else unsetenv("JIFFY_AMX");
+    }
+    std::string old_;
+    bool had_ = false;
+};
+
+// Compiles and runs b's graph as the default compiles it (the probe deciding) and with
+// JIFFY_AMX=x3 (every product exact, no probe).
+void run_both_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::vector<Tensor>* got,
+                    std::shared_ptr<const Plan>* exact, std::vector<Tensor>* want) {
+    {
+        ScopedAmxMode m(nullptr);
+        *got = run(b.g, b.feeds, true, plan);
+    }
+    ScopedAmxMode m("x3");
+    *want = run(b.g, b.feeds, true, exact);
+}
+
+int w17_kernels(const Plan& p) {
+    int n = 0;
+    for (const auto& k : p.kernels) n += k && k->describe().find("w17") != std::string::npos;
+    return n;
+}
+
+double max_rel_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+    double worst = 0;
+    for (size_t o = 0; o < a.size(); ++o) {
+        double mag = 0, d = 0;
+        for (int64_t i = 0; i < a[o].numel(); ++i) {
+            mag = std::max(mag, std::abs(b[o].get_f64(i)));
+            d = std::max(d, std::abs(a[o].get_f64(i) - b[o].get_f64(i)));
+        }
+        worst = std::max(worst, d / mag);
+    }
+    return worst;
+}
+
+}  // namespace
+
+// A feed-forward block (MatMul + bias + Relu, MatMul + bias + residual) as in a transformer
+// layer: both products on AMX take the weights to 17 bits (the probe's outputs within 1e-5),
+// and the outputs stay within 1e-5 of the exact plan's (JIFFY_AMX=x3, where nothing is probed).
+TEST(FastWeights, FeedForwardTakesThem) {
+    if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    if (kernels::amx_parts() != 3) GTEST_SKIP() << "JIFFY_AMX=x2";
+    const int64_t S = 64, D = 256, F = 512;
+    Builder b;
+    int x = b.input("x", {1, S, D});
+    int h = b.node("MatMul", {x, b.constant("w1", rnd({D, F}, 11, 0.06f))}, {1, S, F});
+    h = b.node("Add", {h, b.constant("b1", rnd({F}, 12, 0.1f))}, {1, S, F});
+    h = b.node("Relu", {h}, {1, S, F});
+    int y = b.node("MatMul", {h, b.constant("w2", rnd({F, D}, 13, 0.04f))}, {1, S, D});
+    y = b.node("Add", {y, b.constant("b2", rnd({D}, 14, 0.1f))}, {1, S, D});
+    b.output(b.node("Add", {y, x}, {1, S, D}));
+    std::shared_ptr<const Plan> fast, exact;
+    std::vector<Tensor> got, want;
+    run_both_modes(b, &fast, &got, &exact, &want);
+    ASSERT_TRUE(fast && exact);
+    EXPECT_EQ(fast->fast_weight_steps, 2);
+    EXPECT_GT(fast->fast_weight_err, 0.0);
+    EXPECT_LE(fast->fast_weight_err, kFastWeightsTol);
+    EXPECT_EQ(w17_kernels(*fast), 2);
+    EXPECT_EQ(exact->fast_weight_steps, 0);
+    EXPECT_EQ(exact->fast_weight_err, -1.0);
+    EXPECT_EQ(w17_kernels(*exact), 0);
+    const double d = max_rel_diff(got, want);
+    EXPECT_GT(d, 0.0);  // the modes differ: the fast one really ran
+    EXPECT_LE(d, kFastWeightsTol);
+}
+
+// The difference of two products with nearly equal weights cancels all but ~1e-4 of their
+// magnitude, so 17-bit weights would move it by far more than 1e-5: the probe keeps both products
+// exact, and the plan gives the exact plan's bits.
+TEST(FastWeights, CancellingModelStaysExact) {
+    if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    if (kernels::amx_parts() != 3) GTEST_SKIP() << "JIFFY_AMX=x2";
+    const int64_t M = 32, K = 128, N = 64;
+    Tensor w1 = rnd({K, N}, 21, 0.1f), w2 = rnd({K, N}, 21, 0.1f), d = rnd({K, N}, 22, 1e-5f);  // (a Tensor copy shares its bytes)
+    for (int64_t i = 0; i < w2.numel(); ++i) w2.as<float>()[i] += d.as<float>()[i];
+    Builder b;
+    int x = b.input("x", {M, K});
+    int p1 = b.node("MatMul", {x, b.constant("w1", w1)}, {M, N});
+    int p2 = b.node("MatMul", {x, b.constant("w2", w2)}, {M, N});
+    b.output(b.node("Sub", {p1, p2}, {M, N}));
+    std::shared_ptr<const Plan> plan, exact;
+    std::vector<Tensor> got, want;
+    run_both_modes(b, &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    EXPECT_EQ(plan->fast_weight_steps, 0);
+    EXPECT_GT(plan->fast_weight_err, kFastWeightsTol);
+    EXPECT_EQ(w17_kernels(*plan), 0);
+    int amx = 0;
+    for (const auto& k : plan->kernels) amx += k && k->describe().find("amx_bf16x3") != std::string::npos;
+    EXPECT_EQ(amx, 2);  // both products on AMX (exact), so the probe had something to decide
+    ASSERT_EQ(got.size(), 1u);
+    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<float>()[i], want[0].as<float>()[i]) << i;
 }

@@ -16,11 +16,14 @@ namespace {
 using namespace amx;
 
 
-template <int PARTS>
+template <int PARTS, bool B_LO>
 bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* A, int64_t lda,
           const uint16_t* bp, const float* bias, float* C, int64_t ldc, float* scratch, int64_t nb, int64_t ne,
           const float* res, const ConvEpi* e) {
-    const int64_t KB = Kp / 32, kbs = PARTS * kTile;
+    const int64_t KB = Kp / 32, kbs = PARTS * kTile, bkbs = 2 * kTile;
+    // B's hi / mid blocks, then (BF16x3) its lo parts (AmxGemm::pack_b).
+    const uint16_t* blo = bp + (N + 31) / 32 * 32 * Kp * 2;
+    const auto lo = [&](int64_t t) { return B_LO ? blo + t * KB * kTile : nullptr; };
     // Row blocks of the split A one cache line more than their K x 16 x PARTS halves apart
     // (whole multiples of 4 KiB would put every block in the same L1 sets).
     const int64_t as = KB * kbs + 32;
@@ -96,7 +99,7 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* 
                 const int64_t rb = p % 2, ta = t0 + p, tb = p + 1 < NT ? ta + 1 : t0;
                 const uint16_t* a0 = ap + 2 * rb * as;
                 start(ta, tb);
-                tile_block<PARTS>(a0, a0 + as, bp + ta * KB * kbs, bp + tb * KB * kbs, KB);
+                tile_block<PARTS, 2, B_LO>(a0, a0 + as, bp + ta * KB * bkbs, bp + tb * KB * bkbs, KB, lo(ta), lo(tb));
                 float* cr = Cc + 32 * rb * ldc;
                 store_tiles(cr + ta * 16, cr + tb * 16, ldc, std::min<int64_t>(32, rn - 32 * rb), width(ta), width(tb), acc);
             }
@@ -104,11 +107,11 @@ bool gemm(int64_t M, int64_t K, int64_t N, int64_t MC, int64_t Kp, const float* 
             // Each 32-column block of B (K x 32 x PARTS halves) is read once per chunk, for
             // every 32-row block of it in turn.
             for (int64_t n0 = nb; n0 < ne; n0 += 32) {
-                const uint16_t* b0 = bp + (n0 / 16) * KB * kbs;
+                const uint16_t* b0 = bp + (n0 / 16) * KB * bkbs;
                 for (int64_t m0 = 0; m0 < rn; m0 += 32) {
                     const uint16_t* a0 = ap + (m0 / 16) * as;
                     start(n0 / 16, n0 / 16 + 1);
-                    tile_block<PARTS>(a0, a0 + as, b0, b0 + KB * kbs, KB);
+                    tile_block<PARTS, 2, B_LO>(a0, a0 + as, b0, b0 + KB * bkbs, KB, lo(n0 / 16), lo(n0 / 16 + 1));
                     store_block(Cc + m0 * ldc + n0, ldc, std::min<int64_t>(32, rn - m0), std::min<int64_t>(32, ne - n0), acc);
                 }
             }
@@ -134,8 +137,9 @@ bool AmxGemm::run(const float* A, int64_t lda, const uint16_t* bp, const float* 
     const int64_t M = m1 - m0;
     A += m0 * lda, C += m0 * ldc;
     if (res) res += m0 * ldc;
-    return parts_ == 3 ? gemm<3>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
-                       : gemm<2>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
+    if (parts_ == 2) return gemm<2, false>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
+    return b_lo_ ? gemm<3, true>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e)
+                 : gemm<3, false>(M, K_, N_, mc_, Kp_, A, lda, bp, bias, C, ldc, scratch, n0, n1, res, e);
 }
 
 }  // namespace jiffy::kernels

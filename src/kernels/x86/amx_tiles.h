@@ -74,16 +74,20 @@ inline __mmask32 split_values_x3_trunc(__m512 v0, __m512 v1, uint16_t* dst) {
     _tile_dpbf16ps(3, 5, 7)
 
 // C tiles 0..3 (rows of A0 / A1 x columns of B0 / B1) += the part products over K blocks
-// [0, n), each block's parts kTile apart (hi, mid, lo). One operand changes per step:
-//  BF16x2: (hi, mid) (hi, hi) (mid, hi): 8 tile loads for 12 products;
-//  BF16x3: (lo, hi) (hi, hi) (mid, hi) (mid, mid) (hi, mid) (hi, lo): 14 loads for 24.
-template <int PARTS>
-inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, const uint16_t* b1, int64_t n) {
-    constexpr int64_t kb_stride = PARTS * kTile;
+// [0, n). A's parts of a block kTile apart (hi, mid, lo), blocks APARTS * kTile apart. B's hi and
+// mid likewise, blocks BSTRIDE * kTile apart; B's lo (BF16x3 with B_LO) at L0 / L1 (blocks kTile
+// apart) or, where null, after B's mid. One operand changes per step:
+//  BF16x2 (APARTS 2): (hi, mid) (hi, hi) (mid, hi): 8 tile loads for 12 products;
+//  BF16x3 (APARTS 3, B_LO): (lo, hi) (hi, hi) (mid, hi) (mid, mid) (hi, mid) (hi, lo): 14 loads
+//  for 24; without B_LO (the weights to 17 bits) the first five: 12 loads for 20.
+template <int APARTS, int BSTRIDE = APARTS, bool B_LO = APARTS == 3>
+inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, const uint16_t* b1, int64_t n,
+                       const uint16_t* l0 = nullptr, const uint16_t* l1 = nullptr) {
+    constexpr int64_t as = APARTS * kTile, bs = BSTRIDE * kTile;
     for (int64_t kb = 0; kb < n; ++kb) {
-        const uint16_t *A0 = a0 + kb * kb_stride, *A1 = a1 + kb * kb_stride;
-        const uint16_t *B0 = b0 + kb * kb_stride, *B1 = b1 + kb * kb_stride;
-        if constexpr (PARTS == 2) {
+        const uint16_t *A0 = a0 + kb * as, *A1 = a1 + kb * as;
+        const uint16_t *B0 = b0 + kb * bs, *B1 = b1 + kb * bs;
+        if constexpr (APARTS == 2) {
             _tile_loadd(4, A0, 64);
             _tile_loadd(5, A1, 64);
             _tile_loadd(6, B0 + kTile, 64);
@@ -113,9 +117,11 @@ inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b
             _tile_loadd(4, A0, 64);
             _tile_loadd(5, A1, 64);
             JIFFY_DP4();
-            _tile_loadd(6, B0 + 2 * kTile, 64);
-            _tile_loadd(7, B1 + 2 * kTile, 64);
-            JIFFY_DP4();
+            if constexpr (B_LO) {
+                _tile_loadd(6, l0 ? l0 + kb * kTile : B0 + 2 * kTile, 64);
+                _tile_loadd(7, l1 ? l1 + kb * kTile : B1 + 2 * kTile, 64);
+                JIFFY_DP4();
+            }
         }
     }
 }

@@ -1,0 +1,95 @@
+// The weights-to-17-bits choice (docs/amx.md, "Weights to 17 bits"): kernels with a faster, less
+// exact mode for their constant weights (Kernel::set_fast_weights: MatMul and Gemm on AMX) take it
+// only where the plan's outputs on a probe input stay within kFastWeightsTol of the exact mode's,
+// relative to each output's magnitude. Compile time only; the run path never sees it.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/amx.h"
+#include "runtime/plan.h"
+
+namespace jiffy {
+
+namespace {
+
+// The probe's inputs: float32 uniform in [-1, 1) from a fixed sequence (the same bits every
+// compile), other types zero (index 0 is in range wherever an index is), frozen inputs their
+// values.
+void fill_probe_inputs(const Plan& plan, Session& s) {
+    uint32_t x = 0x9e3779b9u;
+    for (size_t i = 0; i < plan.inputs.size(); ++i) {
+        const IoDesc& d = plan.inputs[i];
+        void* p = s.input_data(i);
+        std::memset(p, 0, d.nbytes);
+        if (d.dtype != DType::kF32) continue;
+        float* f = static_cast<float*>(p);
+        for (size_t k = 0; k < d.nbytes / sizeof(float); ++k) {
+            x = x * 1664525u + 1013904223u;
+            f[k] = float(int32_t(x >> 8) - (1 << 23)) * (1.0f / float(1 << 23));
+        }
+    }
+    for (const auto& [idx, t] : plan.frozen_values)
+        if (idx < plan.inputs.size() && t->nbytes() == plan.inputs[idx].nbytes)
+            std::memcpy(s.input_data(idx), t->data(), t->nbytes());
+}
+
+// The float32 outputs of one run, or false where it failed.
+bool probe_run(const Plan& plan, Session& s, std::vector<std::vector<float>>* outs) {
+    fill_probe_inputs(plan, s);
+    if (!s.run().ok()) return false;
+    outs->assign(plan.outputs.size(), {});
+    for (size_t i = 0; i < plan.outputs.size(); ++i) {
+        if (plan.outputs[i].dtype != DType::kF32) continue;
+        const float* f = static_cast<const float*>(s.output_data(i));
+        (*outs)[i].assign(f, f + plan.outputs[i].nbytes / sizeof(float));
+    }
+    return true;
+}
+
+// max |fast - exact| / max |exact| over each float32 output (the largest of them); infinity where
+// a value is not finite in either (an overflow the exact mode may not share).
+double output_difference(const std::vector<std::vector<float>>& exact, const std::vector<std::vector<float>>& fast) {
+    double worst = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+        double mag = 0, diff = 0;
+        for (size_t k = 0; k < exact[i].size(); ++k) {
+            const double e = exact[i][k], f = fast[i][k];
+            if (!std::isfinite(e) || !std::isfinite(f)) return INFINITY;
+            mag = std::max(mag, std::abs(e));
+            diff = std::max(diff, std::abs(f - e));
+        }
+        if (diff > 0) worst = std::max(worst, mag > 0 ? diff / mag : double(INFINITY));
+    }
+    return worst;
+}
+
+}  // namespace
+
+void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
+    Plan& p = *std::const_pointer_cast<Plan>(plan);
+    p.fast_weight_steps = 0;
+    p.fast_weight_err = -1;
+    std::vector<Kernel*> fast;  // kernels with a fast mode, all exact until the probe says
+    for (const auto& k : p.kernels)
+        if (k && k->set_fast_weights(false)) fast.push_back(k.get());
+    const char* env = std::getenv("JIFFY_AMX");
+    if (fast.empty() || (env && std::strcmp(env, "x3") == 0)) return;
+    Session s(plan);
+    std::vector<std::vector<float>> exact, quick;
+    bool ok = probe_run(p, s, &exact);
+    for (Kernel* k : fast) k->set_fast_weights(true);
+    ok = ok && probe_run(p, s, &quick);
+    const double err = ok ? output_difference(exact, quick) : double(INFINITY);
+    if (!(err <= kFastWeightsTol)) {
+        for (Kernel* k : fast) k->set_fast_weights(false);
+        p.fast_weight_err = ok ? err : -1;
+        return;
+    }
+    p.fast_weight_steps = int(fast.size());
+    p.fast_weight_err = err;
+}
+
+}  // namespace jiffy
