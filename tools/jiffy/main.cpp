@@ -431,7 +431,8 @@ int cmd_inspect(const Args& a) {
             r += ", \"flops\": " + std::to_string(plan->flops()) + ", \"arena_bytes\": " +
                  std::to_string(plan->arena_bytes) + ", \"scratch_bytes\": " +
                  std::to_string(plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0)) +
-                 ", \"steps\": " + std::to_string(plan->steps.size());
+                 ", \"steps\": " + std::to_string(plan->steps.size()) +
+                 ", \"fast_weight_steps\": " + std::to_string(plan->fast_weight_steps);
         } else {
             r += ", \"plan_error\": " + json_str(plan_err);
         }
@@ -455,6 +456,9 @@ int cmd_inspect(const Args& a) {
                     plan->steps.size(), (long long)plan->flops(), plan->arena_bytes,
                     plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0),
                     (unsigned long long)plan->constant_bytes);
+        if (plan->fast_weight_err >= 0)  // the probe ran (docs/amx.md, "Weights to 17 bits")
+            std::printf("  weights to 17 bits: %d products (probe: outputs moved %.2g of their magnitude, limit %.0e)\n",
+                        plan->fast_weight_steps, plan->fast_weight_err, kFastWeightsTol);
         for (const IoDesc& d : plan->outputs)
             std::printf("  output %s %s %s\n", d.name.c_str(), dtype_name(d.dtype), shape_str(d.shape).c_str());
         if (a.steps) {
