@@ -36,30 +36,36 @@ void fill_probe_inputs(const Plan& plan, Session& s) {
             std::memcpy(s.input_data(idx), t->data(), t->nbytes());
 }
 
-// The float32 outputs of one run, or false where it failed.
-bool probe_run(const Plan& plan, Session& s, std::vector<std::vector<float>>* outs) {
+// The outputs of one run (their bytes), or false where it failed.
+bool probe_run(const Plan& plan, Session& s, std::vector<std::vector<uint8_t>>* outs) {
     fill_probe_inputs(plan, s);
     if (!s.run().ok()) return false;
     outs->assign(plan.outputs.size(), {});
     for (size_t i = 0; i < plan.outputs.size(); ++i) {
-        if (plan.outputs[i].dtype != DType::kF32) continue;
-        const float* f = static_cast<const float*>(s.output_data(i));
-        (*outs)[i].assign(f, f + plan.outputs[i].nbytes / sizeof(float));
+        const uint8_t* b = static_cast<const uint8_t*>(s.output_data(i));
+        (*outs)[i].assign(b, b + plan.outputs[i].nbytes);
     }
     return true;
 }
 
-// max |fast - exact| / max |exact| over each float32 output (the largest of them); infinity where
-// a value is not finite in either (an overflow the exact mode may not share).
-double output_difference(const std::vector<std::vector<float>>& exact, const std::vector<std::vector<float>>& fast) {
+// Over the float32 outputs, the largest max |fast - exact| / max |exact|; infinity where a value
+// is not finite in either (an overflow the exact mode may not share) or where an output of
+// another type (an ArgMax's indices, say) differs at all.
+double output_difference(const Plan& plan, const std::vector<std::vector<uint8_t>>& exact,
+                         const std::vector<std::vector<uint8_t>>& fast) {
     double worst = 0;
     for (size_t i = 0; i < exact.size(); ++i) {
+        if (plan.outputs[i].dtype != DType::kF32) {
+            if (exact[i] != fast[i]) return INFINITY;
+            continue;
+        }
+        const float* e = reinterpret_cast<const float*>(exact[i].data());
+        const float* f = reinterpret_cast<const float*>(fast[i].data());
         double mag = 0, diff = 0;
-        for (size_t k = 0; k < exact[i].size(); ++k) {
-            const double e = exact[i][k], f = fast[i][k];
-            if (!std::isfinite(e) || !std::isfinite(f)) return INFINITY;
-            mag = std::max(mag, std::abs(e));
-            diff = std::max(diff, std::abs(f - e));
+        for (size_t k = 0; k < exact[i].size() / sizeof(float); ++k) {
+            if (!std::isfinite(e[k]) || !std::isfinite(f[k])) return INFINITY;
+            mag = std::max(mag, std::abs(double(e[k])));
+            diff = std::max(diff, std::abs(double(f[k]) - double(e[k])));
         }
         if (diff > 0) worst = std::max(worst, mag > 0 ? diff / mag : double(INFINITY));
     }
@@ -78,11 +84,11 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
     const char* env = std::getenv("JIFFY_AMX");
     if (fast.empty() || (env && std::strcmp(env, "x3") == 0)) return;
     Session s(plan);
-    std::vector<std::vector<float>> exact, quick;
+    std::vector<std::vector<uint8_t>> exact, quick;
     bool ok = probe_run(p, s, &exact);
     for (Kernel* k : fast) k->set_fast_weights(true);
     ok = ok && probe_run(p, s, &quick);
-    const double err = ok ? output_difference(exact, quick) : double(INFINITY);
+    const double err = ok ? output_difference(p, exact, quick) : double(INFINITY);
     if (!(err <= kFastWeightsTol)) {
         for (Kernel* k : fast) k->set_fast_weights(false);
         p.fast_weight_err = ok ? err : -1;

@@ -1974,4 +1974,16 @@ TEST(FastWeights, CancellingModelStaysExact) {
     EXPECT_EQ(amx, 2);  // both products on AMX (exact), so the probe had something to decide
     ASSERT_EQ(got.size(), 1u);
     for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<float>()[i], want[0].as<float>()[i]) << i;
+    // With only the ArgMax of each row as output (no float32 output to measure), the probe
+    // compares the indices: some move, so the products stay exact again.
+    b.g.outputs.clear();
+    b.output(b.node("ArgMax", {b.g.nodes.back().outputs[0]}, {M, 1}, {{"axis", ai(1)}}));
+    b.g.values[size_t(b.g.outputs[0])].dtype = DType::kI64;
+    run_both_modes(b, &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    EXPECT_EQ(plan->fast_weight_steps, 0);
+    EXPECT_TRUE(std::isinf(plan->fast_weight_err));  // an index moved
+    EXPECT_EQ(w17_kernels(*plan), 0);
+    ASSERT_EQ(got.size(), 1u);
+    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<int64_t>()[i], want[0].as<int64_t>()[i]) << i;
 }
