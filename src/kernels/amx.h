@@ -117,12 +117,17 @@ public:
     int64_t pixels() const { return P_; }
     int64_t channel_blocks() const { return Mp_ / 32; }  // units of 32 output channels
     int parts() const { return parts_; }
+    // BF16x3 only: whether run reads W's lo parts (true, the default) or not (the weights to 17
+    // bits, as AmxGemm::set_b_lo; W's parts stay interleaved, the lo tiles skipped).
+    void set_w_lo(bool on) { w_lo_ = on || parts_ != 3; }
+    bool w_lo() const { return w_lo_; }
 
 private:
     Conv2DGeom g_;
     int64_t K_ = 0, Kp_ = 0, Mp_ = 0, P_ = 0, ptile_ = 32;
     bool pointwise_ = false;
     int parts_ = 2;
+    bool w_lo_ = true;
 };
 
 }  // namespace jiffy::kernels

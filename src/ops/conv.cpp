@@ -614,6 +614,12 @@ public:
             gemm_.run(x, wpacked_.get(), B, r, y, scratch, epi_);
     }
 
+    // The weights to 17 bits on AMX (BF16x3 without W's lo parts; Kernel::set_fast_weights).
+    FastWeights set_fast_weights(bool fast) override {
+        if (!amx_w_ || amx_.parts() != 3) return FastWeights::kNone;
+        amx_.set_w_lo(!fast);
+        return FastWeights::kConv;
+    }
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
         if (depthwise_) {
@@ -621,7 +627,7 @@ public:
             if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
             return r;
         }
-        std::string r = amx_w_ ? (amx_.parts() == 3 ? "conv_amx_bf16x3 32x32" : "conv_amx_bf16x2 32x32")
+        std::string r = amx_w_ ? (amx_.parts() == 2 ? "conv_amx_bf16x2 32x32" : amx_.w_lo() ? "conv_amx_bf16x3 32x32" : "conv_amx_bf16x3_w17 32x32")
                         : wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
         if (!wino_m_ && !amx_w_) {
             const kernels::ConvGemmArgs& a = gemm_.args();
@@ -1133,6 +1139,7 @@ public:
         }
         return {};
     }
+    FastWeights set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
     std::string describe() const override {
         return "dilated " + std::to_string(dl_) + "x" + std::to_string(dl_) + " phases: " + inner_->describe();
     }
@@ -1183,6 +1190,7 @@ public:
         }
         return {};
     }
+    FastWeights set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
     std::string describe() const override {
         return "subsampled " + std::to_string(g_.sh) + "x" + std::to_string(g_.sw) + ": " + inner_->describe();
     }
@@ -1566,9 +1574,15 @@ public:
             if (!ok[t]) return false;
         return true;
     }
+    // The weights to 17 bits on AMX (W^T is AmxGemm's B; Kernel::set_fast_weights).
+    FastWeights set_fast_weights(bool fast) override {
+        if (!amx_w_ || amx_.parts() != 3) return FastWeights::kNone;
+        amx_.set_b_lo(!fast);
+        return FastWeights::kConv;
+    }
     std::string describe() const override {
         if (amx_w_) {
-            std::string k = amx_.parts() == 3 ? "conv_nhwc_1x1 amx_bf16x3" : "conv_nhwc_1x1 amx_bf16x2";
+            std::string k = amx_.parts() == 2 ? "conv_nhwc_1x1 amx_bf16x2" : amx_.b_lo() ? "conv_nhwc_1x1 amx_bf16x3" : "conv_nhwc_1x1 amx_bf16x3_w17";
             if (amx_par_)
                 k += std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_);
             return k;

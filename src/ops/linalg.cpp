@@ -495,10 +495,10 @@ public:
     }
     bool on() const { return w_ != nullptr; }
     // BF16x3 only: the weights to 17 bits (B's lo parts left out; Kernel::set_fast_weights).
-    bool set_fast_weights(bool fast) {
-        if (!w_ || amx_.parts() != 3) return false;
+    Kernel::FastWeights set_fast_weights(bool fast) {
+        if (!w_ || amx_.parts() != 3) return Kernel::FastWeights::kNone;
         amx_.set_b_lo(!fast);
-        return true;
+        return Kernel::FastWeights::kProduct;
     }
     std::string describe() const {
         const char* mode = amx_.parts() == 2 ? "gemm amx_bf16x2 32x32" : amx_.b_lo() ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x3_w17 32x32";
@@ -607,7 +607,7 @@ public:
         }
     }
 
-    bool set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
+    FastWeights set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
     std::string describe() const override {
         if (amx_.on()) return amx_.describe();
         std::string k = narrow_.data       ? "gemv_narrow dot"
@@ -897,7 +897,7 @@ public:
             amx_act_ = act;
     }
 
-    bool set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
+    FastWeights set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
     std::string describe() const override {
         if (amx_.on()) return label_ + amx_.describe();
         std::string k = narrow_.data ? "gemv_narrow dot"
@@ -1413,7 +1413,7 @@ public:
         return inner_->run(swapped, out);
     }
     std::string describe() const override { return inner_->describe() + " (operands swapped)"; }
-    bool set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
+    FastWeights set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
 
 private:
     std::unique_ptr<Kernel> inner_;

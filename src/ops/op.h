@@ -29,13 +29,15 @@ public:
     // The kernel chosen at prepare, for inspect/profile (e.g. "conv_masked 12x32 avx512");
     // empty when the op has a single kernel.
     virtual std::string describe() const { return {}; }
-    // Kernels with a faster, less exact mode for their constant weights (MatMul and Gemm on AMX:
-    // the weights to 17 bits, docs/amx.md) switch to it (fast) or back (!fast) and return true;
-    // others return false. Compile time only: the compiler tries the fast mode on a probe input
-    // and keeps it where the plan's outputs stay close to the exact ones (runtime/precision.cpp).
-    virtual bool set_fast_weights(bool fast) {
+    // Kernels with a faster, less exact mode for their constant weights (MatMul, Gemm and convs
+    // on AMX: the weights to 17 bits, docs/amx.md) switch to it (fast) or back (!fast) and say
+    // which group they belong to; others return kNone. Compile time only: the compiler tries the
+    // fast mode on a probe input, a group at a time where all at once moves the outputs too
+    // much, and keeps what leaves them close to the exact ones (runtime/precision.cpp).
+    enum class FastWeights { kNone, kProduct, kConv };
+    virtual FastWeights set_fast_weights(bool fast) {
         (void)fast;
-        return false;
+        return FastWeights::kNone;
     }
 };
 

@@ -75,26 +75,48 @@ double output_difference(const Plan& plan, const std::vector<std::vector<uint8_t
 }  // namespace
 
 void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
+    using FW = Kernel::FastWeights;
     Plan& p = *std::const_pointer_cast<Plan>(plan);
     p.fast_weight_steps = 0;
     p.fast_weight_err = -1;
-    std::vector<Kernel*> fast;  // kernels with a fast mode, all exact until the probe says
-    for (const auto& k : p.kernels)
-        if (k && k->set_fast_weights(false)) fast.push_back(k.get());
+    // Kernels with a fast mode by group (products first: their weights stream from memory every
+    // run, a conv's are reused across its pixels), all exact until the probe says.
+    std::vector<Kernel*> groups[2];
+    for (const auto& k : p.kernels) {
+        const FW g = k ? k->set_fast_weights(false) : FW::kNone;
+        if (g != FW::kNone) groups[g == FW::kProduct ? 0 : 1].push_back(k.get());
+    }
     const char* env = std::getenv("JIFFY_AMX");
-    if (fast.empty() || (env && std::strcmp(env, "x3") == 0)) return;
+    if ((groups[0].empty() && groups[1].empty()) || (env && std::strcmp(env, "x3") == 0)) return;
     Session s(plan);
     std::vector<std::vector<uint8_t>> exact, quick;
-    bool ok = probe_run(p, s, &exact);
-    for (Kernel* k : fast) k->set_fast_weights(true);
-    ok = ok && probe_run(p, s, &quick);
-    const double err = ok ? output_difference(p, exact, quick) : double(INFINITY);
+    if (!probe_run(p, s, &exact)) return;  // the probe input does not run: all exact
+    const auto set = [&](int g, bool fast) {
+        for (Kernel* k : groups[g]) k->set_fast_weights(fast);
+    };
+    const auto moved = [&] { return probe_run(p, s, &quick) ? output_difference(p, exact, quick) : double(INFINITY); };
+    // All at once; where that moves the outputs too much, group by group (each kept only if the
+    // ones kept so far and it stay within the bound).
+    bool keep[2] = {!groups[0].empty(), !groups[1].empty()};
+    set(0, keep[0]), set(1, keep[1]);
+    double err = moved();
     if (!(err <= kFastWeightsTol)) {
-        for (Kernel* k : fast) k->set_fast_weights(false);
-        p.fast_weight_err = ok ? err : -1;
-        return;
+        const double all = err;
+        err = 0;
+        bool any = false;
+        set(0, false), set(1, false);
+        for (int g = 0; g < 2; ++g) {
+            if (!keep[g]) continue;
+            set(g, true);
+            const double e = moved();
+            keep[g] = e <= kFastWeightsTol;
+            if (keep[g]) err = e, any = true;
+            else set(g, false);
+        }
+        if (!any) err = all;  // nothing kept: report what all of them moved
     }
-    p.fast_weight_steps = int(fast.size());
+    for (int g = 0; g < 2; ++g)
+        if (keep[g] && err <= kFastWeightsTol) p.fast_weight_steps += int(groups[g].size());
     p.fast_weight_err = err;
 }
 

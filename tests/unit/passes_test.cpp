@@ -1987,3 +1987,65 @@ TEST(FastWeights, CancellingModelStaysExact) {
     ASSERT_EQ(got.size(), 1u);
     for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<int64_t>()[i], want[0].as<int64_t>()[i]) << i;
 }
+
+// A plan whose convs cancel (the difference of two 1x1 convs with weights 1e-4 apart) and whose
+// MatMul does not: all fast at once moves the conv output too much, so the probe goes group by
+// group and keeps the MatMul's fast weights while both convs stay exact.
+TEST(FastWeights, GroupsDecideApart) {
+    if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    if (kernels::amx_parts() != 3) GTEST_SKIP() << "JIFFY_AMX=x2";
+    const int64_t C = 64, M = 64, H = 16, S = 64, D = 256;
+    Tensor w1 = rnd({M, C, 1, 1}, 31, 0.1f), w2 = rnd({M, C, 1, 1}, 31, 0.1f), d = rnd({M, C, 1, 1}, 32, 1e-5f);
+    for (int64_t i = 0; i < w2.numel(); ++i) w2.as<float>()[i] += d.as<float>()[i];
+    Builder b;
+    int img = b.input("img", {1, C, H, H});
+    int c1 = b.node("Conv", {img, b.constant("w1", w1)}, {1, M, H, H});
+    int c2 = b.node("Conv", {img, b.constant("w2", w2)}, {1, M, H, H});
+    b.output(b.node("Sub", {c1, c2}, {1, M, H, H}));
+    int x = b.input("x", {S, D});
+    b.output(b.node("MatMul", {x, b.constant("wm", rnd({D, D}, 33, 0.06f))}, {S, D}));
+    std::shared_ptr<const Plan> plan, exact;
+    std::vector<Tensor> got, want;
+    run_both_modes(b, &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    int convs = 0, conv_fast = 0, mm_fast = 0;
+    for (const auto& k : plan->kernels) {
+        const std::string dk = k ? k->describe() : "";
+        if (dk.find("conv") != std::string::npos && dk.find("amx") != std::string::npos) {
+            ++convs;
+            conv_fast += dk.find("w17") != std::string::npos;
+        }
+        if (dk.find("gemm amx") != std::string::npos) mm_fast += dk.find("w17") != std::string::npos;
+    }
+    EXPECT_EQ(convs, 2);  // both convs on AMX: the probe had them to decide on
+    EXPECT_EQ(conv_fast, 0);
+    EXPECT_EQ(mm_fast, 1);
+    EXPECT_EQ(plan->fast_weight_steps, 1);
+    EXPECT_GT(plan->fast_weight_err, 0.0);
+    EXPECT_LE(plan->fast_weight_err, kFastWeightsTol);
+    ASSERT_EQ(got.size(), 2u);
+    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<float>()[i], want[0].as<float>()[i]) << i;
+    EXPECT_LE(max_rel_diff({got[1]}, {want[1]}), kFastWeightsTol);
+}
+
+// A 1x1 conv on AMX (weights are its A operand: W's lo parts left out) takes them too, within
+// the bound of the exact plan.
+TEST(FastWeights, ConvTakesThem) {
+    if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
+    if (kernels::amx_parts() != 3) GTEST_SKIP() << "JIFFY_AMX=x2";
+    const int64_t C = 64, M = 96, H = 16;
+    Builder b;
+    int img = b.input("img", {1, C, H, H});
+    int c = b.node("Conv", {img, b.constant("w", rnd({M, C, 1, 1}, 41, 0.1f)), b.constant("b", rnd({M}, 42, 0.1f))},
+                   {1, M, H, H});
+    b.output(b.node("Relu", {c}, {1, M, H, H}));
+    std::shared_ptr<const Plan> plan, exact;
+    std::vector<Tensor> got, want;
+    run_both_modes(b, &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    EXPECT_EQ(plan->fast_weight_steps, 1);
+    EXPECT_EQ(w17_kernels(*plan), 1);
+    const double d = max_rel_diff(got, want);
+    EXPECT_GT(d, 0.0);
+    EXPECT_LE(d, kFastWeightsTol);
+}

@@ -15,7 +15,7 @@ namespace {
 
 using namespace amx;
 
-template <int PARTS>
+template <int PARTS, bool W_LO>
 bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile, bool pointwise, const float* x,
           const uint16_t* wp, const float* bias, const float* res, float* y, float* scratch, const ConvEpi& e,
           int64_t pb, int64_t pe, int64_t cb, int64_t ce) {
@@ -113,7 +113,7 @@ bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile,
                 _tile_zero(1);
                 _tile_zero(2);
                 _tile_zero(3);
-                tile_block<PARTS>(a0, a0 + KB * kbs, b0, b0 + bs, KB);
+                tile_block<PARTS, PARTS, PARTS == 3, W_LO>(a0, a0 + KB * kbs, b0, b0 + bs, KB);
                 const int64_t q = t0 + 32 * j;
                 store_block(y + 32 * mi * P + q, P, nr, std::min<int64_t>(32, t1 - q), acc);
             }
@@ -140,8 +140,9 @@ bool conv(const Conv2DGeom& g, int64_t K, int64_t Kp, int64_t Mp, int64_t ptile,
 
 bool AmxConv::run(const float* x, const uint16_t* wp, const float* bias, const float* res, float* y, float* scratch,
                   const ConvEpi& e, int64_t pb, int64_t pe, int64_t cb, int64_t ce) const {
-    return parts_ == 3 ? conv<3>(g_, K_, Kp_, Mp_, ptile_, pointwise_, x, wp, bias, res, y, scratch, e, pb, pe, cb, ce)
-                       : conv<2>(g_, K_, Kp_, Mp_, ptile_, pointwise_, x, wp, bias, res, y, scratch, e, pb, pe, cb, ce);
+    if (parts_ == 2) return conv<2, true>(g_, K_, Kp_, Mp_, ptile_, pointwise_, x, wp, bias, res, y, scratch, e, pb, pe, cb, ce);
+    return w_lo_ ? conv<3, true>(g_, K_, Kp_, Mp_, ptile_, pointwise_, x, wp, bias, res, y, scratch, e, pb, pe, cb, ce)
+                 : conv<3, false>(g_, K_, Kp_, Mp_, ptile_, pointwise_, x, wp, bias, res, y, scratch, e, pb, pe, cb, ce);
 }
 
 }  // namespace jiffy::kernels

@@ -79,8 +79,9 @@ inline __mmask32 split_values_x3_trunc(__m512 v0, __m512 v1, uint16_t* dst) {
 // apart) or, where null, after B's mid. One operand changes per step:
 //  BF16x2 (APARTS 2): (hi, mid) (hi, hi) (mid, hi): 8 tile loads for 12 products;
 //  BF16x3 (APARTS 3, B_LO): (lo, hi) (hi, hi) (mid, hi) (mid, mid) (hi, mid) (hi, lo): 14 loads
-//  for 24; without B_LO (the weights to 17 bits) the first five: 12 loads for 20.
-template <int APARTS, int BSTRIDE = APARTS, bool B_LO = APARTS == 3>
+//  for 24; without B_LO (MatMul's weights to 17 bits) the first five, without A_LO (a conv's
+//  weights, which are A, to 17 bits) the last five: 12 loads for 20.
+template <int APARTS, int BSTRIDE = APARTS, bool B_LO = APARTS == 3, bool A_LO = true>
 inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b0, const uint16_t* b1, int64_t n,
                        const uint16_t* l0 = nullptr, const uint16_t* l1 = nullptr) {
     constexpr int64_t as = APARTS * kTile, bs = BSTRIDE * kTile;
@@ -100,11 +101,13 @@ inline void tile_block(const uint16_t* a0, const uint16_t* a1, const uint16_t* b
             _tile_loadd(5, A1 + kTile, 64);
             JIFFY_DP4();
         } else {
-            _tile_loadd(4, A0 + 2 * kTile, 64);
-            _tile_loadd(5, A1 + 2 * kTile, 64);
             _tile_loadd(6, B0, 64);
             _tile_loadd(7, B1, 64);
-            JIFFY_DP4();
+            if constexpr (A_LO) {
+                _tile_loadd(4, A0 + 2 * kTile, 64);
+                _tile_loadd(5, A1 + 2 * kTile, 64);
+                JIFFY_DP4();
+            }
             _tile_loadd(4, A0, 64);
             _tile_loadd(5, A1, 64);
             JIFFY_DP4();
