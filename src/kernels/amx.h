@@ -10,8 +10,9 @@
 //    (2.5e-6 - 6e-6 of the output magnitude on the transformer models, 3.7e-6 on ResNet-50,
 //    against ONNX Runtime) but not on all: PP-OCR det, 3.4e-5 from ORT in FP32, reads 2e-4;
 //  - BF16x3 without B's lo parts (AmxGemm::set_b_lo(false): the weights to 17 bits, A exact):
-//    five products, 2/3 of B's bytes, ~2^-16 per product; MatMul / Gemm take it only where the
-//    compile's probe finds the plan's outputs within 1e-5 (runtime/precision.cpp).
+//    five products, 2/3 of B's bytes, ~2^-16 per product; likewise AmxConv::set_w_lo(false) for
+//    a conv's weights (its A). Taken only where the compile's probe finds the plan's outputs
+//    within 1e-5 (runtime/precision.cpp).
 // TDPBF16PS does 16 x 16 x 32 multiply-adds per instruction, ~17-30 cycles each here depending
 // on the tile loads around it: three of them per FP32-equivalent block beat the AVX-512 FMA
 // peak ~2x on the product itself.

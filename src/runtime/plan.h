@@ -130,9 +130,9 @@ Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& i
                              const CompileOptions& opt, std::shared_ptr<const Plan>* out);
 
 // Compile's last step for a top-level plan (runtime/precision.cpp): kernels with a fast mode for
-// their constant weights (Kernel::set_fast_weights) take it only where two runs on a fixed probe
-// input, exact and fast, give outputs within kFastWeightsTol of each other; JIFFY_AMX=x3 keeps
-// them all exact. Subgraph plans stay exact.
+// their constant weights (Kernel::set_fast_weights) take it only where runs on a fixed probe
+// input, exact and fast (all at once, else group by group), give outputs within kFastWeightsTol
+// of each other; JIFFY_AMX=x3 keeps them all exact. Subgraph plans stay exact.
 void choose_fast_weights(const std::shared_ptr<const Plan>& plan);
 
 // Run state of one caller: the arena and the I/O bindings.

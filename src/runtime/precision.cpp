@@ -1,7 +1,8 @@
 // The weights-to-17-bits choice (docs/amx.md, "Weights to 17 bits"): kernels with a faster, less
-// exact mode for their constant weights (Kernel::set_fast_weights: MatMul and Gemm on AMX) take it
-// only where the plan's outputs on a probe input stay within kFastWeightsTol of the exact mode's,
-// relative to each output's magnitude. Compile time only; the run path never sees it.
+// exact mode for their constant weights (Kernel::set_fast_weights: MatMul, Gemm and convs on AMX)
+// take it only where the plan's outputs on a probe input stay within kFastWeightsTol of the exact
+// mode's, relative to each output's magnitude: all at once, else group by group (products, then
+// convs). Compile time only; the run path never sees it.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
