@@ -9,7 +9,6 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/amx.h"
 #include "runtime/plan.h"
 
 namespace jiffy {
@@ -96,28 +95,25 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
         for (Kernel* k : groups[g]) k->set_fast_weights(fast);
     };
     const auto moved = [&] { return probe_run(p, s, &quick) ? output_difference(p, exact, quick) : double(INFINITY); };
-    // All at once; where that moves the outputs too much, group by group (each kept only if the
-    // ones kept so far and it stay within the bound).
+    // All at once; where that moves the outputs too much and both groups are there, group by
+    // group (each kept only if the ones kept so far and it stay within the bound).
     bool keep[2] = {!groups[0].empty(), !groups[1].empty()};
     set(0, keep[0]), set(1, keep[1]);
     double err = moved();
     if (!(err <= kFastWeightsTol)) {
-        const double all = err;
-        err = 0;
-        bool any = false;
         set(0, false), set(1, false);
-        for (int g = 0; g < 2; ++g) {
-            if (!keep[g]) continue;
+        const bool both = keep[0] && keep[1];
+        keep[0] = keep[1] = false;
+        for (int g = 0; both && g < 2; ++g) {
             set(g, true);
             const double e = moved();
             keep[g] = e <= kFastWeightsTol;
-            if (keep[g]) err = e, any = true;
+            if (keep[g]) err = e;  // else err stays what was measured before (over the bound)
             else set(g, false);
         }
-        if (!any) err = all;  // nothing kept: report what all of them moved
     }
     for (int g = 0; g < 2; ++g)
-        if (keep[g] && err <= kFastWeightsTol) p.fast_weight_steps += int(groups[g].size());
+        if (keep[g]) p.fast_weight_steps += int(groups[g].size());
     p.fast_weight_err = err;
 }
 
