@@ -72,7 +72,22 @@ ins=$(timeout 60 "$jiffy" inspect "$m/good.onnx" --json)
 import json, sys
 d = json.loads(sys.argv[1])
 assert d['ops'] == {'Relu': 1} and d['unsupported_ops'] == [] and d['arena_bytes'] >= 0, d
+assert d['fast_weight_steps'] == 0 and d['fast_weight_probe'] is None, d  # nothing to probe
 " "$ins" || { echo "FAIL: inspect --json: $ins"; fails=$((fails + 1)); }
+
+# The weights-to-17-bits decision (docs/amx.md): a transformer layer's products take it on a
+# core with AMX (the probe's movement within its 1e-5), none elsewhere.
+amx=$(grep -qw amx_tile /proc/cpuinfo && [ "${JIFFY_AMX:-}" != 0 ] && [ "${JIFFY_AMX:-}" != x2 ] &&
+      [ "${JIFFY_AMX:-}" != x3 ] && [ -z "${JIFFY_ISA:-}" ] && echo 1 || echo 0)
+ins=$(timeout 60 "$jiffy" inspect "$src/.cache/models/torch_encoder_gelu.onnx" --json)
+/usr/bin/python3 -c "
+import json, sys
+d = json.loads(sys.argv[1])
+if sys.argv[2] == '1':
+    assert d['fast_weight_steps'] == 4 and 0 < d['fast_weight_probe'] <= 1e-5, d
+else:
+    assert d['fast_weight_steps'] == 0, d
+" "$ins" "$amx" || { echo "FAIL: inspect --json fast weights: $ins"; fails=$((fails + 1)); }
 
 # inspect --steps: one line per step with the kernel variant chosen for it (alexa: Gemm -> gemv).
 st=$(timeout 60 "$jiffy" inspect "$src/.cache/models/alexa_v0.1.onnx" --steps)

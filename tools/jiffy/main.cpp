@@ -2,6 +2,7 @@
 // line naming the file/node/tensor), 1 internal error.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -123,6 +124,14 @@ std::string sanitize(const std::string& n) {
     for (char& c : r)
         if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
     return r;
+}
+
+// The fast-weights probe's movement for JSON: null where no probe ran (-1) or it was not finite.
+std::string probe_json(double e) {
+    if (!(e >= 0) || !std::isfinite(e)) return "null";
+    char b[32];
+    std::snprintf(b, sizeof b, "%.3g", e);
+    return b;
 }
 
 std::string json_str(const std::string& s) {
@@ -432,7 +441,8 @@ int cmd_inspect(const Args& a) {
                  std::to_string(plan->arena_bytes) + ", \"scratch_bytes\": " +
                  std::to_string(plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0)) +
                  ", \"steps\": " + std::to_string(plan->steps.size()) +
-                 ", \"fast_weight_steps\": " + std::to_string(plan->fast_weight_steps);
+                 ", \"fast_weight_steps\": " + std::to_string(plan->fast_weight_steps) +
+                 ", \"fast_weight_probe\": " + probe_json(plan->fast_weight_err);
         } else {
             r += ", \"plan_error\": " + json_str(plan_err);
         }
