@@ -1243,6 +1243,35 @@ TEST(Passes, ElementwiseChainOnRowsOfChannels) {
     }
 }
 
+// A BatchNormalization no conv can take (over a Concat, as in DenseNet's BN -> ReLU -> conv; and
+// over a 2-D [N, C] value) becomes a per-channel chain x * s + t, and the ReLU after it joins:
+// one pass. A BN whose mean output is read stays.
+TEST(Passes, UnfoldedBatchNormJoinsTheChain) {
+    Builder b;
+    int x = b.input("x", {1, 3, 5, 6});
+    int y = b.input("y", {1, 2, 5, 6}, 8);
+    int cat = b.node("Concat", {x, y}, {1, 5, 5, 6}, {{"axis", ai(1)}});
+    b.output(b.node("Relu", {batchnorm(b, cat, 5, {1, 5, 5, 6}, 20)}, {1, 5, 5, 6}));
+    int r = b.input("r", {4, 7}, 9);
+    b.output(batchnorm(b, r, 7, {4, 7}, 30));
+    Graph g = check_pass(b, passes::fuse_elementwise, 3);  // two BNs rewritten, one Relu joined
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Concat", "ElementwiseChain", "ElementwiseChain"}));
+    EXPECT_EQ(g.nodes[1].attrs.at("ops").ints.size(), 3u);  // mul, add, relu
+    EXPECT_EQ(g.nodes[2].attrs.at("ops").ints.size(), 2u);
+
+    Builder b2;
+    int x2 = b2.input("x", {1, 3, 5, 6});
+    int bn = batchnorm(b2, x2, 3, {1, 3, 5, 6}, 40);
+    Node& n = b2.g.nodes.back();
+    const int mean = b2.value("running_mean", {3});
+    n.outputs.push_back(mean);
+    b2.g.values[size_t(mean)].producer = int(b2.g.nodes.size()) - 1;
+    b2.output(bn);
+    b2.output(mean);
+    Graph g2 = b2.g;
+    EXPECT_EQ(passes::fuse_elementwise(g2), 0);
+}
+
 TEST(Passes, ElementwiseChainKeepsSharedAndBroadcastingValues) {
     Builder b;
     int x = b.input("x", {1, 4, 3, 5});

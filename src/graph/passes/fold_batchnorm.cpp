@@ -13,14 +13,10 @@ namespace {
 
 int fold_one(Graph& g, const Uses& u, int bi, std::vector<char>& dead) {
     const Node& bn = g.nodes[size_t(bi)];
-    if (!is_op(bn, "BatchNormalization") || bn.num_explicit_inputs < 5 || bn.inputs.size() < 5) return 0;
-    if (attr_i(bn, "training_mode", 0) != 0) return 0;
-    if (g.opset < 9 && attr_i(bn, "spatial", 1) == 0) return 0;
-    for (size_t o = 1; o < bn.outputs.size(); ++o)  // statistics outputs must be unused
-        if (bn.outputs[o] >= 0 && (u.count[size_t(bn.outputs[o])] > 0 || u.pinned[size_t(bn.outputs[o])]))
-            return 0;
+    if (!is_op(bn, "BatchNormalization")) return 0;
+    std::vector<double> s, shift;  // y = x * s + shift per channel
+    if (!batchnorm_affine(g, u, bn, &s, &shift)) return 0;
     const int x = bn.inputs[0];
-    if (x < 0 || !is_f32(g, x) || bn.outputs.empty() || bn.outputs[0] < 0) return 0;
     const int ci = g.values[size_t(x)].producer;
     if (ci < 0 || !only_feeds(u, x, bi)) return 0;
     const Node& conv = g.nodes[size_t(ci)];
@@ -34,25 +30,9 @@ int fold_one(Graph& g, const Uses& u, int bi, std::vector<char>& dead) {
     const bool has_b = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
     if (!w || w->dtype() != DType::kF32 || w->rank() < 3 || (has_b && (!b || b->dtype() != DType::kF32)))
         return 0;
-    const auto& xd = g.values[size_t(x)].dims;
-    if (xd.size() < 2) return 0;
-    const int64_t M = xd[1].value;
-    const Tensor* p[4];
-    for (int k = 0; k < 4; ++k) {
-        p[k] = const_of(g, bn.inputs[size_t(k + 1)]);
-        if (!p[k] || p[k]->numel() != M || (p[k]->dtype() != DType::kF32 && p[k]->dtype() != DType::kF64))
-            return 0;
-    }
+    const int64_t M = int64_t(s.size());
     if (has_b && b->numel() != M) return 0;
-    const double eps = attr_f(bn, "epsilon", 1e-5f);
-    std::vector<double> s(static_cast<size_t>(M)), shift(static_cast<size_t>(M));
-    for (int64_t m = 0; m < M; ++m) {
-        const double var = p[3]->get_f64(m);
-        if (!(var + eps > 0)) return 0;
-        s[size_t(m)] = p[0]->get_f64(m) / std::sqrt(var + eps);
-        const double b0 = has_b ? double(b->as<float>()[m]) : 0.0;
-        shift[size_t(m)] = (b0 - p[2]->get_f64(m)) * s[size_t(m)] + p[1]->get_f64(m);
-    }
+    for (int64_t m = 0; m < M && has_b; ++m) shift[size_t(m)] += double(b->as<float>()[m]) * s[size_t(m)];
     // Output channel of each weight slice along dims 0 and 1.
     const int64_t d0 = w->shape()[0], d1 = w->shape()[1];
     const int64_t inner = w->numel() / std::max<int64_t>(1, d0 * d1);

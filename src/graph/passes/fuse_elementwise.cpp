@@ -7,6 +7,7 @@
 // between the two). Runs once after the other passes, so the Conv epilogue fusions and pattern
 // passes see the original nodes first.
 #include <cfloat>
+#include <cmath>
 
 #include "graph/passes/pass_util.h"
 #include "graph/passes/passes.h"
@@ -166,9 +167,48 @@ int fuse_one(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
     return 0;
 }
 
+// An inference BatchNormalization no conv took (fold_batchnorm): over a Concat or an Add, as in
+// DenseNet's and pre-activation ResNets' BN -> ReLU -> conv, becomes a two-step chain, x * s + t
+// with s = scale / sqrt(var + eps) and t = B - mean * s per channel (axis 1), so that
+// fuse_one then takes the ReLU after it into the same pass over memory.
+int bn_to_chain(Graph& g, const Uses& u, int bi, std::vector<char>&) {
+    const Node& bn = g.nodes[size_t(bi)];
+    std::vector<double> s, t;
+    if (!is_op(bn, "BatchNormalization") || bn.inputs.size() != 5 || !batchnorm_affine(g, u, bn, &s, &t)) return 0;
+    const int x = bn.inputs[0];
+    if (!is_f32(g, bn.outputs[0])) return 0;
+    Shape cs(g.values[size_t(x)].dims.size() - 1, 1);
+    cs[0] = int64_t(s.size());
+    Tensor sc(DType::kF32, cs), sh(DType::kF32, cs);
+    for (size_t c = 0; c < s.size(); ++c) {
+        sc.as<float>()[c] = float(s[c]);
+        sh.as<float>()[c] = float(t[c]);
+    }
+    const std::string base = bn.name.empty() ? g.values[size_t(bn.outputs[0])].name : bn.name;
+    Node f;
+    f.name = bn.name;
+    f.op = "ElementwiseChain";
+    f.domain = "jiffy";
+    f.inputs = {x, add_const(g, base + "/bn_scale", std::move(sc)), add_const(g, base + "/bn_shift", std::move(sh))};
+    f.num_explicit_inputs = 3;
+    f.outputs = {g.nodes[size_t(bi)].outputs[0]};
+    set_ints(f, "ops", {200 + int(kernels::BinOp::kMul), 200 + int(kernels::BinOp::kAdd)});
+    set_ints(f, "operands", {1, 2});
+    Attr fa;
+    fa.kind = Attr::kFloats;
+    fa.floats = {0.0f, 0.0f};
+    f.attrs["alphas"] = fa;
+    f.attrs["betas"] = fa;
+    g.nodes[size_t(bi)] = std::move(f);
+    return 1;
+}
+
 }  // namespace
 
-int fuse_elementwise(Graph& g) { return rewrite_all(g, fuse_one); }
+int fuse_elementwise(Graph& g) {
+    const int bns = rewrite_all(g, bn_to_chain);
+    return bns + rewrite_all(g, fuse_one);
+}
 
 }  // namespace passes
 }  // namespace jiffy

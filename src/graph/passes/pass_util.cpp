@@ -215,6 +215,35 @@ bool replace_uses(Graph& g, const Uses& u, int from, int to) {
     return true;
 }
 
+bool batchnorm_affine(const Graph& g, const Uses& u, const Node& bn, std::vector<double>* s, std::vector<double>* t) {
+    if (!is_op(bn, "BatchNormalization") || bn.num_explicit_inputs < 5 || bn.inputs.size() < 5) return false;
+    if (attr_i(bn, "training_mode", 0) != 0 || (g.opset < 9 && attr_i(bn, "spatial", 1) == 0)) return false;
+    for (size_t o = 1; o < bn.outputs.size(); ++o)  // statistics outputs must be unused
+        if (bn.outputs[o] >= 0 && (u.count[size_t(bn.outputs[o])] > 0 || u.pinned[size_t(bn.outputs[o])]))
+            return false;
+    const int x = bn.inputs[0];
+    if (x < 0 || !is_f32(g, x) || bn.outputs.empty() || bn.outputs[0] < 0) return false;
+    const auto& xd = g.values[size_t(x)].dims;
+    if (xd.size() < 2) return false;
+    const int64_t C = xd[1].value;
+    const Tensor* p[4];
+    for (int k = 0; k < 4; ++k) {
+        p[k] = const_of(g, bn.inputs[size_t(k + 1)]);
+        if (!p[k] || p[k]->numel() != C || (p[k]->dtype() != DType::kF32 && p[k]->dtype() != DType::kF64))
+            return false;
+    }
+    const double eps = attr_f(bn, "epsilon", 1e-5f);
+    s->assign(size_t(C), 0.0);
+    t->assign(size_t(C), 0.0);
+    for (int64_t c = 0; c < C; ++c) {
+        const double var = p[3]->get_f64(c);
+        if (!(var + eps > 0)) return false;
+        (*s)[size_t(c)] = p[0]->get_f64(c) / std::sqrt(var + eps);
+        (*t)[size_t(c)] = p[1]->get_f64(c) - p[2]->get_f64(c) * (*s)[size_t(c)];
+    }
+    return true;
+}
+
 int rewrite_all(Graph& g, const Rewrite& rewrite) {
     int removed = 0;
     for (int guard = 0; guard < 100000; ++guard) {

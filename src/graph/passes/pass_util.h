@@ -52,6 +52,12 @@ bool clip_bounds(const Graph& g, const Node& n, float* lo, float* hi);
 // unless `perm` is a permutation of 0 .. rank - 1.
 bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p);
 
+// An inference BatchNormalization as y = x * s + t per channel (axis 1) of its float32 input, s =
+// scale / sqrt(var + eps), t = B - mean * s; false where bn is not one that can be (training mode,
+// a statistics output read, opset < 9 non-spatial, parameters not constant or not one per
+// channel, var + eps <= 0).
+bool batchnorm_affine(const Graph& g, const Uses& u, const Node& bn, std::vector<double>* s, std::vector<double>* t);
+
 // Adds a constant value named after `base` (made unique) and returns its id.
 int add_const(Graph& g, const std::string& base, Tensor t);
 

@@ -29,7 +29,7 @@ int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains 
 int layout_nhwc(Graph& g);         // 1x1 + depthwise conv chains -> channels-last jiffy::ConvNhwc
 int fuse_channel_scale(Graph& g);  // Mul(X, per-channel S) -> ConvNhwc 1x1: _x_scale, S as input 4
 int fuse_conv_band(Graph& g);      // ConvNhwc 1x1 -> ConvNhwc depthwise -> one jiffy::ConvNhwcBand
-int fuse_elementwise(Graph& g);     // elementwise chains -> one jiffy::ElementwiseChain (runs last)
+int fuse_elementwise(Graph& g);     // unfolded BNs and elementwise chains -> jiffy::ElementwiseChain (runs last)
 
 int fold_matmul_transpose(Graph& g);  // Transposes around a float MatMul -> strided MatMul
 int fuse_softmax_scale(Graph& g);   // Softmax(x * s) -> Softmax with _fused_scale
