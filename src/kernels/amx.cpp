@@ -50,6 +50,11 @@ int amx_parts() {
     return parts;
 }
 
+bool amx_exact_weights() {
+    const char* e = std::getenv("JIFFY_AMX");
+    return e && std::strcmp(e, "x3") == 0;
+}
+
 namespace {
 
 // Round to nearest even BF16 (NaN kept quiet), as VCVTNE2PS2BF16 does.

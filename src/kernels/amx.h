@@ -38,6 +38,14 @@ namespace jiffy::kernels {
 bool amx_usable();
 // 3 (BF16x3, the default) or 2 (JIFFY_AMX=x2): the BF16 parts per FP32 operand.
 int amx_parts();
+// JIFFY_AMX=x3: every product keeps the weights' lo parts (no weights to 17 bits, no probe). Read
+// at each call (each compile), unlike amx_parts().
+bool amx_exact_weights();
+// The kernel name of a mode: "amx_bf16x2", "amx_bf16x3" or, without the weights' lo parts,
+// "amx_bf16x3_w17".
+inline const char* amx_mode_name(int parts, bool weights_lo) {
+    return parts == 2 ? "amx_bf16x2" : weights_lo ? "amx_bf16x3" : "amx_bf16x3_w17";
+}
 
 class AmxGemm {
 public:
@@ -79,6 +87,7 @@ public:
     // docs/amx.md "Weights to 17 bits"). The same packing serves both.
     void set_b_lo(bool on) { b_lo_ = on || parts_ != 3; }
     bool b_lo() const { return b_lo_; }
+    const char* mode_name() const { return amx_mode_name(parts_, b_lo_); }
 
 private:
     int64_t M_ = 0, K_ = 0, N_ = 0, Mp_ = 0, Kp_ = 0, Np_ = 0, mc_ = 0;
@@ -122,6 +131,7 @@ public:
     // bits, as AmxGemm::set_b_lo; W's parts stay interleaved, the lo tiles skipped).
     void set_w_lo(bool on) { w_lo_ = on || parts_ != 3; }
     bool w_lo() const { return w_lo_; }
+    const char* mode_name() const { return amx_mode_name(parts_, w_lo_); }
 
 private:
     Conv2DGeom g_;

@@ -627,7 +627,7 @@ public:
             if (!parts_.empty()) r += " x" + std::to_string(parts_.size()) + " threads";
             return r;
         }
-        std::string r = amx_w_ ? (amx_.parts() == 2 ? "conv_amx_bf16x2 32x32" : amx_.w_lo() ? "conv_amx_bf16x3 32x32" : "conv_amx_bf16x3_w17 32x32")
+        std::string r = amx_w_ ? std::string("conv_") + amx_.mode_name() + " 32x32"
                         : wino_m_ ? std::string(wino_k_.name()) : "conv_gemm_" + std::string(gemm_.name());
         if (!wino_m_ && !amx_w_) {
             const kernels::ConvGemmArgs& a = gemm_.args();
@@ -1582,7 +1582,7 @@ public:
     }
     std::string describe() const override {
         if (amx_w_) {
-            std::string k = amx_.parts() == 2 ? "conv_nhwc_1x1 amx_bf16x2" : amx_.b_lo() ? "conv_nhwc_1x1 amx_bf16x3" : "conv_nhwc_1x1 amx_bf16x3_w17";
+            std::string k = std::string("conv_nhwc_1x1 ") + amx_.mode_name();
             if (amx_par_)
                 k += std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_);
             return k;

@@ -501,8 +501,7 @@ public:
         return Kernel::FastWeights::kProduct;
     }
     std::string describe() const {
-        const char* mode = amx_.parts() == 2 ? "gemm amx_bf16x2 32x32" : amx_.b_lo() ? "gemm amx_bf16x3 32x32" : "gemm amx_bf16x3_w17 32x32";
-        return std::string(mode) +
+        return std::string("gemm ") + amx_.mode_name() + " 32x32" +
                (pool_ ? " threaded x" + std::to_string(bal_->threads()) : "");
     }
     // By 32-column blocks, one part per thread (each splits A itself, its own scratch).

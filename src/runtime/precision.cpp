@@ -5,10 +5,10 @@
 // convs). Compile time only; the run path never sees it.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "kernels/amx.h"
 #include "runtime/plan.h"
 
 namespace jiffy {
@@ -86,8 +86,7 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
         const FW g = k ? k->set_fast_weights(false) : FW::kNone;
         if (g != FW::kNone) groups[g == FW::kProduct ? 0 : 1].push_back(k.get());
     }
-    const char* env = std::getenv("JIFFY_AMX");
-    if ((groups[0].empty() && groups[1].empty()) || (env && std::strcmp(env, "x3") == 0)) return;
+    if ((groups[0].empty() && groups[1].empty()) || kernels::amx_exact_weights()) return;
     Session s(plan);
     std::vector<std::vector<uint8_t>> exact, quick;
     if (!probe_run(p, s, &exact)) return;  // the probe input does not run: all exact

@@ -1494,10 +1494,20 @@ TEST(Passes, ChannelsLastChainWithBatchAndResidual) {
 
 // ---------------------------------------------------------------- fuse_conv_band
 
+// Sets (or, with nullptr, unsets) an environment variable for a scope; restores what it was.
 struct ScopedEnv {
-    std::string name;
-    ScopedEnv(const char* n, const std::string& v) : name(n) { setenv(n, v.c_str(), 1); }
-    ~ScopedEnv() { unsetenv(name.c_str()); }
+    std::string name, old;
+    bool had = false;
+    ScopedEnv(const char* n, const char* v) : name(n) {
+        if (const char* e = std::getenv(n)) old = e, had = true;
+        if (v) setenv(n, v, 1);
+        else unsetenv(n);
+    }
+    ScopedEnv(const char* n, const std::string& v) : ScopedEnv(n, v.c_str()) {}
+    ~ScopedEnv() {
+        if (had) setenv(name.c_str(), old.c_str(), 1);
+        else unsetenv(name.c_str());
+    }
 };
 
 // Depthwise k x k (stride s, pad k / 2, group C) on [N, C, H, W].
@@ -1899,29 +1909,15 @@ TEST(Passes, BandFusionSkipsAStridedOrPaddedOneByOne) {
 // ---------------------------------------------------------------- weights to 17 bits
 namespace {
 
-struct ScopedAmxMode {
-    explicit ScopedAmxMode(const char* mode) {
-        if (const char* e = std::getenv("JIFFY_AMX")) old_ = e, had_ = true;
-        if (mode) setenv("JIFFY_AMX", mode, 1);
-        else unsetenv("JIFFY_AMX");
-    }
-    ~ScopedAmxMode() {
-        if (had_) setenv("JIFFY_AMX", old_.c_str(), 1);
-        else unsetenv("JIFFY_AMX");
-    }
-    std::string old_;
-    bool had_ = false;
-};
-
 // Compiles and runs b's graph as the default compiles it (the probe deciding) and with
 // JIFFY_AMX=x3 (every product exact, no probe).
 void run_both_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::vector<Tensor>* got,
                     std::shared_ptr<const Plan>* exact, std::vector<Tensor>* want) {
     {
-        ScopedAmxMode m(nullptr);
+        ScopedEnv m("JIFFY_AMX", nullptr);
         *got = run(b.g, b.feeds, true, plan);
     }
-    ScopedAmxMode m("x3");
+    ScopedEnv m("JIFFY_AMX", "x3");
     *want = run(b.g, b.feeds, true, exact);
 }
 
