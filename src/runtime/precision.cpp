@@ -36,9 +36,8 @@ void fill_probe_inputs(const Plan& plan, Session& s) {
             std::memcpy(s.input_data(idx), t->data(), t->nbytes());
 }
 
-// The outputs of one run (their bytes), or false where it failed.
+// The outputs of one run on the probe inputs (their bytes), or false where it failed.
 bool probe_run(const Plan& plan, Session& s, std::vector<std::vector<uint8_t>>* outs) {
-    fill_probe_inputs(plan, s);
     if (!s.run().ok()) return false;
     outs->assign(plan.outputs.size(), {});
     for (size_t i = 0; i < plan.outputs.size(); ++i) {
@@ -88,6 +87,7 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
     }
     if ((groups[0].empty() && groups[1].empty()) || kernels::amx_exact_weights()) return;
     Session s(plan);
+    fill_probe_inputs(p, s);  // once: a run never writes its inputs
     std::vector<std::vector<uint8_t>> exact, quick;
     if (!probe_run(p, s, &exact)) return;  // the probe input does not run: all exact
     const auto set = [&](int g, bool fast) {
