@@ -25,6 +25,8 @@ namespace jiffy::kernels {
 // HardSigmoid: max(0, min(1, alpha * x + beta)); HardSwish: x * max(0, min(1, x / 6 + 0.5)).
 // `clamp` (only with an activation other than kNone): the activation's result then goes through
 // min(max(v, lo), hi), std::max / std::min order (a fused Max / Min with a scalar constant).
+// `affine` (only with an activation other than kNone): last of all, v * scale + shift as one
+// FMA (PaddleOCR's learnable affine after each activation: a Mul and an Add by scalars).
 // SiLU: x * Sigmoid(x).
 enum class ConvAct : int { kNone, kRelu, kLeakyRelu, kClip, kHardSigmoid, kHardSwish, kSigmoid, kTanh, kSilu };
 
@@ -40,6 +42,8 @@ struct ConvEpi {
     float alpha = 0, beta = 0;
     bool clamp = false;
     float lo = -__builtin_inff(), hi = __builtin_inff();
+    bool affine = false;
+    float scale = 1, shift = 0;
 };
 
 // The geometry of one group: C input channels of H x W, M output channels of OH x OW.

@@ -110,15 +110,31 @@ inline V clamp_v(V v, const ConvEpi& e) {
     return hi < v ? hi : v;
 }
 
-// The activation A, then the clamp where asked (kNone, and the deferred kinds, whose activation
-// runs later through deferred_rows, pass through untouched).
+// v * scale + shift as one fused multiply-add per lane (the scalar reference's std::fma).
+inline V affine_v(V v, const ConvEpi& e) {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    return (V)_mm512_fmadd_ps((__m512)v, _mm512_set1_ps(e.scale), _mm512_set1_ps(e.shift));
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__) && defined(__FMA__)
+    return (V)_mm256_fmadd_ps((__m256)v, _mm256_set1_ps(e.scale), _mm256_set1_ps(e.shift));
+#elif JIFFY_CONV_VL == 4 && defined(__ARM_NEON)
+    return (V)vfmaq_n_f32(vdupq_n_f32(e.shift), (float32x4_t)v, e.scale);
+#else
+    V r;
+    for (int i = 0; i < VL; ++i) r[i] = std::fma(v[i], e.scale, e.shift);
+    return r;
+#endif
+}
+
+// The activation A, then the clamp and the affine where asked (kNone, and the deferred kinds,
+// whose activation runs later through deferred_rows, pass through untouched).
 template <ConvAct A>
 inline V act_v(V v, const ConvEpi& e) {
     if constexpr (A == ConvAct::kNone || deferred_act_kind(A)) {
         return v;
     } else {
         v = act_raw_v<A>(v, e);
-        return e.clamp ? clamp_v(v, e) : v;
+        if (e.clamp) v = clamp_v(v, e);
+        return e.affine ? affine_v(v, e) : v;
     }
 }
 
@@ -138,8 +154,8 @@ inline decltype(auto) with_act(ConvAct act, F&& f) {
     }
 }
 
-// Sigmoid / Tanh (then the clamp where asked) over n floats in place: the vector forms of
-// kernels/activation.h (~1e-7 relative) of this translation unit's ISA.
+// Sigmoid / Tanh (then the clamp and the affine where asked) over n floats in place: the vector
+// forms of kernels/activation.h (~1e-7 relative) of this translation unit's ISA.
 inline void deferred_rows(float* y, int64_t n, const ConvEpi& e) {
     Activation a;
     a.kind = e.act == ConvAct::kSigmoid ? ActKind::kSigmoid : ActKind::kTanh;
@@ -152,10 +168,14 @@ inline void deferred_rows(float* y, int64_t n, const ConvEpi& e) {
 #else
     act_apply_scalar(a, y, y, n);
 #endif
-    if (!e.clamp) return;
+    if (!e.clamp && !e.affine) return;
+    const auto post = [&e](V v) {
+        if (e.clamp) v = clamp_v(v, e);
+        return e.affine ? affine_v(v, e) : v;
+    };
     int64_t i = 0;
-    for (; i + VL <= n; i += VL) st(y + i, clamp_v(ld(y + i), e));
-    if (i < n) st_n(y + i, clamp_v(ld_n(y + i, n - i), e), n - i);
+    for (; i + VL <= n; i += VL) st(y + i, post(ld(y + i)));
+    if (i < n) st_n(y + i, post(ld_n(y + i, n - i)), n - i);
 }
 
 // y[i] = act(y[i] (+ r[i])) over n values.

@@ -49,7 +49,7 @@ void SmallConv::run(const float* x, const float* bias, const float* res, float* 
         const int32_t* idx = idx_.data();
         for (int64_t i = 0; i < n; ++i) scratch[i] = idx[i] >= 0 ? x[idx[i]] : 0.0f;
     }
-    const bool relu_in_gemm = epi.act == ConvAct::kRelu && !epi.clamp && !res;
+    const bool relu_in_gemm = epi.act == ConvAct::kRelu && !epi.clamp && !epi.affine && !res;
     // One pixel: Yt is y itself.
     float* yt = P == 1 ? y : scratch + n;
     gemm_(P, col, lda, wt_, bias, yt, M, relu_in_gemm ? Act::kRelu : Act::kNone);

@@ -272,8 +272,8 @@ std::vector<XRange> build_xr(const Geom& g, bool transpose) {
 // ---------------------------------------------------------------- Conv
 
 // Reads the fused-epilogue attributes; *has_res reports the residual input 3.
-// The fused activation and clamp: attributes `prefix`_fused_act / _alpha / _beta / _lo / _hi
-// (prefix "": the conv's own; "_pw": ConvNhwcBand's expand 1x1).
+// The fused activation, clamp and affine: attributes `prefix`_fused_act / _alpha / _beta / _lo /
+// _hi / _scale / _shift (prefix "": the conv's own; "_pw": ConvNhwcBand's expand 1x1).
 Status parse_fused_act(const OpContext& ctx, const std::string& prefix, kernels::ConvEpi* e) {
     using kernels::ConvAct;
     const std::string act = ctx.attr_str((prefix + "_fused_act").c_str(), "");
@@ -302,6 +302,13 @@ Status parse_fused_act(const OpContext& ctx, const std::string& prefix, kernels:
         return ctx.fail(prefix, "_fused_lo / ", prefix, "_fused_hi need a ", prefix, "_fused_act");
     if (std::isnan(e->lo) || std::isnan(e->hi))
         return ctx.fail(prefix, "_fused_lo / ", prefix, "_fused_hi must not be NaN");
+    e->scale = ctx.attr_float((prefix + "_fused_scale").c_str(), 1.0f);
+    e->shift = ctx.attr_float((prefix + "_fused_shift").c_str(), 0.0f);
+    e->affine = ctx.attr((prefix + "_fused_scale").c_str()) || ctx.attr((prefix + "_fused_shift").c_str());
+    if (e->affine && e->act == ConvAct::kNone)
+        return ctx.fail(prefix, "_fused_scale / ", prefix, "_fused_shift need a ", prefix, "_fused_act");
+    if (!std::isfinite(e->scale) || !std::isfinite(e->shift))
+        return ctx.fail(prefix, "_fused_scale / ", prefix, "_fused_shift must be finite");
     return {};
 }
 
@@ -334,11 +341,13 @@ inline T fused_act_raw(T v, const kernels::ConvEpi& e) {
     return v;
 }
 
-// The activation, then the optional clamp (std::max then std::min, as the Max / Min ops).
+// The activation, then the optional clamp (std::max then std::min, as the Max / Min ops) and
+// affine (one rounding, as the kernels' FMA).
 template <typename T>
 inline T fused_act(T v, const kernels::ConvEpi& e) {
     v = fused_act_raw<T>(v, e);
     if (e.clamp) v = std::min(std::max(v, T(e.lo)), T(e.hi));
+    if (e.affine) v = std::fma(v, T(e.scale), T(e.shift));
     return v;
 }
 
@@ -1209,7 +1218,7 @@ private:
 
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
                                             const kernels::ConvEpi& epi, bool has_res) {
-    if (g.OH * g.OW != 1 || has_res || epi.clamp || g.H * g.W > g.kh * g.kw || g.C * g.H * g.W == 0) return nullptr;
+    if (g.OH * g.OW != 1 || has_res || epi.clamp || epi.affine || g.H * g.W > g.kh * g.kw || g.C * g.H * g.W == 0) return nullptr;
     kernels::Activation act;
     switch (epi.act) {
         case kernels::ConvAct::kNone: act.kind = kernels::ActKind::kNone; break;
@@ -1453,7 +1462,11 @@ public:
         else pw_.pack(W, B, packed_.get());
         // A channels-last 1x1 is a plain product Y[P, M] = X[P, C] . W^T: on AMX where it pays
         // (amx_pays_nhwc); the AVX-512 kernel stays packed for inputs AMX's parts cannot carry.
-        if (!depthwise_ && !x_nchw && scale_rows == 0 && amx_pays_nhwc(isa, g_)) {
+        // An NCHW or scaled X (squeeze-and-excite's) first goes channels-last and scaled into the
+        // scratch (one pass over X in L2; the weights' parts cannot take the scale): PP-OCRv4
+        // rec's 480 -> 480 on 6x80 1234 -> ~650 us.
+        if (!depthwise_ && amx_pays_nhwc(isa, g_)) {
+            amx_xt_ = x_nchw || scale_rows > 0;
             amx_ = kernels::AmxGemm(g_.OH * g_.OW, g_.C, g_.M);
             amx_w_ = kernels::alloc_weights((amx_.packed_b_halves() + 1) / 2);
             if (!amx_.pack_b(W, g_.C, true, reinterpret_cast<uint16_t*>(amx_w_.get()))) amx_w_.reset();
@@ -1462,17 +1475,17 @@ public:
     }
     // AMX for a channels-last 1x1 (kernels/amx.h) where it measured faster than the AVX-512
     // kernel: >= 64 input and >= 96 output channels (fewer: splitting X into parts costs more than
-    // the products save), K and M padded to 32s at least 85% full, >= 49 pixels, the split X
-    // within 1 MiB (in L2 while every 32-column block of the weights passes over it).
+    // the products save), K and M padded to 32s at least 85% full, >= 49 pixels.
     // MobileNetV2 / V3, EfficientNet-B0, the detectors' 14x14 and 7x7 layers: 0.75-0.95x the
     // AVX-512 time; 28x28 with 32 outputs 1.4-1.6x, M = 80 or K = 80 (padded to 96) 1.0-1.1x.
+    // A split X past 1 MiB goes in row chunks (AmxGemm, session 27): PP-OCRv4 rec's 240 -> 240
+    // on 12x80 (2.8 MB of parts) 490 -> 350 us (it stayed on AVX-512 before).
     // JIFFY_AMX_CONV=0: off.
     static bool amx_pays_nhwc(kernels::Isa isa, const kernels::Conv2DGeom& g) {
         if (env_zero("JIFFY_AMX_CONV") || isa != kernels::Isa::kAvx512 || !kernels::amx_usable()) return false;
         const int64_t P = g.OH * g.OW, Kp = (g.C + 31) / 32 * 32, Np = (g.M + 31) / 32 * 32;
         const double eff = double(g.C) / double(Kp) * double(g.M) / double(Np);
-        return g.C >= 64 && g.M >= 96 && eff >= 0.85 && P >= 49 &&
-               P * Kp * kernels::amx_parts() * 2 <= kernels::kAmxWholeA;  // the split X whole
+        return g.C >= 64 && g.M >= 96 && eff >= 0.85 && P >= 49;
     }
     // Splits each image's output rows (depthwise) or pixels (pointwise) into `chunks` parts.
     void set_parallel(ThreadPool* pool, int chunks) {
@@ -1501,7 +1514,8 @@ public:
             const int64_t P = g_.OH * g_.OW;
             amx_rows_ = pool_ && P >= 128;
             amx_par_ = pool_ && (amx_rows_ || (g_.M + 31) / 32 >= chunks_);
-            s->reserve_parts(amx_par_ ? chunks_ : 1, amx_.scratch_floats(), 0);
+            // amx_xt_: X channels-last and scaled after the parts' scratch.
+            s->reserve_parts(amx_par_ ? chunks_ : 1, amx_.scratch_floats(), amx_xt_ ? size_t(P * g_.C) : 0);
         }
     }
     Status run(const void* const* in, void* const* out) const override {
@@ -1517,11 +1531,13 @@ public:
             const float* x = X + n * in_img;
             const float* r = R ? R + n * out_img : nullptr;
             float* y = Y + n * out_img;
-            if (S && (n == 0 || scale_rows_ > 1)) {  // this image's scale on the weights
+            const float* sn = S ? S + (scale_rows_ > 1 ? n * g_.C : 0) : nullptr;
+            if (amx_w_ && run_amx(amx_xt_ ? amx_input(x, sn) : x, r, y)) continue;
+            // this image's scale on the weights (again after AMX, whose scratch it shares)
+            if (S && (n == 0 || scale_rows_ > 1 || amx_w_)) {
                 wp = scr_->data();
-                pw_.scale_inputs(packed_.get(), S + (scale_rows_ > 1 ? n * g_.C : 0), scr_->data());
+                pw_.scale_inputs(packed_.get(), sn, scr_->data());
             }
-            if (amx_w_ && run_amx(x, r, y)) continue;
             auto part = [&](int64_t b, int64_t e) {
                 if (depthwise_) dw_.run(x, wp, r, y, epi_, b, e, y_nchw_);
                 else pw_.run(x, wp, r, y, epi_, b, e, x_plane_);
@@ -1541,6 +1557,20 @@ public:
             });
         }
         return {};
+    }
+    // X channels-last (transposed where NCHW) and times the scale s (may be null) in the scratch
+    // after the AMX parts' stretches.
+    const float* amx_input(const float* x, const float* s) const {
+        const int64_t P = g_.OH * g_.OW, C = g_.C;
+        float* xt = scr_->data() + size_t(amx_par_ ? chunks_ : 1) * scr_->part_stride();
+        if (x_plane_) kernels::transpose32(kernels::active_isa(), x, xt, 1, C, P);
+        if (!s) return xt;
+        for (int64_t p = 0; p < P; ++p) {
+            float* b = xt + p * C;
+            const float* a = x_plane_ ? b : x + p * C;  // in place after the transpose
+            for (int64_t c = 0; c < C; ++c) b[c] = a[c] * s[c];
+        }
+        return xt;
     }
     // One image on AMX (across the pool where amx_par_: by 32-pixel blocks where amx_rows_, else
     // by 32-column blocks); false where the input holds a value the BF16 parts cannot carry
@@ -1582,7 +1612,8 @@ public:
     }
     std::string describe() const override {
         if (amx_w_) {
-            std::string k = std::string("conv_nhwc_1x1 ") + amx_.mode_name();
+            std::string k = std::string("conv_nhwc_1x1 ") + (x_plane_ ? "nchw-in " : "") +
+                            (scale_rows_ > 0 ? "x-scaled " : "") + amx_.mode_name();
             if (amx_par_)
                 k += std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_);
             return k;
@@ -1603,6 +1634,7 @@ private:
     bool y_nchw_;      // Y is NCHW (depthwise)
     int64_t scale_rows_;  // _x_scale: the scale's images (1: one for all, N: one each); 0: none
     bool csplit_ = false;
+    bool amx_xt_ = false;  // AMX reads X channels-last and scaled from the scratch (amx_input)
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
     std::shared_ptr<float> packed_;

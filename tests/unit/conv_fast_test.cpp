@@ -126,12 +126,16 @@ ConvEpi epi_of(const std::string& act, float alpha, float beta) {
     return e;
 }
 
+// What follows the activation in check_case's epilogue (a bit set): a fused Max / Min, and the
+// affine (Mul and Add by scalars) after it.
+constexpr int kClamp = 1, kAffine = 2;
+
 // Runs case c through the kernels directly on every ISA (GEMM path, or depthwise when
 // `depthwise`) and compares with the float64 reference Conv graph carrying the same epilogue.
-// `force`: the GEMM mode to run (ConvGemm's choice with kAuto); `ran` (may be null) collects the
-// modes that ran.
+// `post`: kClamp / kAffine (true: kClamp). `force`: the GEMM mode to run (ConvGemm's choice with
+// kAuto); `ran` (may be null) collects the modes that ran.
 void check_case(const Case& c, bool depthwise, const std::string& act, bool with_res,
-                bool with_bias, uint32_t seed, float scale = 1.0f, bool clamp = false,
+                bool with_bias, uint32_t seed, float scale = 1.0f, int post = 0,
                 ConvGemmMode force = ConvGemmMode::kAuto, std::map<ConvGemmMode, int>* ran = nullptr,
                 ConvDwMode dw_force = ConvDwMode::kAuto, std::map<ConvDwMode, int>* dw_ran = nullptr) {
     const Conv2DGeom g = case_geom(c, depthwise);
@@ -151,15 +155,21 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
         attrs["_fused_beta"] = af(beta);
     }
     if (with_res) attrs["_fused_residual"] = ai(1);
+    const bool clamp = post & kClamp, affine = post & kAffine;
     const float lo = -0.05f, hi = 0.35f;  // a fused Max / Min after the activation
     if (clamp) {
         attrs["_fused_lo"] = af(lo);
         attrs["_fused_hi"] = af(hi);
     }
+    const float mul = -1.75f, add = 0.625f;  // then y * mul + add
+    if (affine) {
+        attrs["_fused_scale"] = af(mul);
+        attrs["_fused_shift"] = af(add);
+    }
     Result ref = run_conv(DType::kF64, xs, x, ws, w, b, with_res ? &r : nullptr, ys, attrs);
     ASSERT_TRUE(ref.st.ok()) << ref.st.message();
     ASSERT_EQ(ref.shape, ys);
-    if (act == "Relu" && !with_res) {  // the oracle applies the fused attributes too
+    if (act == "Relu" && !with_res && !affine) {  // the oracle applies the fused attributes too
         double lo = 1;
         for (double v : ref.out) lo = std::min(lo, v);
         ASSERT_EQ(lo, 0.0);
@@ -167,19 +177,30 @@ void check_case(const Case& c, bool depthwise, const std::string& act, bool with
     if (clamp) {  // the oracle clamps, and the bounds bind somewhere
         int at_hi = 0;
         for (double v : ref.out) {
-            ASSERT_GE(v, double(lo));
-            ASSERT_LE(v, double(hi));
-            at_hi += v == double(hi);
+            const double u = affine ? (v - add) / mul : v;
+            ASSERT_GE(u, double(lo) - 1e-6);
+            ASSERT_LE(u, double(hi) + 1e-6);
+            at_hi += std::abs(u - double(hi)) < 1e-6;
         }
         EXPECT_GT(at_hi, 0) << act;
     }
+    if (affine && act == "Relu" && !with_res && !clamp) {  // the oracle maps Relu's zeros to add
+        double top = -1e30;
+        for (double v : ref.out) top = std::max(top, v);
+        ASSERT_EQ(top, double(add));
+    }
     const std::string what = case_str(c) + " act '" + act + "' res " + std::to_string(with_res) +
-                             (clamp ? " clamp" : "");
+                             (clamp ? " clamp" : "") + (affine ? " affine" : "");
     ConvEpi e = epi_of(act, alpha, beta);
     if (clamp) {
         e.clamp = true;
         e.lo = lo;
         e.hi = hi;
+    }
+    if (affine) {
+        e.affine = true;
+        e.scale = mul;
+        e.shift = add;
     }
     const int64_t in_img = c.C * c.H * c.W, out_img = c.M * g.OH * g.OW;
     for (Isa isa : isas()) {
@@ -838,6 +859,27 @@ TEST(ConvFast, EpilogueClampAfterEveryActivation) {
     }
 }
 
+TEST(ConvFast, EpilogueAffineAfterEveryActivation) {
+    // A fused Mul and Add by scalars after the activation (PaddleOCR's learnable affine), with
+    // and without a clamp before it: y = fma(min(max(act(y (+ r)), lo), hi), scale, shift), on
+    // the GEMM, depthwise and transposed paths of every ISA.
+    const Case gemm{1, 5, 7, 9, 14, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    const Case dw{1, 3, 9, 37, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 3};
+    const Case tr{1, 150, 7, 7, 64, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1};
+    const Case direct{1, 37, 10, 11, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1};
+    uint32_t seed = 900;
+    for (const char* act : kActs) {
+        if (!*act) continue;  // the affine needs an activation (else it folds into the weights)
+        for (int post : {kAffine, kClamp | kAffine})
+            for (bool res : {false, true}) {
+                check_case(gemm, false, act, res, true, seed++, 2.0f, post);
+                check_case(dw, true, act, res, true, seed++, 2.0f, post);
+                check_case(tr, false, act, res, true, seed++, 2.0f, post);
+                check_case(direct, false, act, res, false, seed++, 2.0f, post);
+            }
+    }
+}
+
 // conv_subsample (the strided 1x1 conv's input copy) on every ISA: y[c][i][j] = x[c][i sh][j sw]
 // for channels [c0, c1) only, rows of every width up past two vectors (the masked tail of the
 // stride-2 copy), strides 1, 2, 3 and mixed.
@@ -1007,6 +1049,16 @@ TEST(ConvFast, BadFusedAttributesGiveClearErrors) {
     r = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, {}, {{"_fused_lo", af(-0.4f)}});
     ASSERT_FALSE(r.st.ok());
     EXPECT_NE(r.st.message().find("_fused_lo"), std::string::npos) << r.st.message();
+
+    // An affine without an activation, and a non-finite one.
+    r = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, {}, {{"_fused_scale", af(2.0f)}});
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("_fused_scale / _fused_shift need a _fused_act"), std::string::npos)
+        << r.st.message();
+    r = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, {},
+                 {{"_fused_act", as("Relu")}, {"_fused_shift", af(std::nanf(""))}});
+    ASSERT_FALSE(r.st.ok());
+    EXPECT_NE(r.st.message().find("must be finite"), std::string::npos) << r.st.message();
 }
 
 }  // namespace

@@ -763,6 +763,80 @@ TEST(Passes, MaxMinWithScalarFuseIntoConvClamp) {
     expect_close(run(b.g, b.feeds, true, &plan), run(b.g, b.feeds, false));
 }
 
+// PaddleOCR's learnable affine after each HardSwish: Mul(y, w_0), Add(., w_1) with one-element
+// constants (either operand order; Sub too) joins the conv's epilogue after the activation and the
+// clamp: one Conv with _fused_scale / _fused_shift, the same outputs.
+TEST(Passes, ScalarAffineAfterTheActivationJoinsTheConv) {
+    passes::FusionKind k = kind("Conv", "HardSwish");
+    k.affine = true;
+    ASSERT_TRUE(passes::kernel_supports(k));  // every Conv path honours the affine
+    for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(variant);
+        Builder b;
+        int x = b.input("x", {1, 3, 5, 6});
+        int y = conv(b, x, 3, 4, 5, 6, true, 11);
+        int a = b.node("HardSwish", {y}, {1, 4, 5, 6});
+        int removed = 3;  // the HardSwish, the Mul, the Add
+        if (variant == 2) {  // a clamp first, then the affine
+            a = b.node("Min", {a, b.constant("hi", scalar(0.3f))}, {1, 4, 5, 6});
+            ++removed;
+        }
+        int m = variant == 1 ? b.node("Mul", {b.constant("w0", scalar(-1.5f, {1})), a}, {1, 4, 5, 6})
+                             : b.node("Mul", {a, b.constant("w0", scalar(-1.5f, {1}))}, {1, 4, 5, 6});
+        int t = variant == 1 ? b.node("Sub", {m, b.constant("w1", scalar(0.25f, {1}))}, {1, 4, 5, 6})
+                             : b.node("Add", {b.constant("w1", scalar(0.25f, {1})), m}, {1, 4, 5, 6});
+        b.output(b.node("Mul", {t, b.constant("w2", scalar(2.0f))}, {1, 4, 5, 6}));  // composes
+        Graph g = check_pass(b, passes::fuse_activation, removed + 1);
+        ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv"}));
+        EXPECT_FLOAT_EQ(passes::attr_f(g.nodes[0], "_fused_scale", 0), -3.0f);
+        EXPECT_FLOAT_EQ(passes::attr_f(g.nodes[0], "_fused_shift", 0), variant == 1 ? -0.5f : 0.5f);
+        if (variant == 2) EXPECT_FLOAT_EQ(passes::attr_f(g.nodes[0], "_fused_hi", 0), 0.3f);
+    }
+}
+
+// Not joined: a Max / Min after the affine (the clamp runs before it), a per-channel operand, a
+// value read elsewhere, a Sub with the constant first, a Conv without an activation (its Mul and
+// Add fold into the weights instead).
+TEST(Passes, AffineStaysWhereTheEpilogueCannotTakeIt) {
+    auto base = [](Builder& b) {
+        int y = conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
+        return b.node("Relu", {y}, {1, 4, 5, 6});
+    };
+    {
+        Builder b;
+        int m = b.node("Mul", {base(b), b.constant("s", scalar(0.5f))}, {1, 4, 5, 6});
+        b.output(b.node("Max", {m, b.constant("lo", scalar(0.1f))}, {1, 4, 5, 6}));
+        Graph g = check_pass(b, passes::fuse_activation, 2);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Max"}));
+    }
+    {
+        Builder b;
+        b.output(b.node("Mul", {base(b), b.constant("s", rnd({1, 4, 1, 1}, 5, 0.5f))}, {1, 4, 5, 6}));
+        Graph g = check_pass(b, passes::fuse_activation, 1);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Mul"}));
+    }
+    {
+        Builder b;
+        int a = base(b);
+        b.output(b.node("Add", {a, b.constant("t", scalar(0.5f))}, {1, 4, 5, 6}));
+        b.output(a);
+        Graph g = check_pass(b, passes::fuse_activation, 1);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Add"}));
+    }
+    {
+        Builder b;
+        b.output(b.node("Sub", {b.constant("t", scalar(0.5f)), base(b)}, {1, 4, 5, 6}));
+        Graph g = check_pass(b, passes::fuse_activation, 1);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Conv", "Sub"}));
+    }
+    {
+        Builder b;
+        int y = conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
+        b.output(b.node("Mul", {y, b.constant("s", scalar(0.5f))}, {1, 4, 5, 6}));
+        check_pass(b, passes::fuse_activation, 0);
+    }
+}
+
 TEST(Passes, MaxAboveAnEarlierMinIsNotFused) {
     Builder b;
     int a = leaky_conv(b);
@@ -1833,6 +1907,27 @@ TEST(Passes, ChannelScaleFoldsIntoTheNextOneByOne) {
                 run(se.b.g, se.b.feeds, true, &plan);
                 EXPECT_EQ(count_ops(*plan, "Mul"), 1);
             }
+}
+
+// A scaled 1x1 large enough for AMX (64 -> 96 on 10x11): X goes channels-last and scaled into the
+// scratch, then the AMX product (exact weights here: the compare is at 1e-5). The same outputs as
+// the graph without passes at one and two threads, per-image and shared scales.
+TEST(Passes, ChannelScaledOneByOneRunsOnAmx) {
+    ScopedEnv exact("JIFFY_AMX", "x3");
+    const bool amx = kernels::amx_usable() && kernels::active_isa() == kernels::Isa::kAvx512;
+    for (int64_t N : {1, 2})
+        for (bool shared : {false, true}) {
+            SCOPED_TRACE(testing::Message() << "N " << N << " shared " << shared);
+            SeBlock se(N, 64, 96, 10, 11, shared, false);
+            const auto want = run(se.b.g, se.b.feeds, false);
+            for (int threads : {1, 2}) {
+                std::vector<std::string> kernels;
+                expect_close(run_threads(se.b, threads, &kernels), want);
+                std::string all;
+                for (const auto& k : kernels) all += k + "; ";
+                if (amx) EXPECT_NE(all.find("x-scaled amx_bf16x3"), std::string::npos) << threads << ": " << all;
+            }
+        }
 }
 
 // Not folded: the scaled X read elsewhere too, or weights larger than a channel's plane (M > H x

@@ -10,6 +10,11 @@
 // Then a Max / Min with a constant one-element operand after such a fused Conv (as in
 // openWakeWord's Max(LeakyRelu(Conv(x)), -0.4)) becomes a clamp after the activation:
 //   _fused_lo / _fused_hi (floats; y = min(max(act(...), lo), hi)).
+// Last, a Mul / Add / Sub by a constant one-element operand after a fused Conv (PaddleOCR's
+// learnable affine after each HardSwish: Mul(w_0), Add(w_1); its own pass over the tensor
+// before) becomes an affine after the activation and the clamp:
+//   _fused_scale / _fused_shift (floats; y = fma(clamp(act(...)), scale, shift)).
+// Composed in place: a Mul by c after an affine (s, t) makes it (s c, t c).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -116,6 +121,32 @@ int fuse_silu(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
     return 0;
 }
 
+bool has_affine(const Node& p) { return p.attrs.count("_fused_scale") || p.attrs.count("_fused_shift"); }
+
+// The FusionKind of Conv p's epilogue as it stands (activation, residual, weights, clamp, affine).
+FusionKind conv_kind(const Graph& g, const Node& p) {
+    FusionKind k;
+    k.op = "Conv";
+    k.act = attr_s(p, "_fused_act", "");
+    k.residual = attr_i(p, "_fused_residual", 0) != 0;
+    k.const_weight = const_of(g, p.inputs[1]) != nullptr;
+    k.clamp = p.attrs.count("_fused_lo") || p.attrs.count("_fused_hi");
+    k.affine = has_affine(p);
+    return k;
+}
+
+// Conv pi absorbs node ni (a one-input-value Max / Min / Mul / Add / Sub after it): two epilogue
+// attributes set, ni's output written by pi.
+int absorb(Graph& g, int pi, int ni, std::vector<char>& dead, const char* a, float av, const char* b, float bv) {
+    const int out = g.nodes[size_t(ni)].outputs[0];
+    Node& pn = g.nodes[size_t(pi)];
+    set_f(pn, a, av);
+    set_f(pn, b, bv);
+    retarget_output(g, pi, out);
+    dead[size_t(ni)] = 1;
+    return 1;
+}
+
 // Max(y, c) / Min(y, c) (either order) with y the only-read output of a Conv carrying a fused
 // activation and c a constant with one element that does not change y's shape.
 int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
@@ -132,7 +163,8 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
         const int pi = g.values[size_t(y)].producer;
         if (pi < 0) continue;
         const Node& p = g.nodes[size_t(pi)];
-        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act"))
+        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act") ||
+            has_affine(p))  // the clamp comes before the affine
             continue;
         const float v = float(cv);
         float lo = attr_f(p, "_fused_lo", -INFINITY), hi = attr_f(p, "_fused_hi", INFINITY);
@@ -144,20 +176,42 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
         } else {
             hi = std::min(hi, v);
         }
-        FusionKind k;
-        k.op = "Conv";
-        k.act = attr_s(p, "_fused_act", "");
-        k.residual = attr_i(p, "_fused_residual", 0) != 0;
-        k.const_weight = const_of(g, p.inputs[1]) != nullptr;
+        FusionKind k = conv_kind(g, p);
         k.clamp = true;
         if (!kernel_supports(k)) return 0;
-        const int out = m.outputs[0];
-        Node& pn = g.nodes[size_t(pi)];
-        set_f(pn, "_fused_lo", lo);
-        set_f(pn, "_fused_hi", hi);
-        retarget_output(g, pi, out);
-        dead[size_t(mi)] = 1;
-        return 1;
+        return absorb(g, pi, mi, dead, "_fused_lo", lo, "_fused_hi", hi);
+    }
+    return 0;
+}
+
+// Mul(y, c) / Add(y, c) (either order) or Sub(y, c), y the only-read output of a Conv carrying a
+// fused activation and c a finite constant with one element that does not change y's shape.
+int fuse_affine(Graph& g, const Uses& u, int ni, std::vector<char>& dead) {
+    const Node& n = g.nodes[size_t(ni)];
+    const bool mul = is_op(n, "Mul"), add = is_op(n, "Add"), sub = is_op(n, "Sub");
+    if ((!mul && !add && !sub) || n.inputs.size() != 2 || n.num_explicit_inputs != 2 || n.outputs.size() != 1 ||
+        n.outputs[0] < 0)
+        return 0;
+    for (int side = 0; side < (sub ? 1 : 2); ++side) {
+        const int y = n.inputs[size_t(side)], c = n.inputs[size_t(1 - side)];
+        double cv = 0;
+        if (y < 0 || c < 0 || y == c || !is_f32(g, y) || !is_f32(g, c) || !scalar_of(g, c, &cv)) continue;
+        if (!std::isfinite(cv) || !only_feeds(u, y, ni) || !same_dims(g, y, n.outputs[0])) continue;
+        const int pi = g.values[size_t(y)].producer;
+        if (pi < 0) continue;
+        const Node& p = g.nodes[size_t(pi)];
+        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act"))
+            continue;
+        FusionKind k = conv_kind(g, p);
+        k.affine = true;
+        if (!kernel_supports(k)) return 0;
+        float s = attr_f(p, "_fused_scale", 1.0f), t = attr_f(p, "_fused_shift", 0.0f);
+        const float v = float(cv);
+        if (mul) s *= v, t *= v;
+        else if (add) t += v;
+        else t -= v;
+        if (!std::isfinite(s) || !std::isfinite(t)) continue;
+        return absorb(g, pi, ni, dead, "_fused_scale", s, "_fused_shift", t);
     }
     return 0;
 }
@@ -165,7 +219,8 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
 }  // namespace
 
 int fuse_activation(Graph& g) {
-    return rewrite_all(g, fuse_one) + rewrite_all(g, fuse_silu) + rewrite_all(g, fuse_bound);
+    return rewrite_all(g, fuse_one) + rewrite_all(g, fuse_silu) + rewrite_all(g, fuse_bound) +
+           rewrite_all(g, fuse_affine);
 }
 
 }  // namespace passes

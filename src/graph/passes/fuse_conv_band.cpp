@@ -75,7 +75,8 @@ int fuse_conv_band(Graph& g) {
         const int b1 = num_explicit(pn) >= 3 ? pn.inputs[2] : -1, b2 = num_explicit(dn) >= 3 ? dn.inputs[2] : -1;
         dn.inputs = {pn.inputs[0], pn.inputs[1], b1, dn.inputs[1], b2};
         dn.num_explicit_inputs = 5;
-        for (const char* a : {"_fused_act", "_fused_alpha", "_fused_beta", "_fused_lo", "_fused_hi"}) {
+        for (const char* a : {"_fused_act", "_fused_alpha", "_fused_beta", "_fused_lo", "_fused_hi",
+                              "_fused_scale", "_fused_shift"}) {
             auto it = pn.attrs.find(a);
             if (it != pn.attrs.end()) dn.attrs[std::string("_pw") + a] = it->second;
         }

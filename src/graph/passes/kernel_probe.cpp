@@ -199,26 +199,20 @@ bool probe(const FusionKind& k) {
             f.node.attrs["_fused_residual"] = int_attr(1);
         }
         if (!k.act.empty()) {
-            Attr s;
-            s.kind = Attr::kString;
-            s.s = k.act;
-            f.node.attrs["_fused_act"] = s;
-            Attr a, b;
-            a.kind = b.kind = Attr::kFloat;
-            a.f = alpha;
-            b.f = beta;
-            f.node.attrs["_fused_alpha"] = a;
-            f.node.attrs["_fused_beta"] = b;
+            set_s(f.node, "_fused_act", k.act);
+            set_f(f.node, "_fused_alpha", alpha);
+            set_f(f.node, "_fused_beta", beta);
         }
         // Clamp bounds inside the activation's range, so both bind on some values.
         const float lo = -0.05f, hi = 0.3f;
         if (k.clamp) {
-            Attr l, h;
-            l.kind = h.kind = Attr::kFloat;
-            l.f = lo;
-            h.f = hi;
-            f.node.attrs["_fused_lo"] = l;
-            f.node.attrs["_fused_hi"] = h;
+            set_f(f.node, "_fused_lo", lo);
+            set_f(f.node, "_fused_hi", hi);
+        }
+        const float scale = 0.75f, shift = -0.2f;  // differ from the identity's 1, 0
+        if (k.affine) {
+            set_f(f.node, "_fused_scale", scale);
+            set_f(f.node, "_fused_shift", shift);
         }
         Tensor fused;
         if (!run_case(f, &fused) || fused.shape() != plain.shape()) return false;
@@ -231,6 +225,7 @@ bool probe(const FusionKind& k) {
             if (k.residual) v += extra.as<float>()[i];
             float want = act_ref(k.act, v, alpha, beta);
             if (k.clamp) want = std::min(std::max(want, lo), hi);
+            if (k.affine) want = std::fma(want, scale, shift);
             const float got = fused.as<float>()[i];
             if (!(std::abs(got - want) <= 1e-4f * (1.0f + std::abs(want)))) return false;
             if (want != plain.as<float>()[i]) ++moved;
@@ -248,7 +243,7 @@ bool kernel_supports(const FusionKind& k) {
     static std::mutex mu;
     static std::map<std::string, bool> cache;
     const std::string key = k.op + "|" + k.act + "|" + (k.residual ? "r" : "") + (k.bias ? "b" : "") +
-                            (k.const_weight ? "c" : "") + (k.clamp ? "k" : "");
+                            (k.const_weight ? "c" : "") + (k.clamp ? "k" : "") + (k.affine ? "a" : "");
     std::lock_guard<std::mutex> lock(mu);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;

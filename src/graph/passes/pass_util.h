@@ -95,6 +95,7 @@ struct FusionKind {
     bool bias = false;       // MatMul: _fused_bias with a 3rd input
     bool const_weight = true;  // input 1 is a constant
     bool clamp = false;      // Conv with act: _fused_lo / _fused_hi after the activation
+    bool affine = false;     // Conv with act: _fused_scale / _fused_shift after it (and the clamp)
 };
 // True when the op's kernel honours the fused attributes, checked once per kind by compiling
 // and running a few small single-node graphs with and without them and comparing the results.
