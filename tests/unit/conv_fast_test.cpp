@@ -1007,23 +1007,44 @@ TEST(ConvFast, ConvTransposeGemmMatchesReference) {
         {{1, 3, 4, 4}, {3, 2, 3, 3}, {{"strides", aints({3, 3})}, {"output_padding", aints({1, 2})}}},
         {{1, 24, 10, 10}, {24, 1, 2, 2}, {{"strides", aints({2, 2})}}},
         {{1, 3, 11}, {3, 4, 4}, {{"strides", aints({2})}, {"pads", aints({1, 2})}}},
+        // Non-overlapping taps in bands of rows (256 KiB of col): 3-row bands and a 2-row tail;
+        // kernel 3 x 1 (kw != 2); 1-D.
+        {{1, 8, 20, 70}, {8, 64, 2, 2}, {{"strides", aints({2, 2})}}},
+        {{2, 6, 9, 40}, {6, 300, 3, 1}, {{"strides", aints({3, 1})}}},
+        {{1, 3, 40}, {3, 5, 2}, {{"strides", aints({2})}}},
     };
+    // The fused epilogue (fuse_activation): none, ReLU, Sigmoid with a clamp and an affine.
+    const Attrs epis[] = {{},
+                          {{"_fused_act", as("Relu")}},
+                          {{"_fused_act", as("Sigmoid")}, {"_fused_hi", af(0.7f)}, {"_fused_scale", af(-2.0f)},
+                           {"_fused_shift", af(0.5f)}}};
     uint32_t seed = 300;
-    for (const T& c : cases) {
-        int64_t xn = 1, wn = 1;
-        for (int64_t d : c.xs) xn *= d;
-        for (int64_t d : c.ws) wn *= d;
-        const auto x = rnd(xn, seed++), w = rnd(wn, seed++), b = rnd(c.ws[1], seed++);
-        Result want = run_conv(DType::kF64, c.xs, x, c.ws, w, b, nullptr, {}, c.attrs, false,
-                               "ConvTranspose");
-        Result got = run_conv(DType::kF32, c.xs, x, c.ws, w, b, nullptr, {}, c.attrs, false,
-                              "ConvTranspose");
-        ASSERT_TRUE(want.st.ok()) << want.st.message();
-        ASSERT_TRUE(got.st.ok()) << got.st.message();
-        ASSERT_EQ(got.shape, want.shape);
-        std::vector<float> gf(got.out.begin(), got.out.end());
-        expect_close(gf, want.out, "ConvTranspose " + shape_str(c.xs) + " " + shape_str(c.ws));
-    }
+    for (const T& c : cases)
+        for (const Attrs& e : epis) {
+            int64_t xn = 1, wn = 1;
+            for (int64_t d : c.xs) xn *= d;
+            for (int64_t d : c.ws) wn *= d;
+            const auto x = rnd(xn, seed++), w = rnd(wn, seed++), b = rnd(c.ws[1], seed++);
+            Attrs attrs = c.attrs;
+            for (const auto& [k, v] : e) attrs[k] = v;
+            Result want = run_conv(DType::kF64, c.xs, x, c.ws, w, b, nullptr, {}, attrs, false, "ConvTranspose");
+            Result got = run_conv(DType::kF32, c.xs, x, c.ws, w, b, nullptr, {}, attrs, false, "ConvTranspose");
+            ASSERT_TRUE(want.st.ok()) << want.st.message();
+            ASSERT_TRUE(got.st.ok()) << got.st.message();
+            ASSERT_EQ(got.shape, want.shape);
+            std::vector<float> gf(got.out.begin(), got.out.end());
+            expect_close(gf, want.out, "ConvTranspose " + shape_str(c.xs) + " " + shape_str(c.ws) + " epilogue " +
+                                           std::to_string(e.size()));
+            // W as an input: the direct kernel (no packing), the same epilogue.
+            Result direct = run_conv(DType::kF32, c.xs, x, c.ws, w, b, nullptr, {}, attrs, true, "ConvTranspose");
+            ASSERT_TRUE(direct.st.ok()) << direct.st.message();
+            std::vector<float> df(direct.out.begin(), direct.out.end());
+            expect_close(df, want.out, "ConvTranspose, W an input, " + shape_str(c.xs));
+            if (e.empty()) continue;
+            Result plain = run_conv(DType::kF64, c.xs, x, c.ws, w, b, nullptr, {}, c.attrs, false, "ConvTranspose");
+            ASSERT_TRUE(plain.st.ok());
+            EXPECT_NE(plain.out, want.out);  // the oracle applies the epilogue too
+        }
 }
 
 TEST(ConvFast, BadFusedAttributesGiveClearErrors) {

@@ -640,6 +640,11 @@ int act_producer(Builder& b, const std::string& op, Shape* out) {
         *out = {1, 4, 5, 6};
         return conv(b, b.input("x", {1, 3, 5, 6}), 3, 4, 5, 6, true, 11);
     }
+    if (op == "ConvTranspose") {  // 2x2 stride 2 (the banded kernel): [1,3,5,6] -> [1,4,10,12]
+        *out = {1, 4, 10, 12};
+        return b.node(op, {b.input("x", {1, 3, 5, 6}), b.constant("W", rnd({3, 4, 2, 2}, 2, 0.8f))}, *out,
+                      {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}});
+    }
     *out = {3, 7};
     const int x = b.input("x", {3, 5});
     return b.node(op, {x, b.constant("B", rnd({5, 7}, 2, 0.8f))}, {3, 7});
@@ -647,7 +652,7 @@ int act_producer(Builder& b, const std::string& op, Shape* out) {
 
 TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {
     const char* acts[] = {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"};
-    for (const char* op : {"Conv", "Gemm", "MatMul"})
+    for (const char* op : {"Conv", "ConvTranspose", "Gemm", "MatMul"})
         for (const char* act : acts) {
             Builder b(17);
             Shape out;
@@ -661,6 +666,7 @@ TEST(Passes, ActivationFusesIntoConvGemmMatMulWhenSupported) {
             if (std::string(act) == "LeakyRelu") at["alpha"] = af(0.2f);
             b.output(b.node(act, ins, out, at));
             const bool ok = passes::kernel_supports(kind(op, act));
+            if (std::string(op) == "ConvTranspose") EXPECT_TRUE(ok) << act;  // every path applies it
             Graph g = check_pass(b, passes::fuse_activation, ok ? 1 : 0);
             if (ok) {
                 ASSERT_EQ(g.nodes.size(), 1u) << op << " " << act;

@@ -1,6 +1,6 @@
-// Conv / Gemm / MatMul followed by an activation (Relu, LeakyRelu, Clip with constant bounds,
-// HardSigmoid, HardSwish, Sigmoid, Tanh, Gelu as "Gelu" / "GeluTanh"): the activation node goes
-// and the producer carries
+// Conv / ConvTranspose / Gemm / MatMul followed by an activation (Relu, LeakyRelu, Clip with
+// constant bounds, HardSigmoid, HardSwish, Sigmoid, Tanh, Gelu as "Gelu" / "GeluTanh"): the
+// activation node goes and the producer carries
 //   _fused_act (string), _fused_alpha / _fused_beta (floats: LeakyRelu alpha; Clip min, max;
 //   HardSigmoid alpha, beta)
 // and writes the activation's output value. Only where the producer's kernel honours the
@@ -64,7 +64,7 @@ int fusable_producer(const Graph& g, int y, const std::string& act) {
     const int pi = g.values[size_t(y)].producer;
     if (pi < 0) return -1;
     const Node& p = g.nodes[size_t(pi)];
-    if (!is_op(p, "Conv") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) return -1;
+    if (!is_op(p, "Conv") && !is_op(p, "ConvTranspose") && !is_op(p, "Gemm") && !is_op(p, "MatMul")) return -1;
     if (p.outputs.size() != 1 || p.outputs[0] != y || p.attrs.count("_fused_act") || p.inputs.size() < 2)
         return -1;
     FusionKind k;

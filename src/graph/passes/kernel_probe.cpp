@@ -105,31 +105,38 @@ Attr int_attr(int64_t v) {
 std::vector<Case> base_cases(const FusionKind& k) {
     std::vector<Case> r;
     uint32_t seed = 1;
-    if (k.op == "Conv") {
+    if (k.op == "Conv" || k.op == "ConvTranspose") {
         struct S {
             int64_t N, C, M;
             Shape sp;
             int64_t kk, stride, pad, group;
             bool bias;
         };
-        const S specs[] = {{1, 3, 5, {6, 7}, 3, 1, 1, 1, true},   {1, 8, 16, {9, 9}, 1, 1, 0, 1, false},
-                           {1, 8, 8, {9, 9}, 3, 2, 1, 8, true},   {1, 32, 64, {14, 14}, 3, 1, 1, 1, true},
-                           {1, 64, 32, {16, 16}, 1, 1, 0, 1, true}, {1, 4, 6, {20}, 3, 1, 1, 1, true},
-                           {2, 4, 4, {5, 5}, 3, 1, 0, 2, false}};
-        for (const S& s : specs) {
+        const S conv[] = {{1, 3, 5, {6, 7}, 3, 1, 1, 1, true},   {1, 8, 16, {9, 9}, 1, 1, 0, 1, false},
+                          {1, 8, 8, {9, 9}, 3, 2, 1, 8, true},   {1, 32, 64, {14, 14}, 3, 1, 1, 1, true},
+                          {1, 64, 32, {16, 16}, 1, 1, 0, 1, true}, {1, 4, 6, {20}, 3, 1, 1, 1, true},
+                          {2, 4, 4, {5, 5}, 3, 1, 0, 2, false}};
+        // ConvTranspose: non-overlapping taps (the banded kernel; 8 x 10x64 -> 64 x 20x128 in bands
+        // of rows with a shorter last one), overlapping ones (col2im), 1-D.
+        const S convt[] = {{1, 8, 64, {10, 64}, 2, 2, 0, 1, true}, {1, 5, 7, {6, 5}, 2, 2, 0, 1, true},
+                           {1, 4, 6, {5, 7}, 3, 2, 1, 1, true},    {1, 3, 5, {6, 6}, 4, 2, 1, 1, false},
+                           {1, 4, 3, {9}, 2, 2, 0, 1, true}};
+        const bool tr = k.op == "ConvTranspose";
+        for (const S& s : tr ? std::vector<S>(std::begin(convt), std::end(convt))
+                             : std::vector<S>(std::begin(conv), std::end(conv))) {
             Case c;
-            c.node.op = "Conv";
+            c.node.op = k.op;
             const size_t nd = s.sp.size();
             c.node.attrs["kernel_shape"] = ints_attr(std::vector<int64_t>(nd, s.kk));
             c.node.attrs["strides"] = ints_attr(std::vector<int64_t>(nd, s.stride));
             c.node.attrs["pads"] = ints_attr(std::vector<int64_t>(2 * nd, s.pad));
             c.node.attrs["group"] = int_attr(s.group);
             Shape xs = {s.N, s.C};
-            Shape ws = {s.M, s.C / s.group};
+            Shape ws = tr ? Shape{s.C, s.M / s.group} : Shape{s.M, s.C / s.group};
             for (int64_t d : s.sp) xs.push_back(d);
             for (size_t i = 0; i < nd; ++i) ws.push_back(s.kk);
             int64_t fan = s.C / s.group;
-            for (size_t i = 0; i < nd; ++i) fan *= s.kk;
+            for (size_t i = 0; i < nd && !tr; ++i) fan *= s.kk;
             c.ins.push_back(random_tensor(xs, seed++, 1.0f));
             c.ins.push_back(random_tensor(ws, seed++, 2.0f / std::sqrt(float(fan))));
             c.ins.push_back(s.bias ? random_tensor({s.M}, seed++, 0.5f) : Tensor());

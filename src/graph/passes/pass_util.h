@@ -89,7 +89,7 @@ int rewrite_all(Graph& g, const Rewrite& rewrite);
 
 // ---- kernel support for fused epilogues (src/graph/passes/kernel_probe.cpp) ----
 struct FusionKind {
-    std::string op;          // Conv, Gemm, MatMul
+    std::string op;          // Conv, ConvTranspose, Gemm, MatMul
     std::string act;         // "" or Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Sigmoid, Tanh
     bool residual = false;   // _fused_residual with a last input (Conv, Gemm: 4th)
     bool bias = false;       // MatMul: _fused_bias with a 3rd input
