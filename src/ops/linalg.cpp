@@ -1598,6 +1598,12 @@ public:
             exp_ = kernels::act_apply_for(kernels::active_isa());
             cols_.assign(size_t(2 * inner_), 0.0f);
         }
+        // float log-softmax over contiguous rows (CTC heads: 32 x 97 10.3 -> ~2 us): the vector
+        // exp into a row buffer, its sum in double as the reference's.
+        if (std::is_same_v<T, float> && K == SoftKind::kLogSoftmax && inner_ == 1 && n_ > 0) {
+            exp_ = kernels::act_apply_for(kernels::active_isa());
+            cols_.assign(size_t(n_), 0.0f);
+        }
     }
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
@@ -1606,6 +1612,10 @@ public:
         if constexpr (std::is_same_v<T, float>) {
             if (fast_) {
                 fast_(x, y, outer_, n_, float(scale_));
+                return {};
+            }
+            if (exp_ && K == SoftKind::kLogSoftmax) {
+                log_softmax_rows(x, y);
                 return {};
             }
             if (exp_) {
@@ -1681,11 +1691,43 @@ private:
         }
     }
 
+    // LogSoftmax over contiguous rows of n (float): y = s x - max - log(sum(exp(s x - max))).
+    void log_softmax_rows(const float* x, float* y) const {
+        const int64_t n = n_;
+        const float sc = float(scale_);
+        float* e = cols_.data();
+        const kernels::Activation ex{kernels::ActKind::kExp};
+        for (int64_t o = 0; o < outer_; ++o) {
+            const float* xr = x + o * n;
+            float* yr = y + o * n;
+            // 8 running maxima and sums (vector registers; the order does not change the max,
+            // and the sums stay in double)
+            float m8[8];
+            for (int j = 0; j < 8; ++j) m8[j] = xr[0] * sc;
+            int64_t i = 0;
+            for (; i + 8 <= n; i += 8)
+                for (int j = 0; j < 8; ++j) m8[j] = std::max(m8[j], xr[i + j] * sc);
+            for (; i < n; ++i) m8[0] = std::max(m8[0], xr[i] * sc);
+            float mx = m8[0];
+            for (int j = 1; j < 8; ++j) mx = std::max(mx, m8[j]);
+            for (i = 0; i < n; ++i) yr[i] = xr[i] * sc - mx;
+            exp_(ex, yr, e, n);
+            double s8[8] = {};
+            for (i = 0; i + 8 <= n; i += 8)
+                for (int j = 0; j < 8; ++j) s8[j] += double(e[i + j]);
+            for (; i < n; ++i) s8[0] += double(e[i]);
+            double sum = 0;
+            for (int j = 0; j < 8; ++j) sum += s8[j];
+            const float lse = float(std::log(sum));
+            for (i = 0; i < n; ++i) yr[i] -= lse;
+        }
+    }
+
     int64_t outer_, n_, inner_;
     double scale_;
     kernels::SoftmaxRowsFn fast_ = nullptr;
     kernels::ActApplyFn exp_ = nullptr;
-    mutable std::vector<float> cols_;  // column max and sums (softmax_columns; not reentrant)
+    mutable std::vector<float> cols_;  // column max and sums (softmax_columns), or a row's exps (not reentrant)
 };
 
 template <SoftKind K>

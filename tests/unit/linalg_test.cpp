@@ -409,6 +409,39 @@ TEST(Linalg, SoftmaxCoerceBefore13VsAxisFrom13) {
     expect_close(r.outs[0], f32({1, 3}, {-2.4076059f, -1.4076059f, -0.4076059f}));
 }
 
+// LogSoftmax over contiguous rows (the vector path: running maxima and sums in blocks of 8, the
+// vector exp) against a double reference: rows shorter and longer than a block, with a tail,
+// values spread over +-40, -inf (exp 0: a finite result elsewhere, -inf there) and a NaN row.
+TEST(Linalg, LogSoftmaxRowsMatchDouble) {
+    for (int64_t n : {1, 7, 8, 97, 1000}) {
+        SCOPED_TRACE(n);
+        Tensor x = rnd({3, n}, uint32_t(40 + n));
+        float* p = x.as<float>();
+        for (int64_t i = 0; i < 3 * n; ++i) p[i] *= 40.0f;
+        if (n > 1) p[n + 1] = -INFINITY;  // row 1
+        Result r = run_op("LogSoftmax", {x}, {}, {}, 13);
+        ASSERT_TRUE(r.st.ok()) << r.st.message();
+        std::vector<float> want(size_t(3 * n));
+        for (int64_t b = 0; b < 3; ++b) {
+            double mx = -INFINITY, sum = 0;
+            for (int64_t i = 0; i < n; ++i) mx = std::max(mx, double(p[b * n + i]));
+            for (int64_t i = 0; i < n; ++i) sum += std::exp(double(p[b * n + i]) - mx);
+            for (int64_t i = 0; i < n; ++i) want[size_t(b * n + i)] = float(double(p[b * n + i]) - mx - std::log(sum));
+        }
+        const Tensor& got = r.outs[0];
+        for (int64_t i = 0; i < 3 * n; ++i) {
+            const double w = want[size_t(i)], g = got.get_f64(i);
+            if (std::isinf(w)) EXPECT_EQ(g, w) << i;
+            else ASSERT_NEAR(g, w, 1e-5 * (1 + std::abs(w))) << i;
+        }
+        p[2 * n + n / 2] = NAN;  // row 2: NaN everywhere, as the reference
+        r = run_op("LogSoftmax", {x}, {}, {}, 13);
+        ASSERT_TRUE(r.st.ok());
+        for (int64_t i = 2 * n; i < 3 * n; ++i) EXPECT_TRUE(std::isnan(r.outs[0].get_f64(i))) << i;
+        EXPECT_FALSE(std::isnan(r.outs[0].get_f64(0)));
+    }
+}
+
 TEST(Linalg, HardmaxFirstMaxWins) {
     Result r = run_op("Hardmax", {f32({2, 3}, {3, 7, 7, -1, -1, -1})}, {}, {}, 13);
     ASSERT_TRUE(r.st.ok()) << r.st.message();
