@@ -7,6 +7,7 @@
 #   /usr/bin/python3 scripts/make_probe_models.py [NAME...]   (default: all)
 # v_crnn      text recognizer: conv stack, bidirectional LSTM, CTC head (PP-OCRv2-style CRNN)
 # v_kws       keyword spotter: Conv1d residual blocks, kernel 9 (TC-ResNet-like) on 40 x 98 MFCCs
+# v_dscnn     keyword spotter: "Hello Edge" DS-CNN (10x4 stride-2 conv, 4 depthwise-separable blocks)
 # v_gru       wake-word head: GRU over 16 x 96 embeddings
 # v_ultra     face detector like UltraFace-slim (depthwise blocks, three heads, softmax), 240x320
 # v_postln    nn.TransformerEncoderLayer(192, 6, 768), post-LN, 100 tokens
@@ -115,6 +116,21 @@ class Ultra(nn.Module):
         return torch.softmax(o[:, :, :2], -1), o[:, :, 2:]
 
 
+class DSCNN(nn.Module):  # "Hello Edge" DS-CNN keyword spotter on 49 x 10 MFCCs
+    def __init__(s):
+        super().__init__()
+        s.c0 = nn.Sequential(nn.Conv2d(1, 64, (10, 4), (2, 2), (5, 1)), nn.BatchNorm2d(64), nn.ReLU())
+        blocks = []
+        for _ in range(4):
+            blocks += [nn.Conv2d(64, 64, 3, 1, 1, groups=64), nn.BatchNorm2d(64), nn.ReLU(),
+                       nn.Conv2d(64, 64, 1), nn.BatchNorm2d(64), nn.ReLU()]
+        s.blocks = nn.Sequential(*blocks)
+        s.fc = nn.Linear(64, 12)
+
+    def forward(s, x):
+        return torch.softmax(s.fc(s.blocks(s.c0(x)).mean((2, 3))), -1)
+
+
 def post_ln():
     return nn.TransformerEncoderLayer(192, 6, 768, dropout=0.0, batch_first=True)
 
@@ -128,6 +144,7 @@ def enc2():
 models = {
     "v_crnn": lambda: save("v_crnn", CRNN(), [(1, 1, 32, 128)]),
     "v_kws": lambda: save("v_kws", KWS(), [(1, 40, 98)]),
+    "v_dscnn": lambda: save("v_dscnn", DSCNN(), [(1, 1, 49, 10)]),
     "v_gru": lambda: save("v_gru", GRUHead(), [(1, 16, 96)]),
     "v_ultra": lambda: save("v_ultra", Ultra(), [(1, 3, 240, 320)]),
     "v_postln": lambda: save("v_postln", post_ln(), [(1, 100, 192)]),
