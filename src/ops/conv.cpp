@@ -625,9 +625,7 @@ public:
 
     // The weights to 17 bits on AMX (BF16x3 without W's lo parts; Kernel::set_fast_weights).
     FastWeights set_fast_weights(bool fast) override {
-        if (!amx_w_ || amx_.parts() != 3) return FastWeights::kNone;
-        amx_.set_w_lo(!fast);
-        return FastWeights::kConv;
+        return amx_fast_weights(amx_, amx_w_ != nullptr, fast, FastWeights::kConv);
     }
     std::string describe() const override {
         const std::string isa = kernels::isa_name(isa_);
@@ -1713,9 +1711,7 @@ public:
     }
     // The weights to 17 bits on AMX (W^T is AmxGemm's B; Kernel::set_fast_weights).
     FastWeights set_fast_weights(bool fast) override {
-        if (!amx_w_ || amx_.parts() != 3) return FastWeights::kNone;
-        amx_.set_b_lo(!fast);
-        return FastWeights::kConv;
+        return amx_fast_weights(amx_, amx_w_ != nullptr, fast, FastWeights::kConv);
     }
     std::string describe() const override {
         if (amx_w_) {

@@ -496,9 +496,7 @@ public:
     bool on() const { return w_ != nullptr; }
     // BF16x3 only: the weights to 17 bits (B's lo parts left out; Kernel::set_fast_weights).
     Kernel::FastWeights set_fast_weights(bool fast) {
-        if (!w_ || amx_.parts() != 3) return Kernel::FastWeights::kNone;
-        amx_.set_b_lo(!fast);
-        return Kernel::FastWeights::kProduct;
+        return amx_fast_weights(amx_, w_ != nullptr, fast, Kernel::FastWeights::kProduct);
     }
     std::string describe() const {
         return std::string("gemm ") + amx_.mode_name() + " 32x32" +

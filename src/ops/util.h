@@ -4,6 +4,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "kernels/amx.h"
 #include "ops/op.h"
 
 namespace jiffy {
@@ -131,5 +132,17 @@ public:
 private:
     size_t bytes_;
 };
+
+// Kernel::set_fast_weights of a kernel whose constant weights an AMX object holds (AmxGemm: B,
+// AmxConv: W), `packed` once packed: the weights to 17 bits (their lo parts left out) where that
+// object runs BF16x3, reported as the kernel's `group`; kNone elsewhere.
+inline void set_weights_lo(kernels::AmxGemm& a, bool on) { a.set_b_lo(on); }
+inline void set_weights_lo(kernels::AmxConv& a, bool on) { a.set_w_lo(on); }
+template <typename Amx>
+Kernel::FastWeights amx_fast_weights(Amx& amx, bool packed, bool fast, Kernel::FastWeights group) {
+    if (!packed || amx.parts() != 3) return Kernel::FastWeights::kNone;
+    set_weights_lo(amx, !fast);
+    return group;
+}
 
 }  // namespace jiffy
