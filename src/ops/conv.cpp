@@ -978,7 +978,7 @@ private:
 // stride: PP-OCR det's 2x2 stride-2 upsamplers, U-Net decoders), each output pixel is one col
 // value plus the bias, written once: the input goes through in bands of rows whose col stays in
 // L2 (~256 KiB), each band's rows interleaved straight into the output with the epilogue on them.
-// PP-OCRv4 det's 24 -> 24 on 160x160 -> 320x320 2130 -> ~700 us, its ReLU in the same pass.
+// PP-OCRv4 det's 24 -> 24 on 160x160 -> 320x320 and its ReLU step, 2130 + 600 -> ~1160 us.
 // The col of the general case is the kernel's own (not reentrant, like the plan's scratch).
 class ConvTransposeFastKernel : public Kernel {
 public:
@@ -986,11 +986,11 @@ public:
                             kernels::ConvEpi epi)
         : d_(d), g_(g), isa_(isa), epi_(epi) {
         const int64_t taps = g.k[1] * g.k[2], rows = d.M * taps, IH = g.in[1], IW = g.in[2];
-        a_.resize(size_t(rows * d.C));  // A[(m, tap), c] = W[c, m, tap]
+        std::vector<float> a(size_t(rows * d.C));  // A[(m, tap), c] = W[c, m, tap]
         for (int64_t c = 0; c < d.C; ++c)
             for (int64_t m = 0; m < d.M; ++m)
                 for (int64_t t = 0; t < taps; ++t)
-                    a_[size_t((m * taps + t) * d.C + c)] = W[(c * d.M + m) * taps + t];
+                    a[size_t((m * taps + t) * d.C + c)] = W[(c * d.M + m) * taps + t];
         banded_ = g.k[1] == g.s[1] && g.k[2] == g.s[2] && g.d[1] == 1 && g.d[2] == 1 && g.pb[1] == 0 &&
                   g.pb[2] == 0 && g.out[1] == IH * g.s[1] && g.out[2] == IW * g.s[2];
         if (banded_) {
@@ -1004,14 +1004,12 @@ public:
                     break;
                 }
             }
-            full_ = Band(isa, d.C, rows, band_, IW, a_.data());
-            if (IH % band_) tail_ = Band(isa, d.C, rows, IH % band_, IW, a_.data());
+            full_ = Band(isa, d.C, rows, band_, IW, a.data());
+            if (IH % band_) tail_ = Band(isa, d.C, rows, IH % band_, IW, a.data());
         } else {
-            full_ = Band(isa, d.C, rows, IH, IW, a_.data());
+            full_ = Band(isa, d.C, rows, IH, IW, a.data());
             col_.resize(size_t(rows * d.in_plane));
         }
-        a_.clear();
-        a_.shrink_to_fit();
     }
 
     // The band's X copy, its col and the GEMM's scratch in the plan's shared scratch.
@@ -1141,7 +1139,6 @@ private:
     bool banded_ = false;
     int64_t band_ = 0;        // input rows per band (banded)
     Band full_, tail_;        // the GEMM of a whole band and of the last, shorter one (if any)
-    std::vector<float> a_;    // the GEMM's weights before packing (constructor only)
     mutable std::vector<float> col_;  // the general case's col
     SharedScratch* scr_ = nullptr;    // the plan's (bind_scratch)
 };
@@ -1584,7 +1581,7 @@ public:
     // MobileNetV2 / V3, EfficientNet-B0, the detectors' 14x14 and 7x7 layers: 0.75-0.95x the
     // AVX-512 time; 28x28 with 32 outputs 1.4-1.6x, M = 80 or K = 80 (padded to 96) 1.0-1.1x.
     // A split X past 1 MiB goes in row chunks (AmxGemm, session 27): PP-OCRv4 rec's 240 -> 240
-    // on 12x80 (2.8 MB of parts) 490 -> 350 us (it stayed on AVX-512 before).
+    // on 12x80 (1.5 MB of parts) 490 -> 350 us (it stayed on AVX-512 before).
     // JIFFY_AMX_CONV=0: off.
     static bool amx_pays_nhwc(kernels::Isa isa, const kernels::Conv2DGeom& g) {
         if (env_zero("JIFFY_AMX_CONV") || isa != kernels::Isa::kAvx512 || !kernels::amx_usable()) return false;
