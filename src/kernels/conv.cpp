@@ -105,10 +105,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // Planes a multiple of ~4 KiB apart would make those C rows (and the pointwise case's)
     // collide in the same L1 sets: such images are copied with a plane stride off 4 KiB.
     a.implicit = g.sh == 1 && g.sw == 1 && !a.pointwise;
-    auto aliased = [](int64_t floats) {
-        const int64_t r = (floats * 4) % 4096;
-        return r < 512 || r > 3584;
-    };
+    const auto aliased = plane_aliased;
     if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {
         a.pad_copy = true;
         a.HP = g.H;

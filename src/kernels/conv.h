@@ -52,6 +52,14 @@ struct Conv2DGeom {
     int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, ph = 0, pw = 0;
 };
 
+// Whether planes `floats` apart sit within 512 bytes of a multiple of 4 KiB: their rows then
+// collide in the same L1 sets when a kernel reads several planes at once (ConvGemm copies or
+// pads such images, or keeps its packed mode for them).
+inline bool plane_aliased(int64_t floats) {
+    const int64_t r = (floats * 4) % 4096;
+    return r < 512 || r > 3584;
+}
+
 // Microkernel shape per ISA (AVX-512 12 x 32, AVX2 6 x 16, portable 6 x 8).
 int conv_mr(Isa isa);
 int conv_nr(Isa isa);

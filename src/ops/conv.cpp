@@ -997,13 +997,11 @@ public:
             band_ = std::clamp<int64_t>(kBandBytes / int64_t(sizeof(float)) / std::max<int64_t>(1, rows * IW), 1, IH);
             // A band's planes a multiple of ~4 KiB apart would send the GEMM to its packed mode
             // (kernels/conv.cpp: the rows collide in L1): one row fewer where that helps.
-            for (int64_t b = band_; b > std::max<int64_t>(1, band_ / 2) && b < IH; --b) {
-                const int64_t r = b * IW * 4 % 4096;
-                if (r >= 512 && r <= 3584) {
+            for (int64_t b = band_; b > std::max<int64_t>(1, band_ / 2) && b < IH; --b)
+                if (!kernels::plane_aliased(b * IW)) {
                     band_ = b;
                     break;
                 }
-            }
             full_ = Band(isa, d.C, rows, band_, IW, a.data());
             if (IH % band_) tail_ = Band(isa, d.C, rows, IH % band_, IW, a.data());
         } else {

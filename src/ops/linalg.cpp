@@ -1596,8 +1596,8 @@ public:
             exp_ = kernels::act_apply_for(kernels::active_isa());
             cols_.assign(size_t(2 * inner_), 0.0f);
         }
-        // float log-softmax over contiguous rows (CTC heads: 32 x 97 10.3 -> ~2 us): the vector
-        // exp into a row buffer, its sum in double as the reference's.
+        // float log-softmax over contiguous rows (a CTC head's 32 x 97: 13.8 -> 4.2 us): the
+        // vector exp into a row buffer, its sum in double as the reference's.
         if (std::is_same_v<T, float> && K == SoftKind::kLogSoftmax && inner_ == 1 && n_ > 0) {
             exp_ = kernels::act_apply_for(kernels::active_isa());
             cols_.assign(size_t(n_), 0.0f);
@@ -1612,12 +1612,9 @@ public:
                 fast_(x, y, outer_, n_, float(scale_));
                 return {};
             }
-            if (exp_ && K == SoftKind::kLogSoftmax) {
-                log_softmax_rows(x, y);
-                return {};
-            }
             if (exp_) {
-                softmax_columns(x, y);
+                if constexpr (K == SoftKind::kLogSoftmax) log_softmax_rows(x, y);
+                else softmax_columns(x, y);
                 return {};
             }
         }

@@ -135,6 +135,22 @@ FusionKind conv_kind(const Graph& g, const Node& p) {
     return k;
 }
 
+// For a node n (ni) of two explicit inputs and one output: the Conv carrying a fused activation
+// whose output is input `side`, read by n alone, the other input a float32 one-element constant
+// (its value in *c) that does not change that output's shape; -1 where n is not such a node.
+int fused_conv_and_scalar(const Graph& g, const Uses& u, int ni, int side, double* c) {
+    const Node& n = g.nodes[size_t(ni)];
+    if (n.inputs.size() != 2 || n.num_explicit_inputs != 2 || n.outputs.size() != 1 || n.outputs[0] < 0) return -1;
+    const int y = n.inputs[size_t(side)], k = n.inputs[size_t(1 - side)];
+    if (y < 0 || k < 0 || y == k || !is_f32(g, y) || !is_f32(g, k) || !scalar_of(g, k, c)) return -1;
+    if (!only_feeds(u, y, ni) || !same_dims(g, y, n.outputs[0])) return -1;
+    const int pi = g.values[size_t(y)].producer;
+    if (pi < 0) return -1;
+    const Node& p = g.nodes[size_t(pi)];
+    if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act")) return -1;
+    return pi;
+}
+
 // Conv pi absorbs node ni (a one-input-value Max / Min / Mul / Add / Sub after it): two epilogue
 // attributes set, ni's output written by pi.
 int absorb(Graph& g, int pi, int ni, std::vector<char>& dead, const char* a, float av, const char* b, float bv) {
@@ -153,19 +169,12 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
     const Node& m = g.nodes[size_t(mi)];
     const bool is_max = is_op(m, "Max");
     if (!is_max && !is_op(m, "Min")) return 0;
-    if (m.inputs.size() != 2 || m.num_explicit_inputs != 2 || m.outputs.size() != 1 || m.outputs[0] < 0)
-        return 0;
     for (int side = 0; side < 2; ++side) {
-        const int y = m.inputs[size_t(side)], c = m.inputs[size_t(1 - side)];
         double cv = 0;
-        if (y < 0 || c < 0 || y == c || !is_f32(g, y) || !is_f32(g, c) || !scalar_of(g, c, &cv)) continue;
-        if (std::isnan(cv) || !only_feeds(u, y, mi) || !same_dims(g, y, m.outputs[0])) continue;
-        const int pi = g.values[size_t(y)].producer;
-        if (pi < 0) continue;
+        const int pi = fused_conv_and_scalar(g, u, mi, side, &cv);
+        if (pi < 0 || std::isnan(cv)) continue;
         const Node& p = g.nodes[size_t(pi)];
-        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act") ||
-            has_affine(p))  // the clamp comes before the affine
-            continue;
+        if (has_affine(p)) continue;  // the clamp comes before the affine
         const float v = float(cv);
         float lo = attr_f(p, "_fused_lo", -INFINITY), hi = attr_f(p, "_fused_hi", INFINITY);
         // max(min(max(a, lo), hi), v) = min(max(a, max(lo, v)), hi) only while v <= hi;
@@ -189,19 +198,12 @@ int fuse_bound(Graph& g, const Uses& u, int mi, std::vector<char>& dead) {
 int fuse_affine(Graph& g, const Uses& u, int ni, std::vector<char>& dead) {
     const Node& n = g.nodes[size_t(ni)];
     const bool mul = is_op(n, "Mul"), add = is_op(n, "Add"), sub = is_op(n, "Sub");
-    if ((!mul && !add && !sub) || n.inputs.size() != 2 || n.num_explicit_inputs != 2 || n.outputs.size() != 1 ||
-        n.outputs[0] < 0)
-        return 0;
+    if (!mul && !add && !sub) return 0;
     for (int side = 0; side < (sub ? 1 : 2); ++side) {
-        const int y = n.inputs[size_t(side)], c = n.inputs[size_t(1 - side)];
         double cv = 0;
-        if (y < 0 || c < 0 || y == c || !is_f32(g, y) || !is_f32(g, c) || !scalar_of(g, c, &cv)) continue;
-        if (!std::isfinite(cv) || !only_feeds(u, y, ni) || !same_dims(g, y, n.outputs[0])) continue;
-        const int pi = g.values[size_t(y)].producer;
-        if (pi < 0) continue;
+        const int pi = fused_conv_and_scalar(g, u, ni, side, &cv);
+        if (pi < 0 || !std::isfinite(cv)) continue;
         const Node& p = g.nodes[size_t(pi)];
-        if (!is_op(p, "Conv") || p.outputs.size() != 1 || p.outputs[0] != y || !p.attrs.count("_fused_act"))
-            continue;
         FusionKind k = conv_kind(g, p);
         k.affine = true;
         if (!kernel_supports(k)) return 0;
