@@ -15,6 +15,9 @@
 # v_mlpg      MLP 256-1024-1024-256 with GELUs
 # v_mnv3l     torchvision MobileNetV3-Large
 # v_enc_op13  v_postln's layer at opset 13, 50 tokens
+# t_resnet18, t_regnet, t_shufflenet, t_squeezenet, t_mnasnet, t_densenet, t_convnext
+#             torchvision CNNs at 224x224 (ResNet-18, RegNetY-400MF, ShuffleNetV2 x1.0,
+#             SqueezeNet 1.1, MNASNet 1.0, DenseNet-121, ConvNeXt-Tiny): the session 27 set
 import os
 import sys
 
@@ -154,6 +157,10 @@ models = {
     "v_mnv3l": lambda: save("v_mnv3l", torchvision.models.mobilenet_v3_large(), [(1, 3, 224, 224)]),
     "v_enc_op13": lambda: save("v_enc_op13", post_ln(), [(1, 50, 192)], opset=13),
 }
+for name, ctor in [("t_resnet18", "resnet18"), ("t_regnet", "regnet_y_400mf"), ("t_shufflenet", "shufflenet_v2_x1_0"),
+                   ("t_squeezenet", "squeezenet1_1"), ("t_mnasnet", "mnasnet1_0"), ("t_densenet", "densenet121"),
+                   ("t_convnext", "convnext_tiny")]:
+    models[name] = (lambda n, c: lambda: save(n, getattr(torchvision.models, c)(), [(1, 3, 224, 224)]))(name, ctor)
 for name in sys.argv[1:] or list(models):
     if name not in models:
         sys.exit(f"make_probe_models.py: unknown model '{name}' (have: {', '.join(models)})")

@@ -51,28 +51,43 @@ int env_int(const char* name, int def) {
     return (end && *end == 0 && v >= 0 && v <= 1000000) ? int(v) : def;
 }
 
-// Pins the calling thread to the k-th CPU of the process's affinity mask (k modulo its size).
-// Allocation-free: it runs as the worker starts, possibly while a caller is already running.
-void pin_to(int k) {
+// The CPUs of the process's affinity mask in order, at most `max` of them; 0 when fewer than two
+// (pinning would put every thread on one CPU) or unknown.
+int mask_cpus(int* out, int max) {
 #if defined(__linux__)
     cpu_set_t set;
     CPU_ZERO(&set);
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return;
-    const int count = CPU_COUNT(&set);
-    if (count < 2) return;
-    int want = k % count;
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-        if (!CPU_ISSET(c, &set)) continue;
-        if (want-- == 0) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(c, &one);
-            sched_setaffinity(0, sizeof(one), &one);
-            return;
-        }
-    }
+    if (sched_getaffinity(0, sizeof(set), &set) != 0 || CPU_COUNT(&set) < 2) return 0;
+    int n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < max; ++c)
+        if (CPU_ISSET(c, &set)) out[n++] = c;
+    return n;
 #else
-    (void)k;
+    (void)out, (void)max;
+    return 0;
+#endif
+}
+
+// Pins the calling thread to `cpu` (allocation-free: it runs in a worker, possibly while a caller
+// is running).
+void pin_to_cpu(int cpu) {
+#if defined(__linux__)
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    sched_setaffinity(0, sizeof(one), &one);
+#else
+    (void)cpu;
+#endif
+}
+
+// The CPU the calling thread runs on, or -1 (glibc 2.35+ reads it from the thread's rseq area;
+// older ones from the vDSO: no kernel entry either way).
+inline int current_cpu() {
+#if defined(__linux__)
+    return sched_getcpu();
+#else
+    return -1;
 #endif
 }
 
@@ -94,12 +109,11 @@ ThreadPool::ThreadPool(int threads, int spin_us) {
     if (threads > kMaxThreads) threads = kMaxThreads;
     slots_.reset(new Slot[size_t(threads)]);
     overall_ = std::make_unique<Balance>(threads, 0.98);
+    // Pinned threads get distinct CPUs while there are enough; past that, unpinned.
+    if (pin) n_cpus_ = mask_cpus(cpus_, threads);
+    if (n_cpus_ < threads) n_cpus_ = 0;
     workers_.reserve(size_t(threads - 1));
-    for (int i = 1; i < threads; ++i)
-        workers_.emplace_back([this, i, pin] {
-            if (pin) pin_to(i);
-            worker(i);
-        });
+    for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -132,8 +146,20 @@ void ThreadPool::finished(int i, int self) {
     done_.fetch_add(1, std::memory_order_acq_rel);
 }
 
+// Worker `index`, pinned to *cpu: when the caller's last job came from that CPU, moves to the one
+// the caller left (cpus_[0], or its own cpus_[index] if the caller is on cpus_[0]). One syscall,
+// on the worker, only when they collide.
+void ThreadPool::pin_away(int index, int* cpu) {
+    const int c = caller_cpu_.load(std::memory_order_relaxed);
+    if (n_cpus_ == 0 || c != *cpu) return;
+    *cpu = cpus_[index] != c ? cpus_[index] : cpus_[0];
+    pin_to_cpu(*cpu);
+}
+
 void ThreadPool::worker(int index) {
     using clk = std::chrono::steady_clock;
+    int cpu = -1;
+    if (n_cpus_ > 0) pin_to_cpu(cpu = cpus_[index]);
     uint32_t seen = epoch_.load(std::memory_order_acquire);
     const auto spin = std::chrono::microseconds(spin_us_);
     for (;;) {
@@ -156,6 +182,7 @@ void ThreadPool::worker(int index) {
         }
         if (stop_.load(std::memory_order_acquire)) return;
         seen = e;
+        pin_away(index, &cpu);
         work(e, index);
     }
 }
@@ -170,6 +197,7 @@ void ThreadPool::run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* 
         for (int i = 0; i < n; ++i) fn(ctx, i);
         return;
     }
+    if (n_cpus_ > 0) caller_cpu_.store(current_cpu(), std::memory_order_relaxed);
     fn_.store(fn, std::memory_order_relaxed);
     ctx_.store(ctx, std::memory_order_relaxed);
     timed_.store(timed, std::memory_order_relaxed);

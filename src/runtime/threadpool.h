@@ -5,7 +5,7 @@
 // all calls are done. The caller takes part: chunks are claimed from one atomic word, so a worker
 // that is asleep or preempted never delays the op by more than the chunk it has already claimed
 // (the caller runs the unclaimed ones itself). Workers are pinned to distinct CPUs (when the
-// affinity mask allows), spin for a bounded time (JIFFY_SPIN_US, default 100 us) waiting for the
+// affinity mask allows) and never share the caller's CPU (see `caller_cpu_`), spin for a bounded time (JIFFY_SPIN_US, default 100 us) waiting for the
 // next job, then sleep on a futex. No allocation, lock or (with spinning workers) syscall on the
 // run path. A pool that is already running a job for another caller runs the next one serially.
 //
@@ -129,6 +129,19 @@ private:
     void work(uint32_t epoch, int self);
     void run_impl(int n, Fn fn, void* ctx, const double* frac, Balance* op);  // frac: a balanced run
     void finished(int i, int self);  // chunk i done by thread self (0: the caller)
+    void pin_away(int index, int* cpu);  // worker index, pinned to *cpu: off the caller's CPU
+
+    // Pinning: cpus_[i] is thread i's CPU (the i-th of the affinity mask; slot 0 the caller's
+    // nominal one), n_cpus_ of them (0: workers not pinned). The caller is never pinned: it
+    // stores the CPU it runs on in caller_cpu_ with every job (sched_getcpu: glibc reads it from
+    // the rseq area, no syscall), and a worker that finds the caller on its own CPU moves itself
+    // to cpus_[0] (or back to its own). A worker pinned to the caller's CPU can only run when the
+    // scheduler preempts the caller, which spins on the op's last chunk meanwhile: a Zen 4 host's
+    // scheduler moved the unpinned caller onto the sleeping worker's CPU for seconds at a time,
+    // and every op then ran on one core (weather_v0.1 at two threads 12-120 us against 6.1).
+    int cpus_[kMaxThreads] = {};
+    int n_cpus_ = 0;
+    alignas(64) std::atomic<int> caller_cpu_{-1};
 
     std::vector<std::thread> workers_;
     int spin_us_ = 100;

@@ -4,7 +4,10 @@
 // order).
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -97,6 +100,35 @@ TEST(ThreadPool, StartStopNoHang) {
         pool.parallel_for(3, [&](int) { c.fetch_add(1); });
         EXPECT_EQ(c.load(), 3);
     }  // destructors join sleeping and spinning workers
+}
+
+// A caller that runs on its worker's CPU (the scheduler put it there; here it pins itself) gets
+// the worker moved off that CPU: jobs run on two CPUs again. Fails when workers stay on their
+// CPU whatever the caller does (a worker there only runs when the caller is preempted).
+TEST(ThreadPool, WorkerLeavesTheCallersCpu) {
+    cpu_set_t before;
+    CPU_ZERO(&before);
+    ASSERT_EQ(sched_getaffinity(0, sizeof(before), &before), 0);
+    int cpus[2], n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n < 2; ++c)
+        if (CPU_ISSET(c, &before)) cpus[n++] = c;
+    if (n < 2) GTEST_SKIP() << "one CPU in the affinity mask";
+    const char* pin = std::getenv("JIFFY_PIN");
+    if (pin && pin[0] == '0') GTEST_SKIP() << "JIFFY_PIN=0";
+    ThreadPool pool(2, 1000);  // its worker pinned to cpus[1]
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpus[1], &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    std::atomic<int> elsewhere{-1};
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (elsewhere.load() < 0 && std::chrono::steady_clock::now() < end)
+        pool.parallel_for(2, [&](int) {
+            const int c = sched_getcpu();
+            if (c != cpus[1]) elsewhere.store(c);
+        });
+    sched_setaffinity(0, sizeof(before), &before);
+    EXPECT_GE(elsewhere.load(), 0) << "every chunk ran on the caller's CPU " << cpus[1] << " for 5 s";
 }
 
 TEST(ThreadPool, ConcurrentCallersFallBackToSerial) {
