@@ -111,9 +111,18 @@ Status Session::run_probing(ThreadPool* pool) {
     if (!st.ok()) return st;  // a failed run does not count
     if (k >= 0 && in_block > 0)
         (caller ? c.caller_ticks : c.pool_ticks)[(block / 2) * (kBlockRuns - 1) + in_block - 1] = ticks;
-    if (++c.phase <= kProbeRuns) return st;
-    c.pool_med = median_timed(c.pool_ticks);
-    c.caller_med = median_timed(c.caller_ticks);
+    ++c.phase;
+    bool clear_win = false;
+    if (k == 2 * kBlockRuns - 1) {  // the first caller-alone block is done: a clear pool win?
+        constexpr int kPerBlock = kBlockRuns - 1;  // timed runs per block
+        float pool_max = 0, caller_min = c.caller_ticks[0];
+        for (int i = 0; i < kPerBlock; ++i)
+            pool_max = std::max(pool_max, c.pool_ticks[i]), caller_min = std::min(caller_min, c.caller_ticks[i]);
+        clear_win = pool_max < kClearWin * caller_min;
+        if (clear_win) c.pool_med = pool_max, c.caller_med = caller_min;
+    }
+    if (c.phase <= kProbeRuns && !clear_win) return st;
+    if (!clear_win) c.pool_med = median_timed(c.pool_ticks), c.caller_med = median_timed(c.caller_ticks);
     // The caller alone only when two probes in a row say so (a probe can meet another process
     // spinning on the second core: ORT's workers between interleaved runs chose it for ResNet-50
     // and YOLO); until the second one, the pool stays. Back to the pool on one probe.

@@ -601,7 +601,7 @@ TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
 // A session on a plan with a pool measures the pool against the caller alone (probes of warm runs
 // and alternating blocks, Session::ThreadsChoice) and keeps the faster: every run, either way, gives the same
 // bits; the first probe keeps the pool (a caller-faster verdict waits for a second probe, 200
-// runs later), and probes come again.
+// runs later; a clear pool win ends it after its first two blocks), and probes come again.
 TEST(Threaded, SessionChoosesThreadsByMeasurement) {
     NoAmxConv fp32;
     const auto x = rnd(1 * 16 * 20 * 20, 1), w = rnd(32 * 16 * 9, 2, 0.2f), bias = rnd(32, 3);
@@ -620,26 +620,31 @@ TEST(Threaded, SessionChoosesThreadsByMeasurement) {
     std::memcpy(s.input_data(0), x.data(), x.size() * sizeof(float));
     const size_t n = size_t(32 * 20 * 20);
     std::vector<float> first;
-    const int probe = Session::kProbeRuns;
+    // The first probe ends after its first two blocks on a clear pool win, else after all.
+    const int early = Session::kWarmRuns + 2 * Session::kBlockRuns, full = Session::kProbeRuns;
+    int probe = -1;  // the run before which the first probe had ended
     bool was_suspect = false;
-    for (int run = 0; run < probe + 2000 + 2 * probe + 203; ++run) {
+    for (int run = 0; run < full + 2000 + 2 * full + 203; ++run) {
         const Session::ThreadsChoice& c = s.threads_choice();
-        if (run < probe) EXPECT_EQ(c.decided, -1) << run;
-        if (run == probe) {
-            EXPECT_EQ(c.probes, 1);
+        if (probe < 0 && c.probes == 1) {
+            probe = run;
+            EXPECT_TRUE(run == early || run == full) << run;
             // One probe never moves off the pool: a caller-faster verdict waits for a second.
             EXPECT_EQ(c.decided, 0);
             EXPECT_GT(c.pool_med, 0.0f);
             EXPECT_GT(c.caller_med, 0.0f);
+            if (run == early) EXPECT_LT(c.pool_med, Session::kClearWin * c.caller_med);
             EXPECT_EQ(c.suspect, c.pool_med > 1.02f * c.caller_med);
             was_suspect = c.suspect;
         }
-        if (run > probe && run <= probe + (was_suspect ? 200 : 2000)) EXPECT_EQ(c.probes, 1) << run;
+        if (probe < 0) EXPECT_EQ(c.decided, -1) << run;
+        if (probe >= 0 && run <= probe + (was_suspect ? 200 : 2000)) EXPECT_EQ(c.probes, 1) << run;
         ASSERT_TRUE(s.run().ok());
         const float* y = static_cast<const float*>(s.output_data(0));
         if (first.empty()) first.assign(y, y + n);
         ASSERT_EQ(std::memcmp(first.data(), y, n * sizeof(float)), 0) << "run " << run;
         EXPECT_FALSE(r.plan->pool->serial()) << "the caller-only mode outlived run " << run;
     }
+    EXPECT_GE(probe, early);
     EXPECT_GE(s.threads_choice().probes, 2);
 }
