@@ -53,6 +53,19 @@ void pool2d_scalar(const Pool2d& p, const float* x, float* y, int64_t planes, fl
     pool2d_run(p, x, y, planes, scratch);
 }
 
+void global_avg_nhwc_scalar(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
+    global_avg_nhwc_run(x, y, n, size, C);
+}
+
+GlobalAvgNhwcFn global_avg_nhwc_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return global_avg_nhwc_avx512;
+    if (isa == Isa::kAvx2) return global_avg_nhwc_avx2;
+#endif
+    (void)isa;
+    return global_avg_nhwc_scalar;
+}
+
 Pool2dFn pool2d_for(Isa isa) {
 #if defined(__x86_64__)
     if (isa == Isa::kAvx512) return pool2d_avx512;

@@ -65,4 +65,12 @@ void global_avg_scalar(const float*, float*, int64_t, int64_t);
 void global_avg_avx2(const float*, float*, int64_t, int64_t);
 void global_avg_avx512(const float*, float*, int64_t, int64_t);
 
+// GlobalAveragePool of channels-last images (x: n x size x C): global_avg_nhwc_run in
+// kernels/pool_impl.h, per ISA.
+using GlobalAvgNhwcFn = void (*)(const float* x, float* y, int64_t n, int64_t size, int64_t C);
+GlobalAvgNhwcFn global_avg_nhwc_for(Isa isa);
+void global_avg_nhwc_scalar(const float*, float*, int64_t, int64_t, int64_t);
+void global_avg_nhwc_avx2(const float*, float*, int64_t, int64_t, int64_t);
+void global_avg_nhwc_avx512(const float*, float*, int64_t, int64_t, int64_t);
+
 }  // namespace jiffy::kernels

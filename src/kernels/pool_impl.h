@@ -150,3 +150,19 @@ inline void pool2d_run(const Pool2d& p, const float* x, float* y, int64_t planes
     if (p.max) pool2d_impl<true>(p, x, y, planes, scratch);
     else pool2d_impl<false>(p, x, y, planes, scratch);
 }
+
+// Channels-last global average: x is n images of `size` pixels x C channels (channels inner),
+// y[i * C + c] = (sum over the pixels of image i) / size, summed in float pixel by pixel into y
+// itself (each row of C adds one vector per 16 / 8 channels). Model exits read the last conv's
+// NHWC output in place (passes::mean_nhwc): no Transpose back to NCHW before the mean.
+inline void global_avg_nhwc_run(const float* __restrict x, float* __restrict y, int64_t n, int64_t size,
+                                int64_t C) {
+    const float inv = 1.0f / float(size);
+    for (int64_t i = 0; i < n; ++i, y += C) {
+        for (int64_t c = 0; c < C; ++c) y[c] = x[c];
+        x += C;
+        for (int64_t p = 1; p < size; ++p, x += C)
+            for (int64_t c = 0; c < C; ++c) y[c] += x[c];
+        for (int64_t c = 0; c < C; ++c) y[c] *= inv;
+    }
+}

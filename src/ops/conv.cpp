@@ -2481,6 +2481,54 @@ private:
     int chunks_ = 1;
 };
 
+// jiffy::GlobalAveragePoolNhwc (passes::mean_nhwc): the mean over the pixels of a channels-last
+// X (N x H x W x C) of float32, written as the N x C means (an NCHW GlobalAveragePool's or a
+// ReduceMean over H, W's bytes; _keepdims = 1: shape N x C x 1 x 1, 0: N x C).
+class GlobalAvgNhwcKernel : public Kernel {
+public:
+    GlobalAvgNhwcKernel(int64_t n, int64_t size, int64_t C)
+        : n_(n), size_(size), C_(C), isa_(kernels::active_isa()), fn_(kernels::global_avg_nhwc_for(isa_)) {}
+    Status run(const void* const* in, void* const* out) const override {
+        fn_(static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n_, size_, C_);
+        return {};
+    }
+    std::string describe() const override { return std::string("global_avg_nhwc ") + kernels::isa_name(isa_); }
+
+private:
+    int64_t n_, size_, C_;
+    kernels::Isa isa_;
+    kernels::GlobalAvgNhwcFn fn_;
+};
+
+Status prep_GlobalAveragePoolNhwc(OpContext& ctx) {
+    JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
+    const Shape& x = ctx.in_shape(0);
+    if (ctx.in_dtype(0) != DType::kF32 || x.size() != 4)
+        return ctx.fail("X must be a float32 N x H x W x C tensor, got ", dtype_name(ctx.in_dtype(0)), " ",
+                        shape_str(x));
+    const int64_t size = x[1] * x[2];
+    if (size == 0 && x[0] * x[3] > 0) return ctx.fail("X has an empty spatial dim: ", shape_str(x));
+    const int64_t keep = ctx.attr_int("_keepdims", 1);
+    Shape out = {x[0], x[3]};
+    if (keep) out.push_back(1), out.push_back(1);
+    JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, out));
+    ctx.set_kernel(std::make_unique<GlobalAvgNhwcKernel>(x[0], size, x[3]));
+    return {};
+}
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_global_avg_f32(OpContext& ctx, int64_t planes, int64_t size) {
+    auto k = std::make_unique<GlobalAvgF32Kernel>(planes, size);
+    // Split by planes from ~16 K values: after a split producer (a squeeze-excite block's
+    // depthwise conv) one thread alone reads half the input across cores (1152 x 7x7: 3 us at
+    // one thread, 9 at two unsplit). EfficientNet-B0 at 2T 0.975x.
+    k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 32 * planes * size));
+    return k;
+}
+
+namespace {
+
 template <PoolKind K>
 Status prep_global_pool(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(expect_float(ctx, 0, "X"));
@@ -2497,12 +2545,7 @@ Status prep_global_pool(OpContext& ctx) {
     out.resize(x.size(), 1);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
     if (K == PoolKind::kAvg && ctx.in_dtype(0) == DType::kF32 && size > 0) {
-        auto k = std::make_unique<GlobalAvgF32Kernel>(planes, size);
-        // Split by planes from ~16 K values: after a split producer (a squeeze-excite block's
-        // depthwise conv) one thread alone reads half the input across cores (1152 x 7x7: 3 us at
-        // one thread, 9 at two unsplit). EfficientNet-B0 at 2T 0.975x.
-        k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 32 * planes * size));
-        ctx.set_kernel(std::move(k));
+        ctx.set_kernel(make_global_avg_f32(ctx, planes, size));
         return {};
     }
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
@@ -3014,6 +3057,7 @@ void register_conv_ops(OpRegistry& r) {
     r.add("ConvTranspose", prep_ConvTranspose);
     r.add("ConvNhwc", prep_ConvNhwc, "jiffy");
     r.add("ConvNhwcBand", prep_ConvNhwcBand, "jiffy");
+    r.add("GlobalAveragePoolNhwc", prep_GlobalAveragePoolNhwc, "jiffy");
     r.add("MaxPool", prep_pool<PoolKind::kMax>);
     r.add("AveragePool", prep_pool<PoolKind::kAvg>);
     r.add("LpPool", prep_pool<PoolKind::kLp>);

@@ -133,6 +133,11 @@ private:
     size_t bytes_;
 };
 
+// The float32 GlobalAveragePool kernel (ops/conv.cpp): y[q] = the mean of the q-th of `planes`
+// contiguous blocks of `size` floats, summed in float by the ISA's kernel; split by planes on the
+// plan's pool from ~16 K values. ReduceMean over trailing axes uses it too (ops/reduce.cpp).
+std::unique_ptr<Kernel> make_global_avg_f32(OpContext& ctx, int64_t planes, int64_t size);
+
 // Kernel::set_fast_weights of a kernel whose constant weights an AMX object holds (AmxGemm: B,
 // AmxConv: W), `packed` once packed: the weights to 17 bits (their lo parts left out) where that
 // object runs BF16x3, reported as the kernel's `group`; kNone elsewhere.

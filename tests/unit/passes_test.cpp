@@ -1501,6 +1501,80 @@ TEST(Passes, ChannelsLastChainReadsAnNchwEntryInPlace) {
     EXPECT_EQ(ops(gc), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
 }
 
+// A chain's exit into a global mean (Transpose back to NCHW, then GlobalAveragePool or a ReduceMean
+// over H, W, axes as attribute or opset-18 input, keepdims 0 or 1, batch 2) becomes one
+// jiffy::GlobalAveragePoolNhwc reading the channels-last value: no Transpose left, the same means.
+// A ReduceMean over other axes, or a transposed value another node also reads, keeps the Transpose.
+TEST(Passes, ChannelsLastExitIntoAGlobalMeanReadsInPlace) {
+    struct Case {
+        const char* what;
+        int64_t opset;
+        int mean;  // 0: GlobalAveragePool, 1: ReduceMean axes attribute, 2: axes input
+        std::vector<int64_t> axes;
+        int64_t keep;
+        bool second_reader;
+        bool folds;
+    };
+    const Case cases[] = {{"gap", 17, 0, {}, 1, false, true},
+                          {"reducemean attr keep 0", 13, 1, {2, 3}, 0, false, true},
+                          {"reducemean attr negative keep 1", 13, 1, {-1, -2}, 1, false, true},
+                          {"reducemean input keep 0", 18, 2, {3, 2}, 0, false, true},
+                          {"reducemean over W only", 13, 1, {3}, 0, false, false},
+                          {"gap and a second reader", 17, 0, {}, 1, true, false}};
+    for (const Case& c : cases) {
+        SCOPED_TRACE(c.what);
+        Builder b(c.opset);
+        int x = b.input("x", {2, 16, 5, 7});
+        int p1 = pw_conv(b, x, 16, 32, 5, 7, 3, {{"_fused_act", as("Relu")}});
+        int d1 = dw_conv(b, p1, 32, 5, 7, 1, 5, {{"_fused_act", as("Relu")}});
+        int p2 = pw_conv(b, d1, 32, 48, 5, 7, 7);
+        Shape out = {2, 48};
+        if (c.mean == 0 || c.keep) out = c.axes.size() == 1 ? Shape{2, 48, 5, 1} : Shape{2, 48, 1, 1};
+        if (c.axes.size() == 1 && !c.keep) out = {2, 48, 5};
+        int m;
+        if (c.mean == 0) {
+            m = b.node("GlobalAveragePool", {p2}, out);
+        } else if (c.mean == 1) {
+            m = b.node("ReduceMean", {p2}, out, {{"axes", aints(c.axes)}, {"keepdims", ai(c.keep)}});
+        } else {
+            Tensor ax(DType::kI64, Shape{int64_t(c.axes.size())});
+            for (size_t i = 0; i < c.axes.size(); ++i) ax.as<int64_t>()[i] = c.axes[i];
+            m = b.node("ReduceMean", {p2, b.constant("axes", std::move(ax))}, out, {{"keepdims", ai(c.keep)}});
+        }
+        b.output(m);
+        if (c.second_reader) b.output(b.node("Relu", {p2}, {2, 48, 5, 7}));
+        Graph g = b.g;
+        ASSERT_EQ(passes::layout_nhwc(g), 3);
+        EXPECT_EQ(passes::mean_nhwc(g), c.folds ? 1 : 0);
+        int transposes = 0, nhwc_means = 0;
+        for (const Node& n : g.nodes) {
+            transposes += n.op == "Transpose";
+            nhwc_means += n.op == "GlobalAveragePoolNhwc";
+        }
+        EXPECT_EQ(nhwc_means, c.folds ? 1 : 0);
+        EXPECT_EQ(transposes, c.folds ? 0 : 1);  // the chain reads x in place (_x_nchw)
+        const auto want = run(b.g, b.feeds, false);
+        expect_close(run(g, b.feeds, false), want);
+        std::shared_ptr<const Plan> plan;
+        expect_close(run(b.g, b.feeds, true, &plan), want);
+        int steps = 0;
+        for (const auto& st : plan->step_info) steps += st.op == "GlobalAveragePoolNhwc";
+        EXPECT_EQ(steps, c.folds ? 1 : 0);
+    }
+}
+
+// A malformed jiffy::GlobalAveragePoolNhwc (a hand-made or corrupted graph) gets a clear error.
+TEST(Passes, MalformedGlobalAveragePoolNhwcGivesAClearError) {
+    Builder b;
+    int x = b.input("x", {2, 16, 5});
+    b.output(b.node("GlobalAveragePoolNhwc", {x}, {2, 5}));
+    b.g.nodes.back().domain = "jiffy";
+    std::shared_ptr<const Plan> plan;
+    ScopedPasses sp(false);
+    const Status st = compile_graph(b.g, CompileOptions{}, &plan);
+    EXPECT_NE(st.message().find("N x H x W x C"), std::string::npos) << st.message();
+}
+
 // An RGB stem (3x3 stride 2, 3 -> 16, >= 1024 output pixels) in front of a depthwise chain joins it
 // on AVX-512 (where the direct stem kernel runs): a ConvNhwc reading the NCHW image in place
 // (_x_nchw) and writing channels-last, so no Transpose follows it; after such a stem, a stride-1

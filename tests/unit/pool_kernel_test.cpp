@@ -211,16 +211,56 @@ TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {
     EXPECT_FALSE(pool2d_setup(true, false, in, out, k, s, d, pb, pe, &p));
 }
 
+// A uniform value in [-2, 2) from a linear congruential sequence (the global-average tests).
+float lcg_pm2(uint32_t& seed) {
+    seed = seed * 1664525u + 1013904223u;
+    return float(seed >> 8) / float(1 << 24) * 4.0f - 2.0f;
+}
+
+// The channels-last global average (global_avg_nhwc_for, jiffy::GlobalAveragePoolNhwc) on every
+// ISA against double sums: channel counts around the vector widths, one pixel, a keyword
+// spotter's 25x5 x 64 and a 56x56 plane, batch 2; nothing written past the last mean; an inf or a
+// NaN poisons its own channel only.
+TEST(GlobalAvgPool, ChannelsLastMatchesDoubleSumsEveryIsa) {
+    uint32_t seed = 9;
+    auto next = [&] { return lcg_pm2(seed); };
+    for (Isa isa : pool_isas()) {
+        const GlobalAvgNhwcFn fn = global_avg_nhwc_for(isa);
+        for (int64_t n : {1, 2})
+            for (int64_t C : {1, 7, 16, 17, 40, 64, 100})
+                for (int64_t size : {1, 2, 15, 125, 3136}) {
+                    std::vector<float> x(size_t(n * size * C));
+                    for (float& v : x) v = next();
+                    std::vector<float> y(size_t(n * C) + 1, 7.0f);
+                    fn(x.data(), y.data(), n, size, C);
+                    for (int64_t i = 0; i < n; ++i)
+                        for (int64_t c = 0; c < C; ++c) {
+                            double s = 0;
+                            for (int64_t p = 0; p < size; ++p) s += x[size_t((i * size + p) * C + c)];
+                            ASSERT_NEAR(y[size_t(i * C + c)], s / double(size), 1e-6 * (1 + std::sqrt(double(size)) / 4))
+                                << isa_name(isa) << " n " << n << " C " << C << " size " << size << " at " << i << "," << c;
+                        }
+                    ASSERT_EQ(y[size_t(n * C)], 7.0f) << isa_name(isa) << " wrote past the last mean";
+                }
+        std::vector<float> x(size_t(9 * 20), 1.0f), y(20);
+        x[size_t(4 * 20 + 3)] = std::numeric_limits<float>::infinity();
+        x[size_t(8 * 20 + 17)] = std::numeric_limits<float>::quiet_NaN();
+        fn(x.data(), y.data(), 1, 9, 20);
+        for (int64_t c = 0; c < 20; ++c) {
+            if (c == 3) EXPECT_TRUE(std::isinf(y[3])) << isa_name(isa);
+            else if (c == 17) EXPECT_TRUE(std::isnan(y[17])) << isa_name(isa);
+            else EXPECT_FLOAT_EQ(y[size_t(c)], 1.0f) << isa_name(isa) << " channel " << c;
+        }
+    }
+}
+
 // GlobalAveragePool (global_avg_for) on every ISA against double sums: plane counts around the
 // vector kernels' groups of 8 / 16 (partial last group), plane sizes below, at and past one and
 // two vectors and MobileNetV3's 7x7 / 14x14 / 28x28; writes nothing past the last plane; an inf
 // or NaN in a plane gives inf / NaN for that plane only.
 TEST(GlobalAvgPool, MatchesDoubleSumsEveryIsa) {
     uint32_t seed = 5;
-    auto next = [&] {
-        seed = seed * 1664525u + 1013904223u;
-        return float(seed >> 8) / float(1 << 24) * 4.0f - 2.0f;
-    };
+    auto next = [&] { return lcg_pm2(seed); };
     for (Isa isa : pool_isas()) {
         const GlobalAvgFn fn = global_avg_for(isa);
         for (int64_t planes : {1, 3, 7, 8, 9, 15, 16, 17, 33, 120})

@@ -49,6 +49,7 @@ bool run_graph_passes(Graph& g) {
     // that leaves (a restore to NCHW followed by the model's own Transpose to NHWC) cancelled.
     const int nhwc = passes::layout_nhwc(g);
     const int nhwc_merged = nhwc > 0 ? passes::merge_transposes(g) : 0;
+    const int means = nhwc > 0 ? passes::mean_nhwc(g) : 0;
     // Then squeeze-and-excite's channel scale moves into the 1x1 after it, and an expand 1x1 and
     // its depthwise over a tensor past L2 run band by band (one node).
     const int scaled = nhwc > 0 ? passes::fuse_channel_scale(g) : 0;
@@ -60,8 +61,8 @@ bool run_graph_passes(Graph& g) {
     if (stats) {
         std::fprintf(stderr, "graph passes (%s, %zu nodes left):", g.name.c_str(), g.nodes.size());
         for (const Pass& p : list) std::fprintf(stderr, " %s=%d", p.name, p.removed);
-        std::fprintf(stderr, " layout_nhwc=%d(convs) merge_transposes=%d fuse_channel_scale=%d fuse_conv_band=%d fuse_elementwise=%d",
-                     nhwc, nhwc_merged, scaled, banded, chained);
+        std::fprintf(stderr, " layout_nhwc=%d(convs) merge_transposes=%d mean_nhwc=%d fuse_channel_scale=%d fuse_conv_band=%d fuse_elementwise=%d",
+                     nhwc, nhwc_merged, means, scaled, banded, chained);
         std::fprintf(stderr, "\n");
     }
     return changed;

@@ -26,6 +26,7 @@ int fuse_residual(Graph& g);        // Conv / MatMul / Gemm + Add(other) -> _fus
 int fuse_activation(Graph& g);      // Conv/Gemm/MatMul + activation -> _fused_act
 int merge_transposes(Graph& g);     // Transpose o Transpose -> one (or none)
 int merge_reshapes(Graph& g);       // Reshape/Flatten/Squeeze/Unsqueeze chains -> one Reshape
+int mean_nhwc(Graph& g);           // NHWC -> NCHW Transpose -> global mean: one jiffy::GlobalAveragePoolNhwc
 int layout_nhwc(Graph& g);         // 1x1 + depthwise conv chains -> channels-last jiffy::ConvNhwc
 int fuse_channel_scale(Graph& g);  // Mul(X, per-channel S) -> ConvNhwc 1x1: _x_scale, S as input 4
 int fuse_conv_band(Graph& g);      // ConvNhwc 1x1 -> ConvNhwc depthwise -> one jiffy::ConvNhwcBand

@@ -14,6 +14,10 @@ void pool2d_avx2(const Pool2d& p, const float* x, float* y, int64_t planes, floa
     pool2d_run(p, x, y, planes, scratch);
 }
 
+void global_avg_nhwc_avx2(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
+    global_avg_nhwc_run(x, y, n, size, C);
+}
+
 // Up to 8 planes (n of them; the rest read as zero): plane j's 8 partial sums in v[j], then
 // 8 -> 4 vectors by adding 128-bit halves of plane pairs (lane k of u[i]: plane 2i + k), two
 // in-lane unpack/shuffle rounds leave plane 2j + k's sum at element 4k + j, one permute fixes it.

@@ -14,6 +14,10 @@ void pool2d_avx512(const Pool2d& p, const float* x, float* y, int64_t planes, fl
     pool2d_run(p, x, y, planes, scratch);
 }
 
+void global_avg_nhwc_avx512(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
+    global_avg_nhwc_run(x, y, n, size, C);
+}
+
 // Up to 16 planes (n of them; the rest of the group reads as zero): plane j's 16 partial sums
 // in v[j], then 16 -> 8 -> 4 vectors by adding 256- and 128-bit halves of plane pairs, two
 // in-lane unpack/shuffle rounds leave plane 4j + k's sum at element 4k + j, and one permute puts
