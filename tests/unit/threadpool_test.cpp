@@ -16,7 +16,9 @@
 #include "attr_util.h"
 #include "isa_util.h"
 #include "one_node.h"
+#include "kernels/activation.h"
 #include "kernels/amx.h"
+#include "kernels/binary.h"
 #include "runtime/plan.h"
 #include "runtime/threadpool.h"
 
@@ -238,6 +240,7 @@ struct OneNode {
     bool residual = false;
     Shape rs;
     Attrs attrs;
+    std::string domain;  // "" (ai.onnx) or "jiffy"
     mutable std::string kernel;  // the last run's kernel description (e.g. "... x2 threads by tiles")
 
     std::vector<float> run(int threads) const {
@@ -252,7 +255,7 @@ struct OneNode {
         opt.threads = threads;
         opt.parallel_min_flops = 0;
         // Repeated runs reuse the per-thread scratch.
-        testnode::NodeRun n = testnode::run_one_node(op, ins, attrs, 17, {true}, 3, opt);
+        testnode::NodeRun n = testnode::run_one_node(op, ins, attrs, 17, {true}, 3, opt, domain);
         EXPECT_TRUE(n.st.ok()) << n.st.message();
         if (!n.st.ok()) return {};
         EXPECT_EQ(n.plan->pool != nullptr, threads > 1);
@@ -284,6 +287,30 @@ void expect_same_threaded(const OneNode& c, const std::string& what, const std::
                 EXPECT_NE(c.kernel.find(split), std::string::npos)
                     << what << " with " << threads << " threads: kernel '" << c.kernel << "' lacks '" << split << "'";
         }
+}
+
+// A fused elementwise chain (a pre-activation net's BatchNorm + ReLU: x * scale[c] + shift[c],
+// then ReLU, then + a full-shape operand) splits by channel planes, planes of more than one
+// 512-float block and batch 2; the same bits as one thread. One-value planes stay whole.
+TEST(Threaded, ElementwiseChainByPlanesMatchesOneThreadBitwise) {
+    using kernels::ActKind;
+    using kernels::BinOp;
+    OneNode o;
+    o.op = "ElementwiseChain";
+    o.domain = "jiffy";
+    o.xs = {2, 24, 9, 70};
+    o.consts = {{{24, 1, 1}, true}, {{1, 24, 1, 1}, true}, {{2, 24, 9, 70}, true}};
+    o.attrs = {{"ops", aints({200 + int(BinOp::kMul), 200 + int(BinOp::kAdd), 100 + int(ActKind::kRelu),
+                              300 + int(BinOp::kAdd)})},
+               {"operands", aints({1, 2, -1, 3})},
+               {"alphas", afloats({0, 0, 0, 0})},
+               {"betas", afloats({0, 0, 0, 0})}};
+    expect_same_threaded(o, "chain 2x24x9x70", "threads by planes");
+    OneNode row = o;  // [2, 300]: one value per channel, no split
+    row.xs = {2, 300};
+    row.consts = {{{300}, true}, {{1, 300}, true}, {{2, 300}, true}};
+    expect_same_threaded(row, "chain 2x300");
+    EXPECT_EQ(row.kernel.find("threads"), std::string::npos) << row.kernel;
 }
 
 struct ConvCase {
