@@ -527,23 +527,53 @@ Status prep_Transpose(OpContext& ctx) {
 
 // ---------------------------------------------------------------- Concat, Split
 
+// Concat copies each input's block per outer index into its place. With a pool, outputs from
+// ~256 KiB split into balanced byte ranges of the output (64-byte aligned), each part copying the
+// pieces of its range: at two threads a DenseNet block's Concat (up to 3.2 MB, its inputs written
+// by split convs, half in the other core's cache) otherwise ran on the caller alone.
 class ConcatKernel : public Kernel {
 public:
-    ConcatKernel(int64_t outer, std::vector<size_t> block) : outer_(outer), block_(std::move(block)) {}
+    ConcatKernel(int64_t outer, std::vector<size_t> block) : outer_(outer), block_(std::move(block)) {
+        for (size_t b : block_) row_ += b;
+    }
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!pool || chunks < 2 || chunks != pool->threads() || row_ * size_t(outer_) < 4096 * size_t(chunks)) return;
+        pool_ = pool;
+        bal_ = std::make_unique<Balance>(chunks);
+    }
     Status run(const void* const* in, void* const* out) const override {
         uint8_t* y = static_cast<uint8_t*>(out[0]);
-        for (int64_t o = 0; o < outer_; ++o)
-            for (size_t i = 0; i < block_.size(); ++i) {
-                if (block_[i] == 0) continue;
-                std::memcpy(y, static_cast<const uint8_t*>(in[i]) + size_t(o) * block_[i], block_[i]);
-                y += block_[i];
-            }
+        const int64_t total = int64_t(row_) * outer_;
+        if (!pool_) {
+            copy(in, y, 0, total);
+            return {};
+        }
+        pool_->for_balanced(total, 64, bal_.get(), [&](int, int64_t lo, int64_t hi) { copy(in, y, lo, hi); });
         return {};
+    }
+    std::string describe() const override {
+        return pool_ ? "x" + std::to_string(pool_->threads()) + " threads by bytes" : std::string();
     }
 
 private:
+    // Output bytes [lo, hi): the parts of the pieces (input i's block of outer index o) inside.
+    void copy(const void* const* in, uint8_t* y, int64_t lo, int64_t hi) const {
+        if (hi <= lo || row_ == 0) return;
+        int64_t at = lo / int64_t(row_) * int64_t(row_);
+        for (int64_t o = at / int64_t(row_); o < outer_ && at < hi; ++o)
+            for (size_t i = 0; i < block_.size() && at < hi; ++i) {
+                const int64_t b = int64_t(block_[i]), s = std::max(lo, at), e = std::min(hi, at + b);
+                if (e > s)
+                    std::memcpy(y + s, static_cast<const uint8_t*>(in[i]) + o * b + (s - at), size_t(e - s));
+                at += b;
+            }
+    }
+
     int64_t outer_;
     std::vector<size_t> block_;  // bytes per outer index of each input
+    size_t row_ = 0;             // bytes per outer index of the output
+    ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
 };
 
 Status prep_Concat(OpContext& ctx) {
@@ -574,7 +604,9 @@ Status prep_Concat(OpContext& ctx) {
         block.push_back(size_t(s[size_t(axis)] * inner) * es);
     }
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), out));
-    ctx.set_kernel(std::make_unique<ConcatKernel>(prod(s0, 0, size_t(axis)), block));
+    auto k = std::make_unique<ConcatKernel>(prod(s0, 0, size_t(axis)), block);
+    k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 2 * shape_numel(out) * int64_t(es)));
+    ctx.set_kernel(std::move(k));
     return {};
 }
 

@@ -313,6 +313,27 @@ TEST(Threaded, ElementwiseChainByPlanesMatchesOneThreadBitwise) {
     EXPECT_EQ(row.kernel.find("threads"), std::string::npos) << row.kernel;
 }
 
+// Concat splits by byte ranges of its output (cut mid-piece at the shares 0.17 / 0.71 too): on
+// the channel axis (DenseNet's), on H (several outer indices) and on the last axis (many short
+// pieces); the same bytes as one thread.
+TEST(Threaded, ConcatByBytesMatchesOneThreadBitwise) {
+    struct Case {
+        int64_t axis;
+        Shape x, a, b;
+    };
+    const Case cases[] = {{1, {1, 64, 28, 28}, {1, 32, 28, 28}, {1, 96, 28, 28}},
+                          {2, {2, 16, 20, 40}, {2, 16, 13, 40}, {2, 16, 7, 40}},
+                          {3, {1, 32, 60, 17}, {1, 32, 60, 40}, {1, 32, 60, 3}}};
+    for (const Case& c : cases) {
+        OneNode o;
+        o.op = "Concat";
+        o.xs = c.x;
+        o.consts = {{c.a, true}, {c.b, true}};
+        o.attrs = {{"axis", ai(c.axis)}};
+        expect_same_threaded(o, "concat axis " + std::to_string(c.axis), "threads by bytes");
+    }
+}
+
 struct ConvCase {
     int64_t c, h, w, m, k, s, p;
     bool res;
