@@ -146,14 +146,17 @@ void ThreadPool::finished(int i, int self) {
     done_.fetch_add(1, std::memory_order_acq_rel);
 }
 
-// Worker `index`, pinned to *cpu: when the caller's last job came from that CPU, moves to the one
-// the caller left (cpus_[0], or its own cpus_[index] if the caller is on cpus_[0]). One syscall,
-// on the worker, only when they collide.
+// Worker `index`, pinned to *cpu: its own CPU cpus_[index] unless the caller's last job came
+// from there, then the one the caller left (cpus_[0]). One syscall, on the worker, only when that
+// changes its CPU (so with three or more threads a worker that made room goes home once the caller
+// moves on, and two workers never share cpus_[0]).
 void ThreadPool::pin_away(int index, int* cpu) {
+    if (n_cpus_ == 0) return;
     const int c = caller_cpu_.load(std::memory_order_relaxed);
-    if (n_cpus_ == 0 || c != *cpu) return;
-    *cpu = cpus_[index] != c ? cpus_[index] : cpus_[0];
-    pin_to_cpu(*cpu);
+    const int want = cpus_[index] != c ? cpus_[index] : cpus_[0];
+    if (want == *cpu) return;
+    *cpu = want;
+    pin_to_cpu(want);
 }
 
 void ThreadPool::worker(int index) {

@@ -135,7 +135,7 @@ private:
     // nominal one), n_cpus_ of them (0: workers not pinned). The caller is never pinned: it
     // stores the CPU it runs on in caller_cpu_ with every job (sched_getcpu: glibc reads it from
     // the rseq area, no syscall), and a worker that finds the caller on its own CPU moves itself
-    // to cpus_[0] (or back to its own). A worker pinned to the caller's CPU can only run when the
+    // to cpus_[0], and home again once the caller has left it. A worker pinned to the caller's CPU can only run when the
     // scheduler preempts the caller, which spins on the op's last chunk meanwhile: a Zen 4 host's
     // scheduler moved the unpinned caller onto the sleeping worker's CPU for seconds at a time,
     // and every op then ran on one core (weather_v0.1 at two threads 12-120 us against 6.1).
