@@ -105,8 +105,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // Planes a multiple of ~4 KiB apart would make those C rows (and the pointwise case's)
     // collide in the same L1 sets: such images are copied with a plane stride off 4 KiB.
     a.implicit = g.sh == 1 && g.sw == 1 && !a.pointwise;
-    const auto aliased = plane_aliased;
-    if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {
+    if (a.implicit && !a.pad_copy && g.C > 1 && plane_aliased(g.H * g.W)) {
         a.pad_copy = true;
         a.HP = g.H;
         a.WP = g.W;
@@ -124,7 +123,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     const bool stride1 = g.sh == 1 && g.sw == 1;
     const bool maskable = isa == Isa::kAvx512 && stride1 && g.OW == g.W;
     const bool can_mask = maskable && a.implicit && (g.kh * g.kw <= 3 || a.K <= 32 || a.P <= 64) &&
-                          !(g.H * g.W >= 1024 && aliased(g.H * g.W));
+                          !(g.H * g.W >= 1024 && plane_aliased(g.H * g.W));
     {
         // Lanes the normal mode fills. AVX-512 1x1: a last panel of <= VL pixels runs as one
         // vector (the HALF microkernel), so P rounds up to VL there (8x10 planes: 80 of 80, not
@@ -158,7 +157,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     // model has such a layer). The cut-off at 40x40 planes: 30x40 and 40x40
     // measured faster direct (cold: 64 -> 64 on 30x40 107 -> 93 us, 384 -> 64 on 40x40 770 -> 703),
     // 44x44 and 56x56 slower (256 -> 256 on 44x44 2.39 against 2.66 ms; ResNet-50's 56x56 layers).
-    if (a.pointwise && !a.trans && a.P > 64 && !aliased(a.P) && (a.P <= 1600 || (a.K <= 32 && (g.M <= 16 || (g.M <= 32 && a.P <= 20480)))))
+    if (a.pointwise && !a.trans && a.P > 64 && !plane_aliased(a.P) && (a.P <= 1600 || (a.K <= 32 && (g.M <= 16 || (g.M <= 32 && a.P <= 20480)))))
         a.implicit = true;
     // 1x1 onto <= 32 channels from more than 32 on 40x40 to 64x64 planes: the masked mode (in
     // place, NR-wide loads straight from the planes, no packing): MobileNetV2's 96 / 144 -> 24 on
@@ -197,7 +196,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
         split = true;
         a.trans = use_mask = false;
     }
-    if (a.implicit && !a.pad_copy && g.C > 1 && aliased(g.H * g.W)) {  // again, if forced
+    if (a.implicit && !a.pad_copy && g.C > 1 && plane_aliased(g.H * g.W)) {  // again, if forced
         a.pad_copy = true;
         a.HP = g.H;
         a.WP = g.W;
@@ -244,7 +243,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
     }
     a.PS = a.HP * a.WP;
     if (a.pad_copy && g.C > 1 && !a.trans)
-        while (aliased(a.PS)) a.PS += 16;
+        while (plane_aliased(a.PS)) a.PS += 16;
     if (a.implicit) {
         for (int64_t c = 0; c < g.C; ++c)
             for (int64_t ky = 0; ky < g.kh; ++ky)
@@ -253,7 +252,7 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
         // Output tile (M x tile floats) within ~256 KiB.
         a.tile = std::clamp<int64_t>((65536 / std::max<int64_t>(1, g.M)) / nr * nr, nr, 1024);
         a.ldbuf = a.tile;
-        while (aliased(a.ldbuf)) a.ldbuf += 16;
+        while (plane_aliased(a.ldbuf)) a.ldbuf += 16;
     }
     if (split) {
         a.split = a.implicit = true;
@@ -284,10 +283,10 @@ ConvGemm::ConvGemm(Isa isa, const Conv2DGeom& g, int64_t groups, ConvGemmMode fo
         }
         const int64_t planes = a.nry * g.kw;
         if (planes > 1)
-            while (aliased(a.PQ)) a.PQ += 16;
+            while (plane_aliased(a.PQ)) a.PQ += 16;
         a.PS = planes * a.PQ;
         if (g.C > 1)
-            while (aliased(a.PS)) a.PS += 16;
+            while (plane_aliased(a.PS)) a.PS += 16;
         offs_.clear();
         for (int64_t c = 0; c < g.C; ++c)
             for (int64_t ky = 0; ky < g.kh; ++ky) {

@@ -437,8 +437,7 @@ Status prep_reduce(OpContext& ctx) {
     // A mean of contiguous blocks (over trailing axes: a keyword spotter's mean over time, H x W)
     // of up to 64 K values each: the GlobalAveragePool kernel's float sums, 16 blocks at once
     // (128 x 25 over the last axis: 1.6 -> ~0.3 us). Longer blocks keep the double sums below.
-    if (OP == RedOp::kMean && t == DType::kF32 && g.nr == 0 && g.red_n > 0 && g.last_str == 1 &&
-        g.last_n <= 65536) {
+    if (OP == RedOp::kMean && t == DType::kF32 && FastReduceF32::applies(g) && g.last_str == 1 && g.last_n <= 65536) {
         ctx.set_kernel(make_global_avg_f32(ctx, g.out_n, g.last_n));
         return {};
     }
