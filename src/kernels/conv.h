@@ -325,6 +325,16 @@ void conv_epilogue(Isa isa, float* y, const float* r, int64_t n, const ConvEpi& 
 void conv_subsample(Isa isa, const float* x, int64_t H, int64_t W, int64_t sh, int64_t sw, int64_t OH,
                     int64_t OW, float* y, int64_t c0, int64_t c1);
 
+// Dilated "same" convs as one conv over a mosaic of their phases (ops/conv.cpp,
+// DilatedPhaseConvKernel). x: planes of H x W (W = dl ws); the mosaic: planes of MP floats, rows of
+// MW, phase (a, b) at row a sh, column b sw. phase_split: mosaic[c][(r % dl) sh + r / dl][b sw + j]
+// = x[c][r][j dl + b] for channels [c0, c1); phase_merge: the reverse (y from the mosaic).
+struct PhaseMosaic {
+    int64_t H = 0, W = 0, dl = 1, sh = 0, sw = 0, MW = 0, MP = 0;
+};
+void phase_split(Isa isa, const PhaseMosaic& p, const float* x, float* mosaic, int64_t c0, int64_t c1);
+void phase_merge(Isa isa, const PhaseMosaic& p, const float* mosaic, float* y, int64_t c0, int64_t c1);
+
 // Per-ISA entry points (internal).
 using ConvGemmGroupFn = void (*)(const ConvGemmArgs& a, const float* x, const float* wp,
                                  const float* bias, const float* res, float* y, float* scratch,

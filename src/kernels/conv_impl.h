@@ -1782,6 +1782,127 @@ void JIFFY_CONV_CAT(conv_epi_, JIFFY_CONV_SUFFIX)(float* y, const float* r, int6
     epi_row(y, r, n, e);
 }
 
+// Phase split / merge rows (kernels::phase_split, phase_merge). AVX-512, dilation 2-8: 16 j at a
+// time, the dl vectors of x the phases' 16 values come from (or go to) sorted by masked lane
+// permutes (dl per vector; tables built at compile time), the rest one float at a time.
+namespace {
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+template <int DL>
+struct PhaseTab {
+    // split: lane l of phase b's vector is x's float l DL + b: vector (l DL + b) / 16, lane
+    // (l DL + b) % 16 (permutexvar reads the index's low 4 bits). merge: lane l of output vector k
+    // is float 16 k + l of the row's 16 DL: phase (16 k + l) % DL, lane (16 k + l) / DL.
+    int32_t sidx[DL][16] = {}, midx[DL][16] = {};
+    uint16_t smask[DL][DL] = {}, mmask[DL][DL] = {};  // [b][k] split, [k][b] merge
+    constexpr PhaseTab() {
+        for (int b = 0; b < DL; ++b)
+            for (int l = 0; l < 16; ++l) {
+                const int e = l * DL + b;
+                sidx[b][l] = e % 16;
+                smask[b][e / 16] = uint16_t(smask[b][e / 16] | (1u << l));
+            }
+        for (int k = 0; k < DL; ++k)
+            for (int l = 0; l < 16; ++l) {
+                const int x = 16 * k + l;
+                midx[k][l] = x / DL;
+                mmask[k][x % DL] = uint16_t(mmask[k][x % DL] | (1u << l));
+            }
+    }
+};
+template <int DL>
+inline constexpr PhaseTab<DL> kPhaseTab{};
+
+template <int DL>
+int64_t phase_split_v(const float* __restrict s, int64_t ws, float* __restrict d, int64_t sw) {
+    constexpr const PhaseTab<DL>& t = kPhaseTab<DL>;
+    int64_t j = 0;
+    for (; j + 16 <= ws; j += 16) {
+        __m512 v[DL];
+#pragma GCC unroll 8
+        for (int k = 0; k < DL; ++k) v[k] = _mm512_loadu_ps(s + j * DL + 16 * k);
+#pragma GCC unroll 8
+        for (int b = 0; b < DL; ++b) {
+            const __m512i idx = _mm512_loadu_si512(t.sidx[b]);
+            __m512 r = _mm512_setzero_ps();
+#pragma GCC unroll 8
+            for (int k = 0; k < DL; ++k)
+                if (t.smask[b][k]) r = _mm512_mask_permutexvar_ps(r, t.smask[b][k], idx, v[k]);
+            _mm512_storeu_ps(d + b * sw + j, r);
+        }
+    }
+    return j;
+}
+template <int DL>
+int64_t phase_merge_v(const float* __restrict s, int64_t sw, int64_t ws, float* __restrict d) {
+    constexpr const PhaseTab<DL>& t = kPhaseTab<DL>;
+    int64_t j = 0;
+    for (; j + 16 <= ws; j += 16) {
+        __m512 v[DL];
+#pragma GCC unroll 8
+        for (int b = 0; b < DL; ++b) v[b] = _mm512_loadu_ps(s + b * sw + j);
+#pragma GCC unroll 8
+        for (int k = 0; k < DL; ++k) {
+            const __m512i idx = _mm512_loadu_si512(t.midx[k]);
+            __m512 r = _mm512_setzero_ps();
+#pragma GCC unroll 8
+            for (int b = 0; b < DL; ++b)
+                if (t.mmask[k][b]) r = _mm512_mask_permutexvar_ps(r, t.mmask[k][b], idx, v[b]);
+            _mm512_storeu_ps(d + j * DL + 16 * k, r);
+        }
+    }
+    return j;
+}
+template <bool SPLIT>
+int64_t phase_row_v(const float* s, int64_t dl, int64_t ws, float* d, int64_t sw) {
+    switch (dl) {
+#define JIFFY_PHASE_CASE(n) \
+    case n: return SPLIT ? phase_split_v<n>(s, ws, d, sw) : phase_merge_v<n>(s, sw, ws, d);
+        JIFFY_PHASE_CASE(2)
+        JIFFY_PHASE_CASE(3)
+        JIFFY_PHASE_CASE(4)
+        JIFFY_PHASE_CASE(5)
+        JIFFY_PHASE_CASE(6)
+        JIFFY_PHASE_CASE(7)
+        JIFFY_PHASE_CASE(8)
+#undef JIFFY_PHASE_CASE
+        default: return 0;
+    }
+}
+#else
+template <bool SPLIT>
+int64_t phase_row_v(const float*, int64_t, int64_t, float*, int64_t) {
+    return 0;
+}
+#endif
+
+// SPLIT: the mosaic m from x (channels [c0, c1)); else x from m.
+template <bool SPLIT>
+void phase_planes(const PhaseMosaic& p, const float* from, float* to, int64_t c0, int64_t c1) {
+    const int64_t dl = p.dl, ws = p.W / dl;
+    for (int64_t c = c0; c < c1; ++c)
+        for (int64_t r = 0; r < p.H; ++r) {
+            const int64_t xr = (c * p.H + r) * p.W, mr = c * p.MP + (r % dl * p.sh + r / dl) * p.MW;
+            const float* __restrict s = from + (SPLIT ? xr : mr);
+            float* __restrict d = to + (SPLIT ? mr : xr);
+            for (int64_t j = phase_row_v<SPLIT>(s, dl, ws, d, p.sw); j < ws; ++j)
+                for (int64_t b = 0; b < dl; ++b) {
+                    if (SPLIT) d[b * p.sw + j] = s[j * dl + b];
+                    else d[j * dl + b] = s[b * p.sw + j];
+                }
+        }
+}
+}  // namespace
+
+void JIFFY_CONV_CAT(phase_split_, JIFFY_CONV_SUFFIX)(const PhaseMosaic& p, const float* x, float* m, int64_t c0,
+                                                      int64_t c1) {
+    phase_planes<true>(p, x, m, c0, c1);
+}
+
+void JIFFY_CONV_CAT(phase_merge_, JIFFY_CONV_SUFFIX)(const PhaseMosaic& p, const float* m, float* y, int64_t c0,
+                                                      int64_t c1) {
+    phase_planes<false>(p, m, y, c0, c1);
+}
+
 void JIFFY_CONV_CAT(conv_subsample_, JIFFY_CONV_SUFFIX)(const float* x, int64_t H, int64_t W, int64_t sh,
                                                         int64_t sw, int64_t OH, int64_t OW, float* y,
                                                         int64_t c0, int64_t c1) {

@@ -1180,84 +1180,76 @@ Status check_conv_inputs(const OpContext& ctx, Shape* kernel) {
 // Dilated stride-1 convs, dilation dl on both axes, "same" padding dl (k - 1) / 2 on every side,
 // H and W multiples of dl, one group, constant weights, no residual: output phase (a, b) (rows a,
 // a + dl, ..., columns b, b + dl, ...) reads only input phase (a, b), with the kernel undilated
-// and padding (k - 1) / 2. So the conv is dl x dl undilated convs on H/dl x W/dl planes, each run
-// by ConvFastKernel's choice (Winograd for 3x3): the phase is gathered, convolved, scattered.
-// 3x3 64 -> 64, dilation 2, on 80x80: 9.9 ms (`implicit` on the dilated taps) -> ~2.7 ms
-// (four 40x40 Winograd convs; ORT ~9.1 ms).
+// and padding (k - 1) / 2. The dl x dl phase images (H / dl x W / dl each) are laid out as one
+// mosaic, phase (a, b) at row a (H / dl + kh - 1), column b (W / dl + kw - 1): the kh - 1 rows and
+// kw - 1 columns of zeros between neighbours are exactly the padding each one reads, so one
+// undilated conv over the mosaic (ConvFastKernel's choice: Winograd for 3x3) computes every phase;
+// its outputs on the separators are dropped. Split into and merged out of the mosaic by lane
+// permutes (kernels::phase_split / phase_merge). The line detector's 3x3 32 -> 32, dilation 5,
+// on 160x160 (Zen 4, in the model): 5.2 ms on the dilated taps (implicit GEMM), 4.4 ms as 25
+// separate 32x32 Winograd convs (40% of it in their input transforms: 8 tiles a row on 16 lanes,
+// and a scalar gather / scatter), 3.7 ms as the 168x168 mosaic.
 class DilatedPhaseConvKernel : public Kernel {
 public:
-    DilatedPhaseConvKernel(const ConvDims& d, int64_t dl, int64_t H, int64_t W, std::unique_ptr<ConvFastKernel> inner)
-        : d_(d), dl_(dl), H_(H), W_(W), inner_(std::move(inner)) {
-        xp_.resize(size_t(d.C * H * W));
-        yp_.resize(size_t(d.M * H * W));
+    // inner: the conv over the mosaic (mosaic(H, kh, dl) x mosaic(W, kw, dl), pads (k - 1) / 2).
+    DilatedPhaseConvKernel(const ConvDims& d, int64_t dl, int64_t H, int64_t W, int64_t kh, int64_t kw,
+                           std::unique_ptr<ConvFastKernel> inner)
+        : d_(d), isa_(kernels::active_isa()), inner_(std::move(inner)) {
+        p_.H = H, p_.W = W, p_.dl = dl;
+        p_.sh = H / dl + kh - 1, p_.sw = W / dl + kw - 1;
+        p_.MW = mosaic(W, kw, dl), p_.MP = mosaic(H, kh, dl) * p_.MW;
+        xp_.assign(size_t(d.C * p_.MP), 0.0f);  // the separators are never written: zeroed once
+        yp_.resize(size_t(d.M * p_.MP));
     }
-    // All dl x dl phases are gathered in one pass over the input (phase (a, b) a C x hs x ws block
-    // of xp), convolved one after the other, and scattered in one pass over the output. Before,
-    // each phase had its own pass, so the input was read and the output written dl x dl times
-    // (the line detector's 3x3 32 -> 32, dilation 5, on 160x160: 4.4 -> ~3.9 ms; that layer now
-    // runs direct, see prep_Conv).
+    // Rows (columns) of the mosaic of an H-row (W-column) plane: dl phases of H / dl, k - 1 apart.
+    static int64_t mosaic(int64_t H, int64_t k, int64_t dl) { return H + (dl - 1) * (k - 1); }
+    // With a pool the split and the merge go by channels (the inner conv splits itself).
+    void set_parallel(ThreadPool* pool) {
+        if (pool && pool->threads() >= 2) {
+            pool_ = pool;
+            bal_ = std::make_unique<Balance>(pool->threads());
+        }
+    }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
         float* Y = static_cast<float*>(out[0]);
-        const int64_t dl = dl_, hs = H_ / dl, ws = W_ / dl, HW = H_ * W_, ps = hs * ws;
-        const int64_t C = d_.C, M = d_.M;
+        const int64_t HW = p_.H * p_.W, C = d_.C, M = d_.M;
         float* xp = xp_.data();
         float* yp = yp_.data();
+        const void* sub_in[4] = {xp, in[1], d_.has_bias ? in[2] : nullptr, nullptr};
+        void* sub_out[1] = {yp};
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* xn = X + n * C * HW;
             float* yn = Y + n * M * HW;
-            for (int64_t c = 0; c < C; ++c)
-                for (int64_t r = 0; r < H_; ++r) {
-                    const int64_t a = r % dl, i = r / dl;
-                    const float* __restrict src = xn + c * HW + r * W_;
-                    float* row = xp + (a * dl * C + c) * ps + i * ws;  // phase (a, 0); (a, b) is b * C * ps on
-                    if (dl == 2) {
-                        float* __restrict d0 = row;
-                        float* __restrict d1 = row + C * ps;
-                        for (int64_t j = 0; j < ws; ++j) {
-                            d0[j] = src[2 * j];
-                            d1[j] = src[2 * j + 1];
-                        }
-                    } else {
-                        for (int64_t b = 0; b < dl; ++b)
-                            for (int64_t j = 0; j < ws; ++j) row[b * C * ps + j] = src[j * dl + b];
-                    }
-                }
-            for (int64_t p = 0; p < dl * dl; ++p) {
-                const void* sub_in[4] = {xp + p * C * ps, in[1], d_.has_bias ? in[2] : nullptr, nullptr};
-                void* sub_out[1] = {yp + p * M * ps};
-                JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
-            }
-            for (int64_t m = 0; m < M; ++m)
-                for (int64_t r = 0; r < H_; ++r) {
-                    const int64_t a = r % dl, i = r / dl;
-                    float* __restrict dst = yn + m * HW + r * W_;
-                    const float* row = yp + (a * dl * M + m) * ps + i * ws;
-                    if (dl == 2) {
-                        const float* __restrict s0 = row;
-                        const float* __restrict s1 = row + M * ps;
-                        for (int64_t j = 0; j < ws; ++j) {
-                            dst[2 * j] = s0[j];
-                            dst[2 * j + 1] = s1[j];
-                        }
-                    } else {
-                        for (int64_t b = 0; b < dl; ++b)
-                            for (int64_t j = 0; j < ws; ++j) dst[j * dl + b] = row[b * M * ps + j];
-                    }
-                }
+            if (pool_)
+                pool_->for_balanced(C, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+                    kernels::phase_split(isa_, p_, xn, xp, b, e);
+                });
+            else
+                kernels::phase_split(isa_, p_, xn, xp, 0, C);
+            JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
+            if (pool_)
+                pool_->for_balanced(M, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+                    kernels::phase_merge(isa_, p_, yp, yn, b, e);
+                });
+            else
+                kernels::phase_merge(isa_, p_, yp, yn, 0, M);
         }
         return {};
     }
     FastWeights set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
     std::string describe() const override {
-        return "dilated " + std::to_string(dl_) + "x" + std::to_string(dl_) + " phases: " + inner_->describe();
+        return "dilated " + std::to_string(p_.dl) + "x" + std::to_string(p_.dl) + " phase mosaic: " + inner_->describe();
     }
 
 private:
     ConvDims d_;
-    int64_t dl_, H_, W_;
+    kernels::Isa isa_;
+    kernels::PhaseMosaic p_;
     std::unique_ptr<ConvFastKernel> inner_;
-    mutable std::vector<float> xp_, yp_;  // every phase of the input / output (not reentrant)
+    ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
+    mutable std::vector<float> xp_, yp_;  // the input / output mosaic (not reentrant)
 };
 
 // 1x1 convs with stride > 1 and no padding (ResNet-50's projection shortcuts): the input is
@@ -1427,36 +1419,42 @@ Status prep_Conv(OpContext& ctx) {
                                                         parallel_chunks(ctx.options(), flops)));
                 return {};
             }
-            // Dilated "same" convs as dl x dl undilated phase convs (DilatedPhaseConvKernel).
+            // Dilated "same" convs as one undilated conv over the mosaic of their dl x dl phases
+            // (DilatedPhaseConvKernel) where that conv runs as Winograd (one-node, hot, Zen 4,
+            // against the implicit GEMM on the dilated taps: 3x3 64 -> 64 on 80x80, dilation 2 / 5,
+            // 2.3x / 2.2x faster; 128 on 40x40 dilation 4 2.4x; 32 on 160x160 dilation 5 1.6x); with
+            // another inner conv the split and merge cost more than they save (5x5 32 -> 32 on 64x64
+            // dilation 2: 0.93x; 3x3 16 -> 16 dilation 3 0.89x; 8 -> 8 0.81x). JIFFY_DIL_PHASES=0 / 1
+            // forces the choice (where the shapes allow phases).
             const int64_t dl = geo.dh;
-            // Phases of at least 40x40, or dilation 2 (one-node models, hot, against the implicit
-            // GEMM on the dilated taps): 3x3 32 -> 32 on 160x160, dilation 2: 1.6x faster in
-            // phases, dilation 4 (40x40 phases) 1.3x; 64 -> 64 on 40x40 / 80x80, dilation 2: 2.2x /
-            // 2.3x; but dilation 5 (32x32 phases of 25) 0.72x, and the line detector's such layer
-            // in the model ~3.9 -> ~3.4 ms direct (the model 4% faster; 64 -> 64 on 80x80,
-            // dilation 5: equal).
-            const bool phases = dl == 2 || (dl > 2 && std::min(geo.H, geo.W) / dl >= 40);
-            if (phases && geo.dw == dl && geo.sh == 1 && geo.sw == 1 && geo.kh % 2 == 1 && geo.kw % 2 == 1 &&
+            if (dl > 1 && geo.dw == dl && geo.sh == 1 && geo.sw == 1 && geo.kh % 2 == 1 && geo.kw % 2 == 1 &&
                 geo.ph == dl * (geo.kh - 1) / 2 && geo.pw == dl * (geo.kw - 1) / 2 && g.pe[1] == geo.ph &&
                 g.pe[2] == geo.pw && geo.H % dl == 0 && geo.W % dl == 0 && !has_res && g.nd == 2) {
                 kernels::Conv2DGeom sub = geo;
-                sub.H = sub.OH = geo.H / dl;
-                sub.W = sub.OW = geo.W / dl;
+                sub.H = sub.OH = DilatedPhaseConvKernel::mosaic(geo.H, geo.kh, dl);
+                sub.W = sub.OW = DilatedPhaseConvKernel::mosaic(geo.W, geo.kw, dl);
                 sub.dh = sub.dw = 1;
                 sub.ph = (geo.kh - 1) / 2;
                 sub.pw = (geo.kw - 1) / 2;
-                ConvDims ds = d;
-                ds.N = 1;
-                ds.in_plane = sub.H * sub.W;
-                ds.out_plane = sub.OH * sub.OW;
-                auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false,
-                                                              ctx.in_const(1)->as<float>(), epi, false);
-                const int64_t flops = 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW;
-                inner->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
-                                    ctx.in_const(1)->as<float>());
-                inner->bind_scratch(ctx.options().scratch.get());
-                ctx.set_kernel(std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, std::move(inner)));
-                return {};
+                const char* force = std::getenv("JIFFY_DIL_PHASES");
+                const bool phases = force && *force ? *force != '0'
+                                                    : kernels::winograd_choice(kernels::active_isa(), sub).m != 0;
+                if (phases) {
+                    ConvDims ds = d;
+                    ds.N = 1;
+                    ds.in_plane = sub.H * sub.W;
+                    ds.out_plane = sub.OH * sub.OW;
+                    auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false,
+                                                                  ctx.in_const(1)->as<float>(), epi, false);
+                    const int64_t flops = 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW;
+                    inner->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
+                                        ctx.in_const(1)->as<float>());
+                    inner->bind_scratch(ctx.options().scratch.get());
+                    auto k = std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, geo.kh, geo.kw, std::move(inner));
+                    if (parallel_chunks(ctx.options(), flops) >= 2) k->set_parallel(ctx.options().pool.get());
+                    ctx.set_kernel(std::move(k));
+                    return {};
+                }
             }
             // RGB stems (3x3 stride 2, <= 4 input channels): the direct kernel (conv_stem.h).
             if ((!d.has_bias || ctx.in_const(2)) && stem_conv_preferred(kernels::active_isa(), geo)) {

@@ -37,6 +37,7 @@ struct Result {
     Status st;
     std::vector<double> out;
     Shape shape;
+    std::string kernel;  // the plan's steps' describe()
 };
 
 // One Conv node; inputs X, W, B (optional: empty vector), R (optional residual). W and B are
@@ -53,6 +54,7 @@ Result run_conv(DType t, const Shape& xs, const std::vector<float>& x, const Sha
     Result r;
     r.st = n.st;
     if (!r.st.ok()) return r;
+    r.kernel = n.kernel;
     const Tensor& y = n.outs.at(0);
     r.shape = y.shape();
     r.out.resize(size_t(y.numel()));
@@ -993,6 +995,54 @@ TEST(ConvFast, EnginePathsMatchReference) {
     // 1-D conv.
     const Shape xs{1, 4, 23}, ws{5, 4, 3};
     check_graph({1, 4, 1, 23, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 1}, hs, false, false, &xs, &ws);
+}
+
+// Dilated "same" convs whose undilated conv over the phase mosaic runs as Winograd take that path
+// (the line detector's 3x3 dilation 5; dilation 2 with a batch, odd planes and a ReLU); a conv
+// whose mosaic conv would not be Winograd (4 channels) keeps the dilated taps; JIFFY_DIL_PHASES
+// forces either way (a 5x5 kernel through the mosaic's direct conv). Every result equals the
+// float64 reference.
+TEST(ConvFast, DilatedConvsRunAsOnePhaseMosaic) {
+    struct T {
+        Case c;
+        Attrs extra;
+        const char* force;  // JIFFY_DIL_PHASES, or null
+        bool mosaic;        // the plan must (not) show the phase mosaic
+    };
+    const Attrs relu{{"_fused_act", as("Relu")}};
+    const T cases[] = {
+        {{1, 32, 60, 60, 32, 3, 3, 1, 1, 5, 5, 5, 5, 5, 5, 1}, {}, nullptr, true},
+        {{2, 32, 34, 46, 40, 3, 3, 1, 1, 2, 2, 2, 2, 2, 2, 1}, relu, nullptr, true},
+        {{1, 4, 24, 24, 4, 3, 3, 1, 1, 3, 3, 3, 3, 3, 3, 1}, {}, nullptr, false},
+        {{1, 6, 20, 16, 5, 5, 5, 1, 1, 2, 2, 4, 4, 4, 4, 1}, relu, "1", true},
+        {{1, 32, 60, 60, 32, 3, 3, 1, 1, 5, 5, 5, 5, 5, 5, 1}, {}, "0", false},
+    };
+    uint32_t seed = 400;
+    for (const T& t : cases) {
+        const Case& c = t.c;
+        if (t.force) setenv("JIFFY_DIL_PHASES", t.force, 1);
+        const Conv2DGeom g = case_geom(c, false);
+        const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C, c.kh, c.kw}, ys{c.N, c.M, g.OH, g.OW};
+        Attrs attrs = case_attrs(c);
+        for (const auto& [k, v] : t.extra) attrs[k] = v;
+        const auto x = rnd(c.N * c.C * c.H * c.W, seed++), w = rnd(c.M * c.C * c.kh * c.kw, seed++),
+                   b = rnd(c.M, seed++);
+        Result want = run_conv(DType::kF64, xs, x, ws, w, b, nullptr, ys, attrs);
+        Result got = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, ys, attrs);
+        unsetenv("JIFFY_DIL_PHASES");
+        ASSERT_TRUE(want.st.ok()) << want.st.message();
+        ASSERT_TRUE(got.st.ok()) << got.st.message();
+        ASSERT_EQ(got.shape, want.shape);
+        EXPECT_EQ(got.kernel.find("phase mosaic") != std::string::npos, t.mosaic) << case_str(c) << ": " << got.kernel;
+        if (t.mosaic && !t.force)
+            EXPECT_NE(got.kernel.find("winograd"), std::string::npos) << case_str(c) << ": " << got.kernel;
+        // Winograd F(4,3)'s error scales with the largest output (docs/winograd.md: 2.4-7.1e-6 of it).
+        double mx = 1.0;
+        for (double v : want.out) mx = std::max(mx, std::abs(v));
+        std::vector<float> gf(got.out.begin(), got.out.end());
+        expect_close(gf, want.out, case_str(c) + " " + got.kernel, 2e-5 * mx);
+        if (HasFatalFailure()) return;
+    }
 }
 
 TEST(ConvFast, ConvTransposeGemmMatchesReference) {

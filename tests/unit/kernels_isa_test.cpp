@@ -732,4 +732,54 @@ TEST(KernelsIsa, ConvEpilogueEveryActivationAndResidual) {
         }
 }
 
+// The phase mosaic of dilated convs: split and merge on every ISA equal the definition (they only
+// move floats: bit for bit, NaN and -0 included), dilations 2-9 (the AVX-512 path takes 2-8, 16
+// columns a phase at a time, the rest one at a time), widths with and without a tail, a channel
+// range; neither writes outside its cells (the mosaic's separators, the channels outside the range).
+TEST(KernelsIsa, PhaseMosaicSplitAndMergeMoveEveryFloat) {
+    struct Sz {
+        int64_t dl, hs, ws;
+    };
+    const Sz sizes[] = {{2, 3, 16}, {2, 2, 37}, {3, 2, 33}, {4, 3, 16}, {5, 2, 32}, {5, 3, 21}, {7, 2, 18}, {8, 2, 48},
+                        {9, 2, 17}};
+    const float sentinel = 12345.0f;
+    for (Isa isa : isas())
+        for (const Sz& z : sizes) {
+            const int64_t C = 3, dl = z.dl, kh = 3, kw = 5;  // separators of kh - 1 rows, kw - 1 columns
+            PhaseMosaic p;
+            p.H = dl * z.hs, p.W = dl * z.ws, p.dl = dl;
+            p.sh = z.hs + kh - 1, p.sw = z.ws + kw - 1;
+            p.MW = p.W + (dl - 1) * (kw - 1), p.MP = (p.H + (dl - 1) * (kh - 1)) * p.MW;
+            std::vector<float> x = rnd(C * p.H * p.W, uint32_t(dl * 31 + z.ws), 3.0f);
+            x[1] = std::numeric_limits<float>::quiet_NaN();
+            x[2] = -0.0f;
+            std::vector<float> m(size_t(C * p.MP), sentinel), y(x.size(), sentinel);
+            phase_split(isa, p, x.data(), m.data(), 1, 3);  // channels 1, 2 only
+            phase_split(isa, p, x.data(), m.data(), 0, 1);
+            std::vector<char> cell(m.size(), 0);
+            for (int64_t c = 0; c < C; ++c)
+                for (int64_t r = 0; r < p.H; ++r)
+                    for (int64_t col = 0; col < p.W; ++col) {
+                        const int64_t a = r % dl, i = r / dl, b = col % dl, j = col / dl;
+                        const size_t at = size_t(c * p.MP + (a * p.sh + i) * p.MW + b * p.sw + j);
+                        cell[at] = 1;
+                        const float want = x[size_t((c * p.H + r) * p.W + col)];
+                        ASSERT_EQ(std::memcmp(&m[at], &want, 4), 0)
+                            << isa_name(isa) << " dl " << dl << " ws " << z.ws << " c " << c << " row " << r
+                            << " col " << col << ": " << m[at] << " want " << want;
+                    }
+            for (size_t i = 0; i < m.size(); ++i)
+                if (!cell[i]) ASSERT_EQ(m[i], sentinel) << isa_name(isa) << " dl " << dl << " separator " << i;
+            phase_merge(isa, p, m.data(), y.data(), 0, 2);  // channels 0, 1: channel 2 untouched
+            for (size_t i = 0; i < y.size(); ++i) {
+                if (int64_t(i) >= 2 * p.H * p.W) {
+                    ASSERT_EQ(y[i], sentinel) << isa_name(isa) << " dl " << dl << " merge wrote channel 2 at " << i;
+                    continue;
+                }
+                ASSERT_EQ(std::memcmp(&y[i], &x[i], 4), 0)
+                    << isa_name(isa) << " dl " << dl << " ws " << z.ws << " merge at " << i << ": " << y[i];
+            }
+        }
+}
+
 }  // namespace
