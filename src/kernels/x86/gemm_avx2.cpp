@@ -16,6 +16,7 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     alignas(32) float bias_buf[16] = {0};
     if (bias)
         for (int64_t j = 0; j < nvalid; ++j) bias_buf[j] = bias[j];
+    #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
         acc0[m] = _mm256_load_ps(bias_buf);
         acc1[m] = _mm256_load_ps(bias_buf + 8);
@@ -23,6 +24,7 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     for (int64_t k = 0; k < K; ++k) {
         __m256 b0 = _mm256_load_ps(bp + k * 16);
         __m256 b1 = _mm256_load_ps(bp + k * 16 + 8);
+        #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) {
             __m256 a = _mm256_broadcast_ss(A + m * lda + k);
             acc0[m] = _mm256_fmadd_ps(a, b0, acc0[m]);
@@ -31,11 +33,13 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     }
     if (act == Act::kRelu) {
         __m256 z = _mm256_setzero_ps();
+        #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) {
             acc0[m] = _mm256_max_ps(acc0[m], z);
             acc1[m] = _mm256_max_ps(acc1[m], z);
         }
     }
+    #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
         if (nvalid == 16) {
             _mm256_storeu_ps(C + m * ldc, acc0[m]);

@@ -19,6 +19,7 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
     __mmask16 m1 = nvalid >= 32 ? __mmask16(0xffff) : (nvalid <= 16 ? __mmask16(0) : __mmask16((1u << (nvalid - 16)) - 1));
     __m512 b0i = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
     __m512 b1i = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+    #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
         acc0[m] = b0i;
         acc1[m] = b1i;
@@ -27,22 +28,26 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
         __m512 b0 = _mm512_load_ps(bp + k * 32);
         if constexpr (TWO) {
             __m512 b1 = _mm512_load_ps(bp + k * 32 + 16);
+            #pragma GCC unroll 16
             for (int m = 0; m < MR; ++m) {
                 __m512 a = _mm512_set1_ps(A[m * lda + k]);
                 acc0[m] = _mm512_fmadd_ps(a, b0, acc0[m]);
                 acc1[m] = _mm512_fmadd_ps(a, b1, acc1[m]);
             }
         } else {
+            #pragma GCC unroll 16
             for (int m = 0; m < MR; ++m) acc0[m] = _mm512_fmadd_ps(_mm512_set1_ps(A[m * lda + k]), b0, acc0[m]);
         }
     }
     if (act == Act::kRelu) {
         __m512 z = _mm512_setzero_ps();
+        #pragma GCC unroll 16
         for (int m = 0; m < MR; ++m) {
             acc0[m] = _mm512_max_ps(acc0[m], z);
             acc1[m] = _mm512_max_ps(acc1[m], z);
         }
     }
+    #pragma GCC unroll 16
     for (int m = 0; m < MR; ++m) {
         _mm512_mask_storeu_ps(C + m * ldc, m0, acc0[m]);
         if constexpr (TWO) _mm512_mask_storeu_ps(C + m * ldc + 16, m1, acc1[m]);
@@ -53,11 +58,30 @@ inline void ukernel(int64_t K, const float* A, int64_t lda, const float* bp, con
 
 namespace {
 
+// The lines of rows [r0, r1) x columns [0, nv) of C for writing (a row's 128 bytes may touch 3).
+inline void pf_c(float* C, int64_t ldc, int64_t r0, int64_t r1, int64_t nv) {
+    for (int64_t r = r0; r < r1; ++r) {
+        float* p = C + r * ldc;
+        asm volatile("prefetchw %0" : : "m"(*p));
+        asm volatile("prefetchw %0" : : "m"(*(p + std::min<int64_t>(16, nv - 1))));
+        asm volatile("prefetchw %0" : : "m"(*(p + nv - 1)));
+    }
+}
+
+// next_c: the next panel's C (its first 8 rows are prefetched during this panel's last block),
+// or null.
 template <bool TWO>
 void sgemm_panel(int64_t M, const float* A, int64_t lda, const float* bp, const float* bb, float* C, int64_t ldc,
-                 int64_t K, int64_t nv, Act act) {
+                 int64_t K, int64_t nv, Act act, float* next_c, int64_t next_nv) {
     int64_t m = 0;
-    for (; m + 8 <= M; m += 8) ukernel<8, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act);
+    for (; m + 8 <= M; m += 8) {
+        // The next block's output lines for writing: C (M x N) passes L2 in the tall products
+        // (a 160 x 6625 CTC head: 4.2 MB), and each block's first stores waited for their
+        // read-for-ownership.
+        if (m + 8 < M) pf_c(C, ldc, m + 8, std::min(M, m + 16), nv);
+        else if (next_c) pf_c(next_c, ldc, 0, std::min<int64_t>(M, 8), next_nv);
+        ukernel<8, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act);
+    }
     switch (M - m) {
         case 7: ukernel<7, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
         case 6: ukernel<6, TWO>(K, A + m * lda, lda, bp, bb, C + m * ldc, ldc, nv, act); break;
@@ -79,10 +103,12 @@ void sgemm_avx512(int64_t M, const float* A, int64_t lda, const PackedB& B, cons
         const float* bp = B.panel(n0 / 32);
         const float* bb = bias ? bias + n0 : nullptr;
         const int64_t nv = std::min<int64_t>(32, N - n0);
+        float* next_c = n0 + 32 < N ? C + n0 + 32 : nullptr;
+        const int64_t next_nv = std::min<int64_t>(32, N - n0 - 32);
         if (nv > 16)
-            sgemm_panel<true>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act);
+            sgemm_panel<true>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act, next_c, next_nv);
         else
-            sgemm_panel<false>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act);
+            sgemm_panel<false>(M, A, lda, bp, bb, C + n0, ldc, K, nv, act, next_c, next_nv);
     }
 }
 
