@@ -480,9 +480,14 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
     // output (nothing but size-1 dims before the axis) and are each written by a step, read by this
     // Concat once and neither graph inputs nor outputs, is dropped: its inputs ("parts") live at
     // their offsets inside its output's bytes, so their producers write the concatenation directly.
+    // Concats are taken last to first, so that of a chain of Concats each of whose inputs is the
+    // one before's plus more (DenseNet: [x], [x, y1], [x, y1, y2], ...) the last one owns the parts,
+    // and each earlier one whose inputs are its first parts in order becomes a view: its bytes
+    // are the first of the last one's (a "prefix" part at offset 0; its step dropped, no copy).
     std::vector<int> part_of(nv, -1);     // a part's Concat output
     std::vector<size_t> part_off(nv, 0);  // the part's byte offset in it
     std::vector<char> in_place_concat(nv, 0);
+    std::vector<int> prefix_parts;  // Concat outputs that are views of a later Concat's first bytes
     {
         const std::set<int> graph_outs(g_.outputs.begin(), g_.outputs.end());
         const std::set<int> graph_ins(in_values.begin(), in_values.end());
@@ -490,12 +495,14 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         for (const PStep& s : steps_)
             for (int o : s.outs)
                 if (o >= 0) produced.insert(o);
-        std::vector<PStep> kept;
-        for (PStep& s : steps_) {
+        std::vector<char> drop(steps_.size(), 0);
+        for (size_t si = steps_.size(); si-- > 0;) {
+            const PStep& s = steps_[si];
             const Node& n = g_.nodes[size_t(s.node)];
             const int o = s.outs.empty() ? -1 : s.outs[0];
+            // o must not be a part itself (a later Concat took it: its producer writes it there).
             bool ok = n.domain.empty() && n.op == "Concat" && o >= 0 && !info_[size_t(o)].constant &&
-                      info_[size_t(o)].dtype != DType::kString &&
+                      info_[size_t(o)].dtype != DType::kString && part_of[size_t(o)] < 0 &&
                       std::count(g_.outputs.begin(), g_.outputs.end(), o) <= 1;
             if (ok) {
                 const Shape& sh = info_[size_t(o)].shape;
@@ -505,7 +512,25 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                 ok = axis >= 0 && axis < int64_t(sh.size());
                 for (int64_t d = 0; ok && d < axis; ++d) ok = sh[size_t(d)] == 1;
             }
+            // A prefix view: every input a part of the same Concat c, at offsets 0, 1st's bytes, ...
+            int c = -1;
+            bool prefix = ok && !graph_outs.count(o);
             size_t off = 0;
+            for (size_t i = 0; prefix && i < s.ins.size(); ++i) {
+                const int in = s.ins[i];
+                if (in < 0) continue;
+                if (c < 0) c = part_of[size_t(in)];
+                prefix = c >= 0 && part_of[size_t(in)] == c && part_off[size_t(in)] == off && part_of[size_t(c)] < 0;
+                off += nbytes(in);
+            }
+            if (prefix && c >= 0 && off == nbytes(o)) {
+                part_of[size_t(o)] = c;
+                part_off[size_t(o)] = 0;
+                prefix_parts.push_back(o);
+                drop[si] = 1;
+                continue;
+            }
+            off = 0;
             for (size_t i = 0; ok && i < s.ins.size(); ++i) {
                 const int in = s.ins[i];
                 if (in < 0) continue;
@@ -514,10 +539,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                      std::count(s.ins.begin(), s.ins.end(), in) == 1 && nbytes(in) > 0 && off % kAlign == 0;
                 off += nbytes(in);
             }
-            if (!ok || off != nbytes(o)) {
-                kept.push_back(std::move(s));
-                continue;
-            }
+            if (!ok || off != nbytes(o)) continue;
             off = 0;
             for (int in : s.ins) {
                 if (in < 0) continue;
@@ -526,7 +548,11 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
                 off += nbytes(in);
             }
             in_place_concat[size_t(o)] = 1;
+            drop[si] = 1;
         }
+        std::vector<PStep> kept;
+        for (size_t si = 0; si < steps_.size(); ++si)
+            if (!drop[si]) kept.push_back(std::move(steps_[si]));
         steps_ = std::move(kept);
     }
     for (size_t i = 0; i < in_values.size(); ++i) {
@@ -631,6 +657,21 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
             if (in >= 0 && info_[size_t(in)].constant && !info_[size_t(in)].constant->empty() &&
                 slot_of[size_t(in)] < 0)
                 const_slot(in);
+    }
+    // Prefix views: a stretch of their Concat's bytes from its start (its life opened by its parts).
+    for (int o : prefix_parts) {
+        const int c = part_of[size_t(o)];
+        if (slot_of[size_t(c)] < 0) return internal_error("a prefix Concat's owner has no slot");
+        const bool in_output = plan->slots[size_t(slot_of[size_t(c)])].kind == Slot::kOutput;
+        Slot s = plan->slots[size_t(slot_of[size_t(c)])];
+        if (in_output) s.out_byte = 0;
+        s.nbytes = nbytes(o);
+        s.value = o;
+        slot_of[size_t(o)] = add_slot(s);
+        if (!in_output) {
+            live_of[size_t(o)] = live_of[size_t(c)];
+            part_slots.push_back(PartSlot{slot_of[size_t(o)], c});
+        }
     }
     for (size_t si = 0; si < steps_.size(); ++si)
         for (int in0 : steps_[si].ins) {

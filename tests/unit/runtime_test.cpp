@@ -201,6 +201,76 @@ TEST(Compile, ConcatWritesItsPartsInPlace) {
     }
 }
 
+// DenseNet's chain of Concats ([x0], [x0, y1], [x0, y1, y2]: each the one before's inputs plus
+// one) needs no copy at all: the last owns the parts and each earlier one is a view of its first
+// bytes (docs/memory.md). Each layer's y reads the Concat before it, so every view is read after
+// later parts were written into the same buffer. With the last Concat in the arena or a graph
+// output; a prefix that is itself a graph output keeps its step (its bytes are the caller's).
+TEST(Compile, ConcatChainIsViewsOfTheLastConcat) {
+    auto build = [](bool last_is_output, bool prefix_is_output) {
+        G b;
+        int x = b.input("x", DType::kF32, {1, 16, 1, 1});
+        int x0 = b.node("Relu", {x}, "x0");
+        std::vector<int> parts = {x0}, cats;
+        for (int l = 1; l <= 3; ++l) {
+            int cat = b.node("Concat", parts, "cat" + std::to_string(l));
+            b.g.nodes.back().attrs["axis"].kind = Attr::kInt;
+            b.g.nodes.back().attrs["axis"].i = 1;
+            cats.push_back(cat);
+            // y_l = -(sum of the layer's input) per channel of the first 16: a Slice-free reader
+            // of the whole view: ReduceSum over the channels, broadcast back by Add with x0.
+            int s = b.node("ReduceSum", {cat}, "s" + std::to_string(l));
+            b.g.nodes.back().attrs["keepdims"].kind = Attr::kInt;
+            b.g.nodes.back().attrs["keepdims"].i = 1;
+            parts.push_back(b.node("Sub", {x0, s}, "y" + std::to_string(l)));
+        }
+        int last = b.node("Concat", parts, "cat4");
+        b.g.nodes.back().attrs["axis"].kind = Attr::kInt;
+        b.g.nodes.back().attrs["axis"].i = 1;
+        b.g.outputs = {last_is_output ? last : b.node("Neg", {last}, "out")};
+        if (prefix_is_output) b.g.outputs.push_back(cats[1]);
+        return b;
+    };
+    for (bool last_out : {false, true})
+        for (bool prefix_out : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << "last output " << last_out << " prefix output " << prefix_out);
+            G b = build(last_out, prefix_out);
+            std::shared_ptr<const Plan> plan;
+            setenv("JIFFY_PASSES", "0", 1);
+            const Status st = compile_graph(b.g, CompileOptions{}, &plan);
+            unsetenv("JIFFY_PASSES");
+            ASSERT_TRUE(st.ok()) << st.message();
+            int concats = 0;
+            for (const StepInfo& si : plan->step_info) concats += si.op == "Concat";
+            EXPECT_EQ(concats, prefix_out ? 1 : 0);
+            // Reference: x0 = relu(x); y_l = x0 - sum(cat_l) (sum over all of cat_l's channels).
+            std::vector<float> in(16);
+            for (int i = 0; i < 16; ++i) in[size_t(i)] = float(i % 5) - 1.5f;
+            std::vector<std::vector<float>> cat(4);
+            std::vector<float> x0(16);
+            for (int i = 0; i < 16; ++i) x0[size_t(i)] = std::max(in[size_t(i)], 0.f);
+            cat[0] = x0;
+            for (int l = 1; l <= 3; ++l) {
+                double sum = 0;
+                for (float v : cat[size_t(l - 1)]) sum += v;
+                cat[size_t(l)] = cat[size_t(l - 1)];
+                for (int i = 0; i < 16; ++i) cat[size_t(l)].push_back(x0[size_t(i)] - float(sum));
+            }
+            Session s(plan);
+            for (int rep = 0; rep < 2; ++rep) {
+                std::memcpy(s.input_data(0), in.data(), in.size() * 4);
+                ASSERT_TRUE(s.run().ok());
+                const float* y = static_cast<const float*>(s.output_data(0));
+                for (size_t i = 0; i < cat[3].size(); ++i)
+                    ASSERT_NEAR(y[i], last_out ? cat[3][i] : -cat[3][i], 1e-4) << "rep " << rep << " at " << i;
+                if (prefix_out) {
+                    const float* p = static_cast<const float*>(s.output_data(1));
+                    for (size_t i = 0; i < cat[1].size(); ++i) ASSERT_EQ(p[i], cat[1][i]) << "prefix at " << i;
+                }
+            }
+        }
+}
+
 TEST(Compile, SymbolicDimsResolvedFromOtherInputs) {
     G b;
     int a = b.input("a", DType::kF32, {-1, 3}, {"N", ""});
