@@ -267,6 +267,11 @@ struct OneNode {
     }
 };
 
+// The conv split choices these tests name (by pixels / by channels, the GEMM mode) were measured
+// for AVX-512's 12 x 32 tiles; under JIFFY_ISA=avx2 / scalar other splits are chosen, so there the
+// tests check only that every split gives one thread's bits.
+bool avx512_splits() { return jiffy::kernels::active_isa() == jiffy::kernels::Isa::kAvx512; }
+
 // `split` (if set): the kernel description with 2 and 3 threads must contain it (the split kind
 // the case is meant to cover, e.g. "threads by tiles").
 // Balanced splits (pixels, tiles, GEMM channels) are cut per run from the threads' speeds: also
@@ -383,7 +388,9 @@ TEST(Threaded, WinogradByTilesMatchesOneThreadBitwise) {
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "threads by tiles");
-        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        if (avx512_splits()) {  // the orientation: AVX-512's cost model
+            EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        }
     }
 }
 
@@ -453,6 +460,7 @@ TEST(Threaded, GemmByChannelsMatchesOneThreadBitwise) {
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "threads");
+        if (!avx512_splits()) continue;
         EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
         EXPECT_EQ(o.kernel.find("by pixels"), std::string::npos) << conv_what(c) << ": " << o.kernel;
     }
@@ -472,7 +480,9 @@ TEST(Threaded, SubsampledConvMatchesOneThreadBitwise) {
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "subsampled");
-        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        if (avx512_splits()) {
+            EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        }
         EXPECT_NE(o.kernel.find("threads"), std::string::npos) << conv_what(c) << ": " << o.kernel;
     }
 }
@@ -488,8 +498,10 @@ TEST(Threaded, TransposedGemmByPixelsMatchesOneThreadBitwise) {
     };
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
-        expect_same_threaded(o, conv_what(c), "threads by pixels");
-        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        expect_same_threaded(o, conv_what(c), avx512_splits() ? "threads by pixels" : "threads");
+        if (avx512_splits()) {
+            EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        }
     }
 }
 
@@ -506,12 +518,14 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
     };
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
-        expect_same_threaded(o, conv_what(c), "threads by pixels");
-        EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        expect_same_threaded(o, conv_what(c), avx512_splits() ? "threads by pixels" : "threads");
+        if (avx512_splits()) {
+            EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        }
     }
     // The masked mode by pixels (AVX-512: 1x1 onto few channels on a 56x56 plane; split by
     // channels, each thread streamed the whole input: MobileNetV2's 144 -> 24 ran 3x slower).
-    if (jiffy::kernels::cpu_isa() == jiffy::kernels::Isa::kAvx512) {
+    if (avx512_splits()) {
         const ConvCase c{144, 56, 56, 24, 1, 1, 0, true, "implicit-masked"};
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "threads by pixels");
