@@ -15,6 +15,10 @@
 # v_mlpg      MLP 256-1024-1024-256 with GELUs
 # v_mnv3l     torchvision MobileNetV3-Large
 # v_enc_op13  v_postln's layer at opset 13, 50 tokens
+# v_retina    face detector like RetinaFace-MobileNet-0.25 (LeakyReLU, FPN with nearest Resize + Add,
+#             SSH Concats, softmax), 240x320
+# v_svtr      text recognizer like PP-OCRv3's SVTR (stride-(2,1) convs, one attention block, a
+#             160 x 6625 CTC head with Softmax), 48x320
 # t_resnet18, t_regnet, t_shufflenet, t_squeezenet, t_mnasnet, t_densenet, t_convnext
 #             torchvision CNNs at 224x224 (ResNet-18, RegNetY-400MF, ShuffleNetV2 x1.0,
 #             SqueezeNet 1.1, MNASNet 1.0, DenseNet-121, ConvNeXt-Tiny): the session 27 set
@@ -24,6 +28,7 @@ import sys
 import numpy as np
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 import torchvision
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".cache")
@@ -138,6 +143,78 @@ def post_ln():
     return nn.TransformerEncoderLayer(192, 6, 768, dropout=0.0, batch_first=True)
 
 
+def cbl(i, o, s=1, k=3, leaky=0.1):
+    return nn.Sequential(nn.Conv2d(i, o, k, s, k // 2, bias=False), nn.BatchNorm2d(o), nn.LeakyReLU(leaky))
+
+
+def dw(i, o, s):
+    return nn.Sequential(nn.Conv2d(i, i, 3, s, 1, groups=i, bias=False), nn.BatchNorm2d(i), nn.LeakyReLU(0.1),
+                         nn.Conv2d(i, o, 1, 1, 0, bias=False), nn.BatchNorm2d(o), nn.LeakyReLU(0.1))
+
+
+class SSH(nn.Module):  # RetinaFace's context module: 3x3, 5x5 and 7x7 receptive fields, concatenated
+    def __init__(s, i, o):
+        super().__init__()
+        s.a = nn.Sequential(nn.Conv2d(i, o // 2, 3, 1, 1), nn.BatchNorm2d(o // 2))
+        s.b1 = cbl(i, o // 4, leaky=0.0)
+        s.b2 = nn.Sequential(nn.Conv2d(o // 4, o // 4, 3, 1, 1), nn.BatchNorm2d(o // 4))
+        s.c2 = cbl(o // 4, o // 4, leaky=0.0)
+        s.c3 = nn.Sequential(nn.Conv2d(o // 4, o // 4, 3, 1, 1), nn.BatchNorm2d(o // 4))
+
+    def forward(s, x):
+        b = s.b1(x)
+        return F.relu(torch.cat([s.a(x), s.b2(b), s.c3(s.c2(b))], 1))
+
+
+class Retina(nn.Module):  # RetinaFace-MobileNet-0.25-like: backbone, FPN, SSH, class / box heads
+    def __init__(s):
+        super().__init__()
+        s.s1 = nn.Sequential(cbl(3, 8, 2), dw(8, 16, 1), dw(16, 32, 2), dw(32, 32, 1), dw(32, 64, 2), dw(64, 64, 1))
+        s.s2 = nn.Sequential(dw(64, 128, 2), *[dw(128, 128, 1) for _ in range(5)])
+        s.s3 = nn.Sequential(dw(128, 256, 2), dw(256, 256, 1))
+        s.o1, s.o2, s.o3 = cbl(64, 64, k=1), cbl(128, 64, k=1), cbl(256, 64, k=1)
+        s.m1, s.m2 = cbl(64, 64), cbl(64, 64)
+        s.ssh = nn.ModuleList([SSH(64, 64) for _ in range(3)])
+        s.cls = nn.ModuleList([nn.Conv2d(64, 4, 1) for _ in range(3)])
+        s.box = nn.ModuleList([nn.Conv2d(64, 8, 1) for _ in range(3)])
+
+    def forward(s, x):
+        c1 = s.s1(x)
+        c2 = s.s2(c1)
+        c3 = s.s3(c2)
+        p3, p2, p1 = s.o3(c3), s.o2(c2), s.o1(c1)
+        p2 = s.m2(p2 + F.interpolate(p3, size=p2.shape[2:], mode="nearest"))
+        p1 = s.m1(p1 + F.interpolate(p2, size=p1.shape[2:], mode="nearest"))
+        fs = [s.ssh[0](p1), s.ssh[1](p2), s.ssh[2](p3)]
+        cl = torch.cat([s.cls[i](f).permute(0, 2, 3, 1).reshape(1, -1, 2) for i, f in enumerate(fs)], 1)
+        bx = torch.cat([s.box[i](f).permute(0, 2, 3, 1).reshape(1, -1, 4) for i, f in enumerate(fs)], 1)
+        return F.softmax(cl, -1), bx
+
+
+class SVTR(nn.Module):  # PP-OCRv3-rec-like: conv stem (strides (2, 1)), one attention block over the width, CTC head
+    def __init__(s, d=120):
+        super().__init__()
+
+        def cbh(i, o, st):
+            return [nn.Conv2d(i, o, 3, st, 1), nn.BatchNorm2d(o), nn.Hardswish()]
+
+        s.cnn = nn.Sequential(*cbh(3, 32, 2), *cbh(32, 64, (2, 1)), *cbh(64, d, (2, 1)), *cbh(d, d, (2, 1)))
+        s.ln1, s.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        s.qkv, s.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        s.mlp = nn.Sequential(nn.Linear(d, 2 * d), nn.Hardswish(), nn.Linear(2 * d, d))
+        s.h = 8
+        s.fc = nn.Linear(d, 6625)
+
+    def forward(s, x):
+        f = F.adaptive_avg_pool2d(s.cnn(x), (1, None)).squeeze(2).permute(0, 2, 1)  # 1 x W x d
+        B, T, D = f.shape
+        q, k, v = s.qkv(s.ln1(f)).reshape(B, T, 3, s.h, D // s.h).permute(2, 0, 3, 1, 4)
+        a = (q @ k.transpose(-2, -1)) * (D // s.h) ** -0.5
+        f = f + s.proj((a.softmax(-1) @ v).transpose(1, 2).reshape(B, T, D))
+        f = f + s.mlp(s.ln2(f))
+        return s.fc(f).softmax(-1)
+
+
 def enc2():
     layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True,
                                        norm_first=True)
@@ -156,6 +233,8 @@ models = {
                                                    nn.GELU(), nn.Linear(1024, 256)), [(1, 256)]),
     "v_mnv3l": lambda: save("v_mnv3l", torchvision.models.mobilenet_v3_large(), [(1, 3, 224, 224)]),
     "v_enc_op13": lambda: save("v_enc_op13", post_ln(), [(1, 50, 192)], opset=13),
+    "v_retina": lambda: save("v_retina", Retina(), [(1, 3, 240, 320)]),
+    "v_svtr": lambda: save("v_svtr", SVTR(), [(1, 3, 48, 320)]),
 }
 for name, ctor in [("t_resnet18", "resnet18"), ("t_regnet", "regnet_y_400mf"), ("t_shufflenet", "shufflenet_v2_x1_0"),
                    ("t_squeezenet", "squeezenet1_1"), ("t_mnasnet", "mnasnet1_0"), ("t_densenet", "densenet121"),
