@@ -33,8 +33,7 @@ void conv_subsample_avx512(const float*, int64_t, int64_t, int64_t, int64_t, int
                            int64_t);
 void conv_subsample_avx2(const float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, float*, int64_t,
                          int64_t);
-void phase_split_avx512(const PhaseMosaic&, const float*, float*, int64_t, int64_t);
-void phase_merge_avx512(const PhaseMosaic&, const float*, float*, int64_t, int64_t);
+void phase_planes_avx512(const PhaseMosaic&, bool, const float*, float*, int64_t, int64_t);
 #endif
 #if defined(__aarch64__)  // src/kernels/arm/conv_neon.cpp
 void conv_gemm_group_neon(const ConvGemmArgs&, const float*, const float*, const float*,
@@ -535,20 +534,21 @@ void conv_subsample(Isa isa, const float* x, int64_t H, int64_t W, int64_t sh, i
 }
 
 // The AVX-512 build sorts the phases with lane permutes; the others copy one float at a time.
-void phase_split(Isa isa, const PhaseMosaic& p, const float* x, float* mosaic, int64_t c0, int64_t c1) {
+static void phase_planes(Isa isa, const PhaseMosaic& p, bool split, const float* from, float* to, int64_t c0,
+                         int64_t c1) {
 #if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return phase_split_avx512(p, x, mosaic, c0, c1);
+    if (isa == Isa::kAvx512) return phase_planes_avx512(p, split, from, to, c0, c1);
 #endif
     (void)isa;
-    phase_split_portable(p, x, mosaic, c0, c1);
+    phase_planes_portable(p, split, from, to, c0, c1);
+}
+
+void phase_split(Isa isa, const PhaseMosaic& p, const float* x, float* mosaic, int64_t c0, int64_t c1) {
+    phase_planes(isa, p, true, x, mosaic, c0, c1);
 }
 
 void phase_merge(Isa isa, const PhaseMosaic& p, const float* mosaic, float* y, int64_t c0, int64_t c1) {
-#if defined(__x86_64__)
-    if (isa == Isa::kAvx512) return phase_merge_avx512(p, mosaic, y, c0, c1);
-#endif
-    (void)isa;
-    phase_merge_portable(p, mosaic, y, c0, c1);
+    phase_planes(isa, p, false, mosaic, y, c0, c1);
 }
 
 }  // namespace jiffy::kernels

@@ -11,6 +11,7 @@
 
 #include "kernels/activation.h"
 #include "kernels/conv.h"
+#include "kernels/prefetch.h"
 
 #if (JIFFY_CONV_VL == 16 && defined(__AVX512F__)) || (JIFFY_CONV_VL == 8 && defined(__AVX2__))
 #include <immintrin.h>
@@ -274,13 +275,7 @@ inline void store_block(V (&c0)[mr], V (&c1)[mr], float* C, int64_t ldc, const f
 // be null) one line per k step, pa + 16 * k, into L2; pc (may be null) the mr rows pc + i * ldc
 // (their first NR columns) for writing; pr (may be null) the mr rows pr + i * ldc for reading.
 inline __attribute__((always_inline)) void pf_read(const float* p) { __builtin_prefetch(p, 0, 2); }
-inline __attribute__((always_inline)) void pf_write(float* p) {
-#if defined(__x86_64__)
-    asm volatile("prefetchw %0" : : "m"(*p));  // every x86-64 CPU with AVX2 has it
-#else
-    __builtin_prefetch(p, 1, 3);
-#endif
-}
+// pf_write: kernels/prefetch.h.
 template <int mr>
 inline __attribute__((always_inline)) void pf_row(float* pc, int64_t ldc, int64_t i) {
     pf_write(pc + i * ldc);
@@ -1812,42 +1807,27 @@ struct PhaseTab {
 template <int DL>
 inline constexpr PhaseTab<DL> kPhaseTab{};
 
-template <int DL>
-int64_t phase_split_v(const float* __restrict s, int64_t ws, float* __restrict d, int64_t sw) {
+// SPLIT: x's row (DL vectors of 16 j, 16 DL floats) to the DL phases' rows (16 j each, sw apart);
+// else the reverse. In either direction DL vectors in, DL vectors out: output vector o gathers its
+// lanes from the inputs under the masks of row o of the direction's tables.
+template <int DL, bool SPLIT>
+int64_t phase_row_dl(const float* __restrict s, int64_t ws, float* __restrict d, int64_t sw) {
     constexpr const PhaseTab<DL>& t = kPhaseTab<DL>;
+    const int32_t(&idx)[DL][16] = SPLIT ? t.sidx : t.midx;
+    const uint16_t(&mask)[DL][DL] = SPLIT ? t.smask : t.mmask;
     int64_t j = 0;
     for (; j + 16 <= ws; j += 16) {
         __m512 v[DL];
 #pragma GCC unroll 8
-        for (int k = 0; k < DL; ++k) v[k] = _mm512_loadu_ps(s + j * DL + 16 * k);
+        for (int i = 0; i < DL; ++i) v[i] = _mm512_loadu_ps(SPLIT ? s + j * DL + 16 * i : s + i * sw + j);
 #pragma GCC unroll 8
-        for (int b = 0; b < DL; ++b) {
-            const __m512i idx = _mm512_loadu_si512(t.sidx[b]);
+        for (int o = 0; o < DL; ++o) {
+            const __m512i ix = _mm512_loadu_si512(idx[o]);
             __m512 r = _mm512_setzero_ps();
 #pragma GCC unroll 8
-            for (int k = 0; k < DL; ++k)
-                if (t.smask[b][k]) r = _mm512_mask_permutexvar_ps(r, t.smask[b][k], idx, v[k]);
-            _mm512_storeu_ps(d + b * sw + j, r);
-        }
-    }
-    return j;
-}
-template <int DL>
-int64_t phase_merge_v(const float* __restrict s, int64_t sw, int64_t ws, float* __restrict d) {
-    constexpr const PhaseTab<DL>& t = kPhaseTab<DL>;
-    int64_t j = 0;
-    for (; j + 16 <= ws; j += 16) {
-        __m512 v[DL];
-#pragma GCC unroll 8
-        for (int b = 0; b < DL; ++b) v[b] = _mm512_loadu_ps(s + b * sw + j);
-#pragma GCC unroll 8
-        for (int k = 0; k < DL; ++k) {
-            const __m512i idx = _mm512_loadu_si512(t.midx[k]);
-            __m512 r = _mm512_setzero_ps();
-#pragma GCC unroll 8
-            for (int b = 0; b < DL; ++b)
-                if (t.mmask[k][b]) r = _mm512_mask_permutexvar_ps(r, t.mmask[k][b], idx, v[b]);
-            _mm512_storeu_ps(d + j * DL + 16 * k, r);
+            for (int i = 0; i < DL; ++i)
+                if (mask[o][i]) r = _mm512_mask_permutexvar_ps(r, mask[o][i], ix, v[i]);
+            _mm512_storeu_ps(SPLIT ? d + o * sw + j : d + j * DL + 16 * o, r);
         }
     }
     return j;
@@ -1856,7 +1836,7 @@ template <bool SPLIT>
 int64_t phase_row_v(const float* s, int64_t dl, int64_t ws, float* d, int64_t sw) {
     switch (dl) {
 #define JIFFY_PHASE_CASE(n) \
-    case n: return SPLIT ? phase_split_v<n>(s, ws, d, sw) : phase_merge_v<n>(s, sw, ws, d);
+    case n: return phase_row_dl<n, SPLIT>(s, ws, d, sw);
         JIFFY_PHASE_CASE(2)
         JIFFY_PHASE_CASE(3)
         JIFFY_PHASE_CASE(4)
@@ -1893,14 +1873,10 @@ void phase_planes(const PhaseMosaic& p, const float* from, float* to, int64_t c0
 }
 }  // namespace
 
-void JIFFY_CONV_CAT(phase_split_, JIFFY_CONV_SUFFIX)(const PhaseMosaic& p, const float* x, float* m, int64_t c0,
-                                                      int64_t c1) {
-    phase_planes<true>(p, x, m, c0, c1);
-}
-
-void JIFFY_CONV_CAT(phase_merge_, JIFFY_CONV_SUFFIX)(const PhaseMosaic& p, const float* m, float* y, int64_t c0,
-                                                      int64_t c1) {
-    phase_planes<false>(p, m, y, c0, c1);
+void JIFFY_CONV_CAT(phase_planes_, JIFFY_CONV_SUFFIX)(const PhaseMosaic& p, bool split, const float* from, float* to,
+                                                       int64_t c0, int64_t c1) {
+    if (split) phase_planes<true>(p, from, to, c0, c1);
+    else phase_planes<false>(p, from, to, c0, c1);
 }
 
 void JIFFY_CONV_CAT(conv_subsample_, JIFFY_CONV_SUFFIX)(const float* x, int64_t H, int64_t W, int64_t sh,

@@ -1221,19 +1221,17 @@ public:
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* xn = X + n * C * HW;
             float* yn = Y + n * M * HW;
+            auto split = [&](int, int64_t b, int64_t e) { kernels::phase_split(isa_, p_, xn, xp, b, e); };
+            auto merge = [&](int, int64_t b, int64_t e) { kernels::phase_merge(isa_, p_, yp, yn, b, e); };
             if (pool_)
-                pool_->for_balanced(C, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
-                    kernels::phase_split(isa_, p_, xn, xp, b, e);
-                });
+                pool_->for_balanced(C, 1, bal_.get(), split);
             else
-                kernels::phase_split(isa_, p_, xn, xp, 0, C);
+                split(0, 0, C);
             JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
             if (pool_)
-                pool_->for_balanced(M, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
-                    kernels::phase_merge(isa_, p_, yp, yn, b, e);
-                });
+                pool_->for_balanced(M, 1, bal_.get(), merge);
             else
-                kernels::phase_merge(isa_, p_, yp, yn, 0, M);
+                merge(0, 0, M);
         }
         return {};
     }
@@ -1446,12 +1444,11 @@ Status prep_Conv(OpContext& ctx) {
                     ds.out_plane = sub.OH * sub.OW;
                     auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false,
                                                                   ctx.in_const(1)->as<float>(), epi, false);
-                    const int64_t flops = 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW;
-                    inner->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), flops),
-                                        ctx.in_const(1)->as<float>());
+                    const int chunks = parallel_chunks(ctx.options(), 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW);
+                    inner->set_parallel(ctx.options().pool.get(), chunks, ctx.in_const(1)->as<float>());
                     inner->bind_scratch(ctx.options().scratch.get());
                     auto k = std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, geo.kh, geo.kw, std::move(inner));
-                    if (parallel_chunks(ctx.options(), flops) >= 2) k->set_parallel(ctx.options().pool.get());
+                    if (chunks >= 2) k->set_parallel(ctx.options().pool.get());
                     ctx.set_kernel(std::move(k));
                     return {};
                 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/gemm.h"
+#include "kernels/prefetch.h"
 
 namespace jiffy::kernels {
 
@@ -62,9 +63,9 @@ namespace {
 inline void pf_c(float* C, int64_t ldc, int64_t r0, int64_t r1, int64_t nv) {
     for (int64_t r = r0; r < r1; ++r) {
         float* p = C + r * ldc;
-        asm volatile("prefetchw %0" : : "m"(*p));
-        asm volatile("prefetchw %0" : : "m"(*(p + std::min<int64_t>(16, nv - 1))));
-        asm volatile("prefetchw %0" : : "m"(*(p + nv - 1)));
+        pf_write(p);
+        pf_write(p + std::min<int64_t>(16, nv - 1));
+        pf_write(p + nv - 1);
     }
 }
 
