@@ -19,6 +19,10 @@
 #             SSH Concats, softmax), 240x320
 # v_svtr      text recognizer like PP-OCRv3's SVTR (stride-(2,1) convs, one attention block, a
 #             160 x 6625 CTC head with Softmax), 48x320
+# v_blaze     face detector like MediaPipe BlazeFace (front): 5x5 depthwise blocks, stride 2 by an
+#             asymmetric Pad, max-pooled skips with channels padded by Pad, two heads, 128x128
+# v_mlsd      line detector like M-LSD-tiny: MobileNetV2 features, bilinear align_corners upsampling
+#             and Concat, a dilation-5 block, 16 maps upsampled to 320x320
 # t_resnet18, t_regnet, t_shufflenet, t_squeezenet, t_mnasnet, t_densenet, t_convnext
 #             torchvision CNNs at 224x224 (ResNet-18, RegNetY-400MF, ShuffleNetV2 x1.0,
 #             SqueezeNet 1.1, MNASNet 1.0, DenseNet-121, ConvNeXt-Tiny): the session 27 set
@@ -215,6 +219,67 @@ class SVTR(nn.Module):  # PP-OCRv3-rec-like: conv stem (strides (2, 1)), one att
         return s.fc(f).softmax(-1)
 
 
+class BlazeBlock(nn.Module):  # BlazeFace's block: 5x5 depthwise + 1x1; stride 2 pads right / bottom,
+    def __init__(s, i, o, st=1):  # the skip max-pools and pads its channels with zeros
+        super().__init__()
+        s.st, s.pad = st, o - i
+        s.dw = nn.Conv2d(i, i, 5, st, 0 if st == 2 else 2, groups=i)
+        s.pw = nn.Conv2d(i, o, 1)
+
+    def forward(s, x):
+        h = F.pad(x, (1, 2, 1, 2)) if s.st == 2 else x
+        skip = F.max_pool2d(x, 2) if s.st == 2 else x
+        if s.pad:
+            skip = F.pad(skip, (0, 0, 0, 0, 0, s.pad))
+        return F.relu(s.pw(s.dw(h)) + skip)
+
+
+class Blaze(nn.Module):  # MediaPipe BlazeFace (front, 128x128)-like: two outputs (scores, boxes) over 896 anchors
+    def __init__(s):
+        super().__init__()
+        s.stem = nn.Sequential(nn.Conv2d(3, 24, 5, 2, 2), nn.ReLU())
+        s.b1 = nn.Sequential(BlazeBlock(24, 24), BlazeBlock(24, 28), BlazeBlock(28, 32, 2), BlazeBlock(32, 36),
+                             BlazeBlock(36, 42), BlazeBlock(42, 48, 2), BlazeBlock(48, 56), BlazeBlock(56, 64),
+                             BlazeBlock(64, 72), BlazeBlock(72, 80), BlazeBlock(80, 88))
+        s.b2 = nn.Sequential(BlazeBlock(88, 96, 2), BlazeBlock(96, 96), BlazeBlock(96, 96), BlazeBlock(96, 96),
+                             BlazeBlock(96, 96))
+        s.c1, s.c2 = nn.Conv2d(88, 2, 1), nn.Conv2d(96, 6, 1)
+        s.r1, s.r2 = nn.Conv2d(88, 32, 1), nn.Conv2d(96, 96, 1)
+
+    def forward(s, x):
+        a = s.b1(s.stem(x))
+        b = s.b2(a)
+        c = torch.cat([s.c1(a).permute(0, 2, 3, 1).reshape(1, -1, 1), s.c2(b).permute(0, 2, 3, 1).reshape(1, -1, 1)], 1)
+        r = torch.cat([s.r1(a).permute(0, 2, 3, 1).reshape(1, -1, 16), s.r2(b).permute(0, 2, 3, 1).reshape(1, -1, 16)], 1)
+        return torch.sigmoid(c), r
+
+
+class MLSD(nn.Module):  # M-LSD-tiny-like line detector: MobileNetV2 features, bilinear (align_corners)
+    def __init__(s):     # upsampling + Concat decoder, a dilated block, 16 maps at half resolution
+        super().__init__()
+        f = torchvision.models.mobilenet_v2().features
+        s.f1, s.f2, s.f3 = f[:4], f[:7], f[7:14]  # 1/4 (24), 1/8 (32), 1/16 (96)
+
+        def cbr(i, o, k=3, d=1):
+            return nn.Sequential(nn.Conv2d(i, o, k, 1, d * (k // 2), dilation=d), nn.BatchNorm2d(o), nn.ReLU())
+
+        s.a1, s.a2 = nn.Sequential(cbr(32, 64, 1)), nn.Sequential(cbr(96, 64, 1))
+        s.b1 = nn.Sequential(cbr(128, 64), cbr(64, 64))
+        s.a3, s.a4 = cbr(24, 64, 1), cbr(64, 64, 1)
+        s.b2 = nn.Sequential(cbr(128, 64), cbr(64, 64))
+        s.c = nn.Sequential(cbr(64, 64, 3, 5), cbr(64, 64), nn.Conv2d(64, 16, 1))
+
+    def forward(s, x):
+        c1 = s.f1(x)
+        c2 = s.f2[4:](c1)
+        c3 = s.f3(c2)
+        up = lambda t, r: F.interpolate(t, size=r.shape[2:], mode="bilinear", align_corners=True)
+        d = s.b1(torch.cat([s.a1(c2), up(s.a2(c3), c2)], 1))
+        d = s.b2(torch.cat([s.a3(c1), up(s.a4(d), c1)], 1))
+        d = s.c(d)
+        return F.interpolate(d, scale_factor=2.0, mode="bilinear", align_corners=True)
+
+
 def enc2():
     layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True,
                                        norm_first=True)
@@ -235,6 +300,8 @@ models = {
     "v_enc_op13": lambda: save("v_enc_op13", post_ln(), [(1, 50, 192)], opset=13),
     "v_retina": lambda: save("v_retina", Retina(), [(1, 3, 240, 320)]),
     "v_svtr": lambda: save("v_svtr", SVTR(), [(1, 3, 48, 320)]),
+    "v_blaze": lambda: save("v_blaze", Blaze(), [(1, 3, 128, 128)]),
+    "v_mlsd": lambda: save("v_mlsd", MLSD(), [(1, 3, 320, 320)]),
 }
 for name, ctor in [("t_resnet18", "resnet18"), ("t_regnet", "regnet_y_400mf"), ("t_shufflenet", "shufflenet_v2_x1_0"),
                    ("t_squeezenet", "squeezenet1_1"), ("t_mnasnet", "mnasnet1_0"), ("t_densenet", "densenet121"),

@@ -9,6 +9,15 @@ namespace {
 #include "kernels/pool_impl.h"
 
 int64_t floor_div64(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+// Valid taps [k0, k1) of output index o along one dim, and taps inside the padded range.
+void taps(int64_t o, int64_t n, int64_t kk, int64_t ss, int64_t dd, int64_t b, int64_t e, int64_t* k0,
+          int64_t* k1, int64_t* kp) {
+    const int64_t start = o * ss - b;
+    *k0 = start >= 0 ? 0 : (-start + dd - 1) / dd;
+    *k1 = std::min<int64_t>(kk, floor_div64(n - 1 - start, dd) + 1);
+    *kp = std::min<int64_t>(kk, floor_div64(n + e - 1 - start, dd) + 1);
+}
 }  // namespace
 
 bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
@@ -18,14 +27,6 @@ bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const i
     p->max = max;
     p->H = in[0], p->W = in[1], p->OH = out[0], p->OW = out[1];
     p->kw = k[1], p->sw = s[1], p->dw = d[1], p->pw = pb[1], p->dh = d[0];
-    // Valid taps [k0, k1) of output index o along one dim, and taps inside the padded range.
-    auto taps = [](int64_t o, int64_t n, int64_t kk, int64_t ss, int64_t dd, int64_t b, int64_t e,
-                   int64_t* k0, int64_t* k1, int64_t* kp) {
-        const int64_t start = o * ss - b;
-        *k0 = start >= 0 ? 0 : (-start + dd - 1) / dd;
-        *k1 = std::min<int64_t>(kk, floor_div64(n - 1 - start, dd) + 1);
-        *kp = std::min<int64_t>(kk, floor_div64(n + e - 1 - start, dd) + 1);
-    };
     for (int64_t o = 0; o < out[0]; ++o) {
         int64_t k0, k1, kp;
         taps(o, in[0], k[0], s[0], d[0], pb[0], pe[0], &k0, &k1, &kp);
@@ -49,12 +50,41 @@ bool pool2d_setup(bool max, bool count_include_pad, const int64_t in[2], const i
     return true;
 }
 
+bool pool_nhwc_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
+                     const int64_t k[2], const int64_t s[2], const int64_t d[2], const int64_t pb[2],
+                     const int64_t pe[2], int64_t C, PoolNhwc* p) {
+    *p = PoolNhwc{};
+    p->max = max;
+    p->H = in[0], p->W = in[1], p->C = C, p->OH = out[0], p->OW = out[1], p->dh = d[0], p->dw = d[1];
+    for (int dim = 0; dim < 2; ++dim)
+        for (int64_t o = 0; o < out[dim]; ++o) {
+            int64_t k0, k1, kp;
+            taps(o, in[dim], k[dim], s[dim], d[dim], pb[dim], pe[dim], &k0, &k1, &kp);
+            if (k1 <= k0) return false;
+            (dim ? p->col_first : p->row_first).push_back(o * s[dim] - pb[dim] + k0 * d[dim]);
+            (dim ? p->col_n : p->row_n).push_back(k1 - k0);
+            (dim ? p->col_div : p->row_div).push_back(float(count_include_pad ? kp : k1 - k0));
+        }
+    return true;
+}
+
 void pool2d_scalar(const Pool2d& p, const float* x, float* y, int64_t planes, float* scratch) {
     pool2d_run(p, x, y, planes, scratch);
 }
 
 void global_avg_nhwc_scalar(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
     global_avg_nhwc_run(x, y, n, size, C);
+}
+
+void pool_nhwc_scalar(const PoolNhwc& p, const float* x, float* y, int64_t n) { pool_nhwc_run(p, x, y, n); }
+
+PoolNhwcFn pool_nhwc_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return pool_nhwc_avx512;
+    if (isa == Isa::kAvx2) return pool_nhwc_avx2;
+#endif
+    (void)isa;
+    return pool_nhwc_scalar;
 }
 
 GlobalAvgNhwcFn global_avg_nhwc_for(Isa isa) {

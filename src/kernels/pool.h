@@ -52,6 +52,31 @@ void pool2d_scalar(const Pool2d&, const float*, float*, int64_t, float*);
 void pool2d_avx2(const Pool2d&, const float*, float*, int64_t, float*);
 void pool2d_avx512(const Pool2d&, const float*, float*, int64_t, float*);
 
+// 2-D MaxPool / AveragePool over channels-last images (x: n x H x W x C, y: n x OH x OW x C):
+// pools inside channels-last conv chains (BlazeFace's max-pooled skips, YuNet's stage pools;
+// passes::layout_nhwc) run there instead of between two layout conversions. Per output pixel,
+// the valid taps (padding, ceil_mode and dilation resolved at prepare into per-row and per-column
+// tables) are reduced channel-vector by channel-vector: Max as `v > best` from -inf (a NaN never
+// wins, as in the NCHW kernels), Average as a float sum times 1 / (row factor x column factor).
+// pool_nhwc_run in kernels/pool_impl.h, auto-vectorized per ISA.
+struct PoolNhwc {
+    bool max = true;
+    int64_t H = 1, W = 1, C = 1, OH = 1, OW = 1, dh = 1, dw = 1;
+    std::vector<int64_t> row_first, row_n;  // per output row: first valid input row, valid taps
+    std::vector<int64_t> col_first, col_n;  // per output column: the same for columns
+    std::vector<float> row_div, col_div;    // Average: the divisor's row and column factors
+};
+// Builds the tables (arguments as pool2d_setup's; C channels). False when a window lies entirely
+// in the padding.
+bool pool_nhwc_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
+                     const int64_t k[2], const int64_t s[2], const int64_t d[2], const int64_t pb[2],
+                     const int64_t pe[2], int64_t C, PoolNhwc* p);
+using PoolNhwcFn = void (*)(const PoolNhwc& p, const float* x, float* y, int64_t n);
+PoolNhwcFn pool_nhwc_for(Isa isa);
+void pool_nhwc_scalar(const PoolNhwc&, const float*, float*, int64_t);
+void pool_nhwc_avx2(const PoolNhwc&, const float*, float*, int64_t);
+void pool_nhwc_avx512(const PoolNhwc&, const float*, float*, int64_t);
+
 // GlobalAveragePool over `planes` contiguous planes of `size` floats: y[q] = (sum of plane q) /
 // size, summed in float. The vector kernels take a group of one vector's width of planes at once
 // (16 on AVX-512, 8 on AVX2): each plane is read front to back into two accumulators (a masked

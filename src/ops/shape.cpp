@@ -130,6 +130,18 @@ public:
         contig_ = true;
         for (int64_t j = 0; j < shape_[last]; ++j)
             if (tl[j] != tl[0] + j) contig_ = false;
+        // A padded row (Pad's innermost dim, e.g. a channels-last channel pad or a spatial pad of
+        // W): lead_ pad values, then mid_ contiguous elements from tl[lead_], then pad values.
+        if (!contig_) {
+            const int64_t L = shape_[last];
+            int64_t a = 0;
+            while (a < L && tl[a] < 0) ++a;
+            int64_t m = 0;
+            while (a + m < L && tl[a + m] >= 0 && tl[a + m] == tl[a] + m) ++m;
+            bool rest_pad = true;
+            for (int64_t j = a + m; j < L; ++j) rest_pad = rest_pad && tl[j] < 0;
+            if (m > 0 && rest_pad) lead_ = a, mid_ = m;
+        }
         // A transpose of the last two loop dims (e.g. Transpose perm 0,2,3,1 of attention keys):
         // the last dim strided by sa_, the one before it contiguous, no padding anywhere. Then
         // run() copies tiles of kTile rows: each column step reads kTile neighbouring elements.
@@ -162,6 +174,10 @@ public:
                 for (int64_t j = 0; j < L; ++j) y[j] = pv;
             } else if (contig_ && tl[0] >= 0) {
                 std::memcpy(y, x + base + tl[0], size_t(L) * sizeof(T));
+            } else if (mid_ > 0) {
+                for (int64_t j = 0; j < lead_; ++j) y[j] = pv;
+                std::memcpy(y + lead_, x + base + tl[lead_], size_t(mid_) * sizeof(T));
+                for (int64_t j = lead_ + mid_; j < L; ++j) y[j] = pv;
             } else {
                 for (int64_t j = 0; j < L; ++j) {
                     int64_t off = base + tl[j];
@@ -227,6 +243,7 @@ private:
     int64_t n_ = 0;
     bool contig_ = false, tile_ = false;
     int64_t sa_ = 0;
+    int64_t lead_ = 0, mid_ = 0;  // a padded row: lead_ pads, mid_ contiguous elements, then pads
 };
 
 // Declares output 0 as (dtype of input 0, out). When it has no elements, sets a no-op kernel and

@@ -321,6 +321,70 @@ TEST(Passes, TransposeMovingDataStays) {
     EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "Reshape", "Relu"}));
 }
 
+// ---------------------------------------------------------------- fold_pad_conv
+
+Tensor i64s(const std::vector<int64_t>& v) {
+    Tensor t(DType::kI64, {int64_t(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
+    return t;
+}
+
+// BlazeFace's stride-2 blocks (F.pad(x, (1, 2, 1, 2)), then a 5x5 stride-2 depthwise without
+// pads), and an asymmetric Pad with an explicit zero value before a 3x3 with pads of its own: each
+// Pad goes, its amounts added to the conv's (ONNX order: begins, then ends), batch 2.
+TEST(Passes, ZeroPadFoldsIntoTheConv) {
+    Builder b;
+    int x = b.input("x", {2, 8, 9, 11});
+    int p1 = b.node("Pad", {x, b.constant("pads1", i64s({0, 0, 1, 1, 0, 0, 2, 2}))}, {2, 8, 12, 14});
+    int w1 = b.constant("W1", rnd({8, 1, 5, 5}, 3, 0.4f));
+    int d = b.node("Conv", {p1, w1}, {2, 8, 4, 5},
+                   {{"kernel_shape", aints({5, 5})}, {"strides", aints({2, 2})}, {"group", ai(8)}});
+    int p2 = b.node("Pad", {d, b.constant("pads2", i64s({0, 0, 0, 1, 0, 0, 2, 0})), b.constant("zero", scalar(0.0f))},
+                    {2, 8, 6, 6});
+    int w2 = b.constant("W2", rnd({6, 8, 3, 3}, 5, 0.3f));
+    b.output(b.node("Conv", {p2, w2}, {2, 6, 6, 6}, {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}}));
+    Graph g = check_pass(b, passes::fold_pad_conv, 2);
+    ASSERT_EQ(ops(g), (std::vector<std::string>{"Conv", "Conv"}));
+    EXPECT_EQ(g.nodes[0].attrs.at("pads").ints, (std::vector<int64_t>{1, 1, 2, 2}));
+    EXPECT_EQ(g.nodes[1].attrs.at("pads").ints, (std::vector<int64_t>{1, 2, 3, 1}));
+    EXPECT_EQ(g.nodes[0].inputs[0], x);
+
+    // Pad-2 (opset 10): pads and value as attributes.
+    Builder o(10);
+    int xo = o.input("x", {1, 4, 7, 7});
+    int po = o.node("Pad", {xo}, {1, 4, 9, 8}, {{"pads", aints({0, 0, 1, 0, 0, 0, 1, 1})}, {"value", af(0.0f)}});
+    int wo = o.constant("W", rnd({4, 4, 3, 3}, 9, 0.3f));
+    o.output(o.node("Conv", {po, wo}, {1, 4, 7, 6}, {{"kernel_shape", aints({3, 3})}}));
+    Graph go = check_pass(o, passes::fold_pad_conv, 1);
+    EXPECT_EQ(go.nodes[0].attrs.at("pads").ints, (std::vector<int64_t>{1, 0, 1, 1}));
+}
+
+// Pads that are not a conv's zero padding stay: a non-zero value, reflect mode, padded channels, a
+// crop (negative amounts), a Pad whose output is also a graph output, a conv with auto_pad.
+TEST(Passes, PadsThatAreNotAConvPaddingStay) {
+    auto one = [](const std::vector<int64_t>& pads, const Shape& padded, Attrs pad_attrs, float value,
+                  bool pad_is_output, Attrs conv_attrs) {
+        Builder b;
+        int x = b.input("x", {1, 4, 6, 6});
+        std::vector<int> ins = {x, b.constant("pads", i64s(pads))};
+        if (value != 0.0f) ins.push_back(b.constant("v", scalar(value)));
+        int p = b.node("Pad", ins, padded, pad_attrs);
+        int w = b.constant("W", rnd({4, padded[1], 3, 3}, 4, 0.3f));
+        conv_attrs["kernel_shape"] = aints({3, 3});
+        b.output(b.node("Conv", {p, w}, {1, 4, padded[2] - 2, padded[3] - 2}, conv_attrs));
+        if (pad_is_output) b.output(p);
+        Graph g = check_pass(b, passes::fold_pad_conv, 0);
+        EXPECT_EQ(ops(g), (std::vector<std::string>{"Pad", "Conv"}));
+    };
+    const std::vector<int64_t> sp = {0, 0, 1, 1, 0, 0, 1, 1};
+    one(sp, {1, 4, 8, 8}, {}, 0.5f, false, {});
+    one(sp, {1, 4, 8, 8}, {{"mode", as("reflect")}}, 0.0f, false, {});
+    one({0, 1, 0, 0, 0, 1, 0, 0}, {1, 6, 6, 6}, {}, 0.0f, false, {});
+    one({0, 0, 1, -1, 0, 0, 1, 0}, {1, 4, 8, 5}, {}, 0.0f, false, {});
+    one(sp, {1, 4, 8, 8}, {}, 0.0f, true, {});
+    one(sp, {1, 4, 8, 8}, {}, 0.0f, false, {{"auto_pad", as("VALID")}});
+}
+
 // ---------------------------------------------------------------- fold_batchnorm
 
 int batchnorm(Builder& b, int x, int64_t M, const Shape& out, uint32_t seed) {
@@ -1021,12 +1085,6 @@ TEST(Passes, AttentionTransposesFoldIntoMatMulStrides) {
     EXPECT_EQ(g.nodes[2].outputs[0], a.y);
 }
 
-Tensor i64s(std::vector<int64_t> v) {
-    Tensor t(DType::kI64, {int64_t(v.size())});
-    for (size_t i = 0; i < v.size(); ++i) t.as<int64_t>()[i] = v[i];
-    return t;
-}
-
 // PyTorch's in-projection: one [S, 1, 3D] tensor sliced into Q, K and V on the last axis, each
 // reshaped into heads [S, H, Dh] and transposed: the MatMuls read the slices in place (_view_*),
 // the Slice copies and Reshapes go. Slices by a negative start, through axes = -1, and without
@@ -1427,6 +1485,47 @@ TEST(Passes, DepthwiseChainGoesChannelsLast) {
     int nhwc = 0;
     for (const auto& s : plan->step_info) nhwc += s.op == "ConvNhwc";
     EXPECT_EQ(nhwc, 4);
+}
+
+// BlazeFace's blocks: a stride-2 block max-pools its skip and pads the skip's channels with
+// zeros (24 -> 32) before the residual add; an AveragePool (3x3 stride 2, pad 1, ceil_mode,
+// count_include_pad) sits inside the chain too. The pools become jiffy::MaxPoolNhwc /
+// AveragePoolNhwc and the channel Pad a Pad of the channels-last tensor: one conversion in and one
+// out, none around them (before: two around each). A pool reading an NCHW value from outside the
+// chains stays NCHW, the conversion after it.
+TEST(Passes, ChannelsLastChainRunsThroughPoolsAndPads) {
+    Builder b;
+    int x = b.input("x", {1, 24, 16, 16});
+    auto dw5 = [&](int in, int64_t C, std::vector<int64_t> pads, int64_t s, Shape out, uint32_t seed) {
+        int w = b.constant("Wd" + std::to_string(seed), rnd({C, 1, 5, 5}, seed, 0.3f));
+        return b.node("Conv", {in, w}, out,
+                      {{"kernel_shape", aints({5, 5})}, {"pads", aints(pads)}, {"strides", aints({s, s})}, {"group", ai(C)}});
+    };
+    Attrs res_relu = {{"_fused_residual", ai(1)}, {"_fused_act", as("Relu")}};
+    int d1 = dw5(x, 24, {2, 2, 2, 2}, 1, {1, 24, 16, 16}, 3);
+    int y1 = b.node("Conv", {d1, b.constant("Wp1", rnd({24, 24, 1, 1}, 5, 0.3f)), -1, x}, {1, 24, 16, 16}, res_relu);
+    int d2 = dw5(y1, 24, {1, 1, 2, 2}, 2, {1, 24, 8, 8}, 7);
+    int mp = b.node("MaxPool", {y1}, {1, 24, 8, 8}, {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}});
+    int pc = b.node("Pad", {mp, b.constant("pads", i64s({0, 0, 0, 0, 0, 8, 0, 0}))}, {1, 32, 8, 8});
+    int y2 = b.node("Conv", {d2, b.constant("Wp2", rnd({32, 24, 1, 1}, 9, 0.3f)), -1, pc}, {1, 32, 8, 8}, res_relu);
+    int ap = b.node("AveragePool", {y2}, {1, 32, 5, 5},
+                    {{"kernel_shape", aints({3, 3})}, {"strides", aints({2, 2})}, {"pads", aints({1, 1, 1, 1})},
+                     {"ceil_mode", ai(1)}, {"count_include_pad", ai(1)}});
+    int d3 = dw_conv(b, ap, 32, 5, 5, 1, 11);
+    b.output(pw_conv(b, d3, 32, 16, 5, 5, 13));
+    Graph g = check_pass(b, passes::layout_nhwc, 6);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "ConvNhwc", "MaxPoolNhwc", "Pad",
+                                                "ConvNhwc", "AveragePoolNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
+    for (const Node& n : g.nodes)
+        if (n.op == "Pad") EXPECT_EQ(passes::const_of(g, n.inputs[1])->to_i64_vector(), (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 8}));
+
+    Builder o;
+    int xo = o.input("x", {1, 16, 10, 10});
+    int m = o.node("MaxPool", {xo}, {1, 16, 5, 5}, {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}});
+    int dd = dw_conv(o, m, 16, 5, 5, 1, 3);
+    o.output(pw_conv(o, dd, 16, 16, 5, 5, 5));
+    Graph go = check_pass(o, passes::layout_nhwc, 2);
+    EXPECT_EQ(ops(go), (std::vector<std::string>{"MaxPool", "Transpose", "ConvNhwc", "ConvNhwc", "Transpose"}));
 }
 
 // A depthwise of a chain read only by NCHW nodes (the face detector's heads: depthwise, then a 1x1

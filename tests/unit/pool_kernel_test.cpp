@@ -203,18 +203,80 @@ TEST(PoolKernel, TiledMaxEqualsRowPathBitwise) {
     EXPECT_EQ(p.tile_rows, 0) << "AveragePool keeps the row path";
 }
 
+// A uniform value in [-2, 2) from a linear congruential sequence (the channels-last and global-average tests).
+float lcg_pm2(uint32_t& seed) {
+    seed = seed * 1664525u + 1013904223u;
+    return float(seed >> 8) / float(1 << 24) * 4.0f - 2.0f;
+}
+
+// The channels-last pool (pool_nhwc_for, jiffy::MaxPoolNhwc / AveragePoolNhwc) on every ISA
+// against the same definition, every case of the NCHW tests, at channel counts below one vector,
+// one vector plus a tail (BlazeFace's 28) and past the AVX-512 kernel's 4-vector block (70), batch
+// 2, Max and Average both pad counts, with NaN / +-inf inputs (a NaN never wins a Max, as in NCHW);
+// nothing written past the output.
+TEST(PoolKernel, ChannelsLastMatchesDefinitionEveryIsa) {
+    for (const PoolCase& c0 : pool_cases())
+        for (int64_t C : {5, 28, 70}) {
+            PoolCase c = c0;
+            c.C = C;
+            const int64_t OH = out_dim(c.H, c.kh, c.sh, c.dh, c.pt, c.pb, c.ceil);
+            const int64_t OW = out_dim(c.W, c.kw, c.sw, c.dw, c.pl, c.pr, c.ceil);
+            const int64_t n = 2, plane = c.H * c.W, oplane = OH * OW;
+            std::vector<float> x(size_t(n * C * plane));  // NCHW, then transposed per image
+            uint32_t s = 99u + uint32_t(C * 7 + c.W);
+            for (auto& v : x) v = lcg_pm2(s);
+            x[3] = std::numeric_limits<float>::quiet_NaN();
+            x[x.size() / 2] = INFINITY;
+            x[x.size() - 5] = -INFINITY;
+            std::vector<float> xt(x.size());
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t ch = 0; ch < C; ++ch)
+                    for (int64_t q = 0; q < plane; ++q)
+                        xt[size_t((i * plane + q) * C + ch)] = x[size_t((i * C + ch) * plane + q)];
+            const int64_t in[2] = {c.H, c.W}, out[2] = {OH, OW}, k[2] = {c.kh, c.kw}, st[2] = {c.sh, c.sw},
+                          d[2] = {c.dh, c.dw}, pb[2] = {c.pt, c.pl}, pe[2] = {c.pb, c.pr};
+            for (int mode = 0; mode < 3; ++mode) {
+                const bool max = mode == 0, incl = mode == 2;
+                PoolNhwc p;
+                ASSERT_TRUE(pool_nhwc_setup(max, incl, in, out, k, st, d, pb, pe, C, &p)) << pc_str(c);
+                std::vector<float> want;
+                for (int64_t i = 0; i < n; ++i) {
+                    const std::vector<float> xi(x.begin() + i * C * plane, x.begin() + (i + 1) * C * plane);
+                    const std::vector<float> yi = pool_ref(c, max, incl, xi, OH, OW);
+                    want.insert(want.end(), yi.begin(), yi.end());
+                }
+                for (Isa isa : pool_isas()) {
+                    std::vector<float> y(want.size() + 1, 7.0f);
+                    pool_nhwc_for(isa)(p, xt.data(), y.data(), n);
+                    ASSERT_EQ(y.back(), 7.0f) << pc_str(c) << " isa " << isa_name(isa) << " wrote past the output";
+                    for (int64_t i = 0; i < n; ++i)
+                        for (int64_t ch = 0; ch < C; ++ch)
+                            for (int64_t q = 0; q < oplane; ++q) {
+                                const float g = y[size_t((i * oplane + q) * C + ch)];
+                                const float w = want[size_t((i * C + ch) * oplane + q)];
+                                const std::string what = pc_str(c) + (max ? " max" : incl ? " avg incl" : " avg excl") +
+                                                         " isa " + isa_name(isa) + " image " + std::to_string(i) +
+                                                         " channel " + std::to_string(ch) + " pixel " + std::to_string(q);
+                                if (std::isnan(w) || std::isinf(w))
+                                    ASSERT_TRUE((std::isnan(g) && std::isnan(w)) || g == w) << what << ": " << g << " vs " << w;
+                                else
+                                    ASSERT_NEAR(g, w, 1e-5 * (1 + std::abs(w))) << what;
+                            }
+                }
+            }
+        }
+    const int64_t in[2] = {1, 4}, out[2] = {1, 4}, k[2] = {1, 2}, s[2] = {1, 1}, d[2] = {1, 1}, pb[2] = {0, 2},
+                  pe[2] = {0, 0};
+    PoolNhwc p;
+    EXPECT_FALSE(pool_nhwc_setup(true, false, in, out, k, s, d, pb, pe, 3, &p)) << "a window only in the padding";
+}
+
 TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {
     // kernel 2, pad 2 at the begin: the first window lies entirely in the padding.
     const int64_t in[2] = {1, 4}, out[2] = {1, 4}, k[2] = {1, 2}, s[2] = {1, 1}, d[2] = {1, 1},
                   pb[2] = {0, 2}, pe[2] = {0, 0};
     Pool2d p;
     EXPECT_FALSE(pool2d_setup(true, false, in, out, k, s, d, pb, pe, &p));
-}
-
-// A uniform value in [-2, 2) from a linear congruential sequence (the global-average tests).
-float lcg_pm2(uint32_t& seed) {
-    seed = seed * 1664525u + 1013904223u;
-    return float(seed >> 8) / float(1 << 24) * 4.0f - 2.0f;
 }
 
 // The channels-last global average (global_avg_nhwc_for, jiffy::GlobalAveragePoolNhwc) on every

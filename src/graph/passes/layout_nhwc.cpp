@@ -32,8 +32,31 @@ bool dims4(const Graph& g, int v, std::vector<int64_t>* d) { return f32_dims(g, 
 
 // 0: not a candidate; 1: pointwise; 2: depthwise; 3: an RGB stem (dense 3x3 stride 2 over a few
 // channels where the direct stem kernel runs: it reads its NCHW X in place and writes channels-
-// last); 4: a stride-1 depthwise on a large plane of few channels, a candidate only after a stem.
+// last); 4: a stride-1 depthwise on a large plane of few channels, a candidate only after a stem;
+// 5: a 2-D MaxPool / AveragePool (no Indices output) and 6: a Pad (pads known, batch unpadded),
+// which join the chains they read from or feed (kPassKinds: they move to channels-last with
+// them, so a chain is not cut in two by a pool or a channel pad; BlazeFace, YuNet).
+constexpr int kPool = 5, kPad = 6;
+bool is_conv_kind(int k) { return k >= 1 && k <= 4; }
+
+int passthrough(const Graph& g, const Node& n) {
+    const bool pool = is_op(n, "MaxPool") || is_op(n, "AveragePool");
+    if ((!pool && !is_op(n, "Pad")) || n.inputs.empty() || n.outputs.empty() || n.outputs[0] < 0) return 0;
+    for (size_t o = 1; o < n.outputs.size(); ++o)
+        if (n.outputs[o] >= 0) return 0;  // MaxPool's Indices
+    std::vector<int64_t> x, y;
+    if (!dims4(g, n.inputs[0], &x) || !dims4(g, n.outputs[0], &y)) return 0;
+    if (pool) {
+        auto k = n.attrs.find("kernel_shape");
+        return k != n.attrs.end() && k->second.kind == Attr::kInts && k->second.ints.size() == 2 ? kPool : 0;
+    }
+    std::vector<int64_t> before, after;
+    if (!pad_amounts(g, n, 4, &before, &after) || before[0] != 0 || after[0] != 0) return 0;
+    return kPad;
+}
+
 int candidate(const Graph& g, const Node& n) {
+    if (const int k = passthrough(g, n)) return k;
     if (!is_op(n, "Conv") || n.outputs.size() != 1 || n.outputs[0] < 0) return 0;
     const int ni = num_explicit(n);
     if (ni < 2 || ni > 4) return 0;
@@ -82,13 +105,15 @@ int candidate(const Graph& g, const Node& n) {
 
 // f(i, slot, v, p) for the X (slot 0) and residual (slot 3) input v of every node i with
 // sel[i] != 0; p: v's producer (-1 for graph inputs and constants).
+// (Pools and Pads: slot 0 only.)
 template <typename T, typename F>
 void conv_reads(const Graph& g, const std::vector<T>& sel, F&& f) {
     for (size_t i = 0; i < g.nodes.size(); ++i) {
         if (!sel[i]) continue;
         const Node& nd = g.nodes[i];
+        const bool conv = is_op(nd, "Conv");
         for (int slot : {0, 3}) {
-            if (slot >= num_explicit(nd)) continue;
+            if (slot >= num_explicit(nd) || (slot == 3 && !conv)) continue;
             const int v = nd.inputs[size_t(slot)];
             f(i, slot, v, v >= 0 ? g.values[size_t(v)].producer : -1);
         }
@@ -127,7 +152,7 @@ int layout_nhwc(Graph& g) {
     });
     std::vector<int> size(n, 0), dw(n, 0);
     for (size_t i = 0; i < n; ++i)
-        if (kind[i]) {
+        if (is_conv_kind(kind[i])) {
             const int r = find(parent, int(i));
             ++size[size_t(r)];
             if (kind[i] == 2) ++dw[size_t(r)];
@@ -137,7 +162,17 @@ int layout_nhwc(Graph& g) {
     for (size_t i = 0; i < n; ++i)
         if (kind[i]) {
             const int r = find(parent, int(i));
-            if (size[size_t(r)] >= 2 && dw[size_t(r)] >= 1) convert[i] = 1, ++converted;
+            if (size[size_t(r)] < 2 || dw[size_t(r)] < 1) continue;
+            // A pool or Pad moves only when what it reads is channels-last already: one reading
+            // an NCHW value from outside stays, and the conversion comes after it (a pool's
+            // output is the smaller tensor).
+            if (!is_conv_kind(kind[i])) {
+                const int v = g.nodes[i].inputs[0];
+                const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
+                if (p < 0 || !convert[size_t(p)]) continue;
+            }
+            convert[i] = 1;
+            if (is_conv_kind(kind[i])) ++converted;
         }
     if (!converted) return 0;
 
@@ -214,17 +249,40 @@ int layout_nhwc(Graph& g) {
         }
         return nhwc[size_t(v)];
     };
+    static const int64_t kNhwcOrder[4] = {0, 2, 3, 1};
     for (size_t i = 0; i < n; ++i) {
         Node nd = std::move(g.nodes[i]);
         if (!convert[i]) {
             out.push_back(std::move(nd));
             continue;
         }
-        if (kind[i] == 3 || direct[size_t(nd.inputs[0])] == 1)
+        if (!is_conv_kind(kind[i])) {
+            // The same op over the NHWC twin: a pool as jiffy::MaxPoolNhwc / AveragePoolNhwc
+            // (same attributes), a Pad with its amounts reordered to N, H, W, C.
+            nd.inputs[0] = to_nhwc(nd.inputs[0], nd.name);
+            if (kind[i] == kPool) {
+                nd.op = is_op(nd, "MaxPool") ? "MaxPoolNhwc" : "AveragePoolNhwc";
+                nd.domain = "jiffy";
+                nd.outputs.resize(1);
+            } else {
+                std::vector<int64_t> before, after, pads(8);
+                pad_amounts(g, nd, 4, &before, &after);
+                for (size_t d = 0; d < 4; ++d)
+                    pads[d] = before[size_t(kNhwcOrder[d])], pads[d + 4] = after[size_t(kNhwcOrder[d])];
+                if (nd.attrs.count("pads") || nd.attrs.count("paddings")) {
+                    set_ints(nd, nd.attrs.count("pads") ? "pads" : "paddings", std::move(pads));
+                } else {
+                    Tensor t(DType::kI64, {8});
+                    for (size_t d = 0; d < 8; ++d) t.as<int64_t>()[d] = pads[d];
+                    nd.inputs[1] = add_const(g, nd.name + "/pads_nhwc", std::move(t));
+                    if (num_explicit(nd) > 3) nd.inputs.resize(3), nd.num_explicit_inputs = 3;  // no axes
+                }
+            }
+        } else if (kind[i] == 3 || direct[size_t(nd.inputs[0])] == 1)
             set_i(nd, "_x_nchw", 1);
         else
             nd.inputs[0] = to_nhwc(nd.inputs[0], nd.name);
-        if (num_explicit(nd) == 4) nd.inputs[3] = to_nhwc(nd.inputs[3], nd.name);
+        if (is_conv_kind(kind[i]) && num_explicit(nd) == 4) nd.inputs[3] = to_nhwc(nd.inputs[3], nd.name);
         if (y_nchw[i]) {
             set_i(nd, "_y_nchw", 1);
             nd.op = "ConvNhwc";
@@ -237,8 +295,7 @@ int layout_nhwc(Graph& g) {
         nhwc.resize(g.values.size(), -1);
         nhwc[size_t(y)] = yt;
         nd.outputs[0] = yt;
-        nd.op = "ConvNhwc";
-        nd.domain = "jiffy";
+        if (is_conv_kind(kind[i])) nd.op = "ConvNhwc", nd.domain = "jiffy";
         const std::string name = nd.name;
         out.push_back(std::move(nd));
         if (u.pinned[size_t(y)] || u.count[size_t(y)] > twin_reads[size_t(y)])

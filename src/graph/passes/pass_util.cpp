@@ -58,6 +58,48 @@ bool scalar_of(const Graph& g, int v, double* out) {
     return true;
 }
 
+bool pad_amounts(const Graph& g, const Node& p, size_t rank, std::vector<int64_t>* before,
+                 std::vector<int64_t>* after) {
+    std::vector<int64_t> pads, axes;
+    auto pa = p.attrs.find(p.attrs.count("pads") ? "pads" : "paddings");
+    if (pa != p.attrs.end()) {  // Pad-1 / Pad-2
+        if (pa->second.kind != Attr::kInts) return false;
+        pads = pa->second.ints;
+    } else {
+        const int ni = num_explicit(p);
+        const Tensor* t = ni >= 2 ? const_of(g, p.inputs[1]) : nullptr;
+        if (!t || t->dtype() != DType::kI64) return false;
+        pads = t->to_i64_vector();
+        if (ni >= 4 && p.inputs[3] >= 0) {
+            const Tensor* a = const_of(g, p.inputs[3]);
+            if (!a || (a->dtype() != DType::kI64 && a->dtype() != DType::kI32)) return false;
+            axes = a->to_i64_vector();
+        }
+    }
+    if (axes.empty())
+        for (size_t d = 0; d < rank; ++d) axes.push_back(int64_t(d));
+    if (pads.size() != 2 * axes.size()) return false;
+    before->assign(rank, 0);
+    after->assign(rank, 0);
+    for (size_t i = 0; i < axes.size(); ++i) {
+        const int64_t a = axes[i] < 0 ? axes[i] + int64_t(rank) : axes[i];
+        if (a < 0 || a >= int64_t(rank)) return false;
+        (*before)[size_t(a)] += pads[i];
+        (*after)[size_t(a)] += pads[i + axes.size()];
+    }
+    return true;
+}
+
+bool pad_value(const Graph& g, const Node& p, double* v) {
+    *v = 0;
+    if (p.attrs.count("pads") || p.attrs.count("paddings")) {
+        *v = attr_f(p, "value", 0.0f);
+        return true;
+    }
+    if (num_explicit(p) < 3 || p.inputs[2] < 0) return true;
+    return scalar_of(g, p.inputs[2], v);
+}
+
 bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p) {
     auto it = t.attrs.find("perm");
     if (it == t.attrs.end()) {

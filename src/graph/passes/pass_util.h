@@ -58,6 +58,13 @@ bool perm_of(const Node& t, size_t rank, std::vector<int64_t>* p);
 // channel, var + eps <= 0).
 bool batchnorm_affine(const Graph& g, const Uses& u, const Node& bn, std::vector<double>* s, std::vector<double>* t);
 
+// A Pad node's per-dim (begin, end) amounts over `rank` dims when they are known at compile time
+// (attributes before opset 11; constant pads and optional axes inputs since); false otherwise.
+bool pad_amounts(const Graph& g, const Node& p, size_t rank, std::vector<int64_t>* before,
+                 std::vector<int64_t>* after);
+// A Pad node's fill value when known at compile time (0 when absent); false otherwise.
+bool pad_value(const Graph& g, const Node& p, double* v);
+
 // Adds a constant value named after `base` (made unique) and returns its id.
 int add_const(Graph& g, const std::string& base, Tensor t);
 

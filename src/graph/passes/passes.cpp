@@ -23,6 +23,7 @@ bool run_graph_passes(Graph& g) {
     Pass list[] = {{"remove_identity", passes::remove_identity, 0},
                    {"merge_transposes", passes::merge_transposes, 0},
                    {"merge_reshapes", passes::merge_reshapes, 0},
+                   {"fold_pad_conv", passes::fold_pad_conv, 0},
                    {"fold_batchnorm", passes::fold_batchnorm, 0},
                    {"fold_scale_mul", passes::fold_scale_mul, 0},
                    {"fold_bias_add", passes::fold_bias_add, 0},

@@ -18,6 +18,7 @@ bool run_graph_passes(Graph& g);
 namespace passes {
 // Each returns the number of nodes it removed (0: graph unchanged).
 int remove_identity(Graph& g);      // Identity / inference Dropout
+int fold_pad_conv(Graph& g);        // zero Pad of the spatial dims -> the Conv's pads
 int fold_batchnorm(Graph& g);       // BatchNormalization into Conv / ConvTranspose weights
 int fold_scale_mul(Graph& g);       // Mul by a constant per-channel vector into Conv weights
 int fold_bias_add(Graph& g);        // Add of a constant per-channel vector into Conv/Gemm/MatMul bias

@@ -14,6 +14,8 @@ void pool2d_avx2(const Pool2d& p, const float* x, float* y, int64_t planes, floa
     pool2d_run(p, x, y, planes, scratch);
 }
 
+void pool_nhwc_avx2(const PoolNhwc& p, const float* x, float* y, int64_t n) { pool_nhwc_run(p, x, y, n); }
+
 void global_avg_nhwc_avx2(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
     global_avg_nhwc_run(x, y, n, size, C);
 }
