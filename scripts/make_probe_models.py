@@ -23,6 +23,8 @@
 #             asymmetric Pad, max-pooled skips with channels padded by Pad, two heads, 128x128
 # v_mlsd      line detector like M-LSD-tiny: MobileNetV2 features, bilinear align_corners upsampling
 #             and Concat, a dilation-5 block, 16 maps upsampled to 320x320
+# v_yunet     face detector like libfacedetection's YuNet: 1x1 + depthwise units, MaxPools between
+#             stages, nearest upsample-and-add neck, 12 outputs (cls / obj / bbox / kps), 320x320
 # t_resnet18, t_regnet, t_shufflenet, t_squeezenet, t_mnasnet, t_densenet, t_convnext
 #             torchvision CNNs at 224x224 (ResNet-18, RegNetY-400MF, ShuffleNetV2 x1.0,
 #             SqueezeNet 1.1, MNASNet 1.0, DenseNet-121, ConvNeXt-Tiny): the session 27 set
@@ -280,6 +282,43 @@ class MLSD(nn.Module):  # M-LSD-tiny-like line detector: MobileNetV2 features, b
         return F.interpolate(d, scale_factor=2.0, mode="bilinear", align_corners=True)
 
 
+class DPUnit(nn.Module):  # YuNet's ConvDPUnit: 1x1 (no activation), then depthwise 3x3 + BN + ReLU
+    def __init__(s, i, o, act=True):
+        super().__init__()
+        s.c1 = nn.Conv2d(i, o, 1)
+        s.c2 = nn.Sequential(nn.Conv2d(o, o, 3, 1, 1, groups=o), nn.BatchNorm2d(o), *([nn.ReLU()] if act else []))
+
+    def forward(s, x):
+        return s.c2(s.c1(x))
+
+
+class YuNet(nn.Module):  # libfacedetection's YuNet-like: MaxPools between stages, an upsample-and-add
+    def __init__(s):     # neck, 12 outputs (cls / obj / bbox / kps at strides 8, 16, 32), 320x320
+        super().__init__()
+        s.head = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1), nn.BatchNorm2d(16), nn.ReLU(), DPUnit(16, 16))
+        s.s1 = nn.Sequential(DPUnit(16, 16), DPUnit(16, 64))
+        s.s2 = nn.Sequential(DPUnit(64, 64), DPUnit(64, 64))
+        s.s3 = nn.Sequential(DPUnit(64, 64), DPUnit(64, 64))
+        s.s4 = nn.Sequential(DPUnit(64, 64), DPUnit(64, 64))
+        s.n1, s.n2, s.n3 = DPUnit(64, 64), DPUnit(64, 64), DPUnit(64, 64)
+        s.heads = nn.ModuleList([nn.ModuleList([DPUnit(64, c, False) for c in (1, 1, 4, 10)]) for _ in range(3)])
+
+    def forward(s, x):
+        x = F.max_pool2d(s.head(x), 2)
+        x = F.max_pool2d(s.s1(x), 2)
+        p3 = s.s2(x)
+        p4 = s.s3(F.max_pool2d(p3, 2))
+        p5 = s.s4(F.max_pool2d(p4, 2))
+        p5 = s.n3(p5)
+        p4 = s.n2(p4 + F.interpolate(p5, scale_factor=2.0, mode="nearest"))
+        p3 = s.n1(p3 + F.interpolate(p4, scale_factor=2.0, mode="nearest"))
+        out = []
+        for f, hs in zip((p3, p4, p5), s.heads):
+            c, o, b, k = (h(f).permute(0, 2, 3, 1).reshape(1, -1, h.c1.out_channels) for h in hs)
+            out += [torch.sigmoid(c), torch.sigmoid(o), b, k]
+        return tuple(out)
+
+
 def enc2():
     layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True,
                                        norm_first=True)
@@ -302,6 +341,7 @@ models = {
     "v_svtr": lambda: save("v_svtr", SVTR(), [(1, 3, 48, 320)]),
     "v_blaze": lambda: save("v_blaze", Blaze(), [(1, 3, 128, 128)]),
     "v_mlsd": lambda: save("v_mlsd", MLSD(), [(1, 3, 320, 320)]),
+    "v_yunet": lambda: save("v_yunet", YuNet(), [(1, 3, 320, 320)]),
 }
 for name, ctor in [("t_resnet18", "resnet18"), ("t_regnet", "regnet_y_400mf"), ("t_shufflenet", "shufflenet_v2_x1_0"),
                    ("t_squeezenet", "squeezenet1_1"), ("t_mnasnet", "mnasnet1_0"), ("t_densenet", "densenet121"),

@@ -1717,6 +1717,32 @@ TEST(Passes, ChannelsLastChainStartsAtAnRgbStem) {
     EXPECT_EQ(ops(gc), (std::vector<std::string>{"Conv", "Transpose", "ConvNhwc", "ConvNhwc", "Transpose"}));
 }
 
+// YuNet's head: stem, a 1x1 16 -> 16, then the depthwise over the 1.2 MB plane of 16 channels.
+// That depthwise (a stride-1 one of few channels past L2, which stays NCHW in general) joins the
+// chain when the 1x1 before it reads a stem: the whole run stays channels-last, max pool included.
+// Without the stem (an NCHW input) it stays NCHW and the chain is the lone 1x1: nothing moves.
+TEST(Passes, ChannelsLastChainKeepsABigDepthwiseAfterStemAndOneByOne) {
+    if (kernels::active_isa() != kernels::Isa::kAvx512) GTEST_SKIP() << "the stem kernel's channels-last store is AVX-512's";
+    Builder b;
+    int x = b.input("x", {1, 3, 240, 320});
+    int st = b.node("Conv", {x, b.constant("Ws", rnd({16, 3, 3, 3}, 3, 0.4f))}, {1, 16, 120, 160},
+                    {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}, {"strides", aints({2, 2})},
+                     {"_fused_act", as("Relu")}});
+    int p1 = pw_conv(b, st, 16, 16, 120, 160, 5);
+    int d1 = dw_conv(b, p1, 16, 120, 160, 1, 7, {{"_fused_act", as("Relu")}});
+    int mp = b.node("MaxPool", {d1}, {1, 16, 60, 80}, {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}});
+    b.output(pw_conv(b, mp, 16, 32, 60, 80, 9));
+    Graph g = check_pass(b, passes::layout_nhwc, 4);
+    EXPECT_EQ(ops(g), (std::vector<std::string>{"ConvNhwc", "ConvNhwc", "ConvNhwc", "MaxPoolNhwc", "ConvNhwc", "Transpose"}));
+
+    Builder c;
+    int xc = c.input("x", {1, 16, 120, 160});
+    int pc = pw_conv(c, xc, 16, 16, 120, 160, 5);
+    c.output(dw_conv(c, pc, 16, 120, 160, 1, 7));
+    Graph gc = check_pass(c, passes::layout_nhwc, 0);
+    EXPECT_EQ(ops(gc), (std::vector<std::string>{"Conv", "Conv"}));
+}
+
 TEST(Passes, ChannelsLastNeedsADepthwiseChain) {
     Builder b;
     int x = b.input("x", {1, 16, 6, 7});

@@ -144,8 +144,18 @@ int layout_nhwc(Graph& g) {
     };
     for (size_t i = 0; i < n; ++i)
         if (kind[i] == 3 && producer_kind(i) != 0) kind[i] = 0;
+    // Kind 4 stays a candidate after a stem, or after a pointwise conv that reads a stem (YuNet's
+    // head: stem, 1x1 16 -> 16, depthwise): the values before it are channels-last already.
+    auto producer_of = [&](size_t i) {
+        const int v = g.nodes[i].inputs[0];
+        return v >= 0 ? g.values[size_t(v)].producer : -1;
+    };
     for (size_t i = 0; i < n; ++i)
-        if (kind[i] == 4) kind[i] = producer_kind(i) == 3 ? 2 : 0;
+        if (kind[i] == 4) {
+            const int p = producer_of(i);
+            const bool after_stem = producer_kind(i) == 3 || (p >= 0 && kind[size_t(p)] == 1 && producer_kind(size_t(p)) == 3);
+            kind[i] = after_stem ? 2 : 0;
+        }
     // Chains: a candidate reading (as X or residual) another candidate's output.
     conv_reads(g, kind, [&](size_t i, int, int, int p) {
         if (p >= 0 && kind[size_t(p)]) parent[size_t(find(parent, int(i)))] = find(parent, p);

@@ -16,50 +16,62 @@ void pool2d_avx512(const Pool2d& p, const float* x, float* y, int64_t planes, fl
 
 // pool_nhwc_run with each output pixel's channels in registers, up to 4 vectors at a time (the
 // last one masked): no scalar tail for channel counts that are not a multiple of 16 (BlazeFace's
-// 28 / 42, where the auto-vectorized loop spent most of its time in the tail).
-template <bool MAX>
-static void pool_nhwc_pixel(const PoolNhwc& p, const float* x0, float* y, int64_t nh, int64_t nw, float inv) {
+// 28 / 42, where the auto-vectorized loop spent most of its time in the tail). Per output row and
+// channel block, the pixels of the row in one loop (masks and offsets set once per block).
+template <bool MAX, int NV>
+static void pool_nhwc_row(const PoolNhwc& p, const float* xr, float* y, int64_t nh, float inv_h, int64_t c0,
+                          __mmask16 last) {
     const int64_t C = p.C, hs = p.dh * p.W * C, ws = p.dw * C;
-    for (int64_t c0 = 0; c0 < C; c0 += 64) {
-        const int64_t nv = std::min<int64_t>(4, (C - c0 + 15) / 16);
-        const int64_t rem = C - c0 - 16 * (nv - 1);
-        const __mmask16 last = __mmask16(rem >= 16 ? 0xffff : (1u << rem) - 1);
-        __m512 a[4];
-        for (int64_t v = 0; v < 4; ++v) a[v] = _mm512_set1_ps(MAX ? -INFINITY : 0.0f);
+    for (int64_t ow = 0; ow < p.OW; ++ow) {
+        const float* x0 = xr + p.col_first[size_t(ow)] * C + c0;
+        const int64_t nw = p.col_n[size_t(ow)];
+        __m512 a[NV];
+        for (int v = 0; v < NV; ++v) a[v] = _mm512_set1_ps(MAX ? -INFINITY : 0.0f);
         for (int64_t i = 0; i < nh; ++i)
             for (int64_t j = 0; j < nw; ++j) {
-                const float* q = x0 + i * hs + j * ws + c0;
-                for (int64_t v = 0; v < 4; ++v) {
-                    if (v >= nv) break;
-                    const __mmask16 m = v == nv - 1 ? last : __mmask16(0xffff);
-                    const __m512 t = _mm512_maskz_loadu_ps(m, q + 16 * v);
+                const float* q = x0 + i * hs + j * ws;
+                for (int v = 0; v < NV; ++v) {
+                    const __m512 t = v == NV - 1 ? _mm512_maskz_loadu_ps(last, q + 16 * v) : _mm512_loadu_ps(q + 16 * v);
                     // max(t, a) keeps a where t is NaN (`v > best`): _mm512_max_ps returns its
                     // second operand when either is NaN.
                     a[v] = MAX ? _mm512_max_ps(t, a[v]) : _mm512_add_ps(a[v], t);
                 }
             }
-        for (int64_t v = 0; v < nv; ++v) {
-            const __mmask16 m = v == nv - 1 ? last : __mmask16(0xffff);
-            _mm512_mask_storeu_ps(y + c0 + 16 * v, m, MAX ? a[v] : _mm512_mul_ps(a[v], _mm512_set1_ps(inv)));
+        float* yo = y + ow * C + c0;
+        const __m512 sc = _mm512_set1_ps(MAX ? 1.0f : inv_h / p.col_div[size_t(ow)]);
+        for (int v = 0; v < NV; ++v) {
+            const __m512 r = MAX ? a[v] : _mm512_mul_ps(a[v], sc);
+            if (v == NV - 1) _mm512_mask_storeu_ps(yo + 16 * v, last, r);
+            else _mm512_storeu_ps(yo + 16 * v, r);
         }
     }
 }
 
-void pool_nhwc_avx512(const PoolNhwc& p, const float* x, float* y, int64_t n) {
+template <bool MAX>
+static void pool_nhwc_rows(const PoolNhwc& p, const float* x, float* y, int64_t n) {
     const int64_t C = p.C, rs = p.W * C;
     for (int64_t i = 0; i < n; ++i, x += p.H * rs)
-        for (int64_t oh = 0; oh < p.OH; ++oh) {
+        for (int64_t oh = 0; oh < p.OH; ++oh, y += p.OW * C) {
             const float* xr = x + p.row_first[size_t(oh)] * rs;
-            for (int64_t ow = 0; ow < p.OW; ++ow, y += C) {
-                const float* x0 = xr + p.col_first[size_t(ow)] * C;
-                if (p.max) {
-                    pool_nhwc_pixel<true>(p, x0, y, p.row_n[size_t(oh)], p.col_n[size_t(ow)], 1.0f);
-                } else {
-                    const float inv = 1.0f / (p.row_div[size_t(oh)] * p.col_div[size_t(ow)]);
-                    pool_nhwc_pixel<false>(p, x0, y, p.row_n[size_t(oh)], p.col_n[size_t(ow)], inv);
+            const int64_t nh = p.row_n[size_t(oh)];
+            const float inv_h = MAX ? 1.0f : 1.0f / p.row_div[size_t(oh)];
+            for (int64_t c0 = 0; c0 < C; c0 += 64) {
+                const int64_t nv = std::min<int64_t>(4, (C - c0 + 15) / 16);
+                const int64_t rem = C - c0 - 16 * (nv - 1);
+                const __mmask16 last = __mmask16(rem >= 16 ? 0xffff : (1u << rem) - 1);
+                switch (nv) {
+                    case 1: pool_nhwc_row<MAX, 1>(p, xr, y, nh, inv_h, c0, last); break;
+                    case 2: pool_nhwc_row<MAX, 2>(p, xr, y, nh, inv_h, c0, last); break;
+                    case 3: pool_nhwc_row<MAX, 3>(p, xr, y, nh, inv_h, c0, last); break;
+                    default: pool_nhwc_row<MAX, 4>(p, xr, y, nh, inv_h, c0, last); break;
                 }
             }
         }
+}
+
+void pool_nhwc_avx512(const PoolNhwc& p, const float* x, float* y, int64_t n) {
+    if (p.max) pool_nhwc_rows<true>(p, x, y, n);
+    else pool_nhwc_rows<false>(p, x, y, n);
 }
 
 void global_avg_nhwc_avx512(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
