@@ -76,7 +76,9 @@ void global_avg_nhwc_scalar(const float* x, float* y, int64_t n, int64_t size, i
     global_avg_nhwc_run(x, y, n, size, C);
 }
 
-void pool_nhwc_scalar(const PoolNhwc& p, const float* x, float* y, int64_t n) { pool_nhwc_run(p, x, y, n); }
+void pool_nhwc_scalar(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {
+    pool_nhwc_run(p, x, y, r0, r1);
+}
 
 PoolNhwcFn pool_nhwc_for(Isa isa) {
 #if defined(__x86_64__)

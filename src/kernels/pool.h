@@ -71,11 +71,12 @@ struct PoolNhwc {
 bool pool_nhwc_setup(bool max, bool count_include_pad, const int64_t in[2], const int64_t out[2],
                      const int64_t k[2], const int64_t s[2], const int64_t d[2], const int64_t pb[2],
                      const int64_t pe[2], int64_t C, PoolNhwc* p);
-using PoolNhwcFn = void (*)(const PoolNhwc& p, const float* x, float* y, int64_t n);
+// Output rows [r0, r1) of the n images' n x OH rows (x and y: the whole tensors; a thread's part).
+using PoolNhwcFn = void (*)(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1);
 PoolNhwcFn pool_nhwc_for(Isa isa);
-void pool_nhwc_scalar(const PoolNhwc&, const float*, float*, int64_t);
-void pool_nhwc_avx2(const PoolNhwc&, const float*, float*, int64_t);
-void pool_nhwc_avx512(const PoolNhwc&, const float*, float*, int64_t);
+void pool_nhwc_scalar(const PoolNhwc&, const float*, float*, int64_t, int64_t);
+void pool_nhwc_avx2(const PoolNhwc&, const float*, float*, int64_t, int64_t);
+void pool_nhwc_avx512(const PoolNhwc&, const float*, float*, int64_t, int64_t);
 
 // GlobalAveragePool over `planes` contiguous planes of `size` floats: y[q] = (sum of plane q) /
 // size, summed in float. The vector kernels take a group of one vector's width of planes at once

@@ -168,32 +168,34 @@ inline void global_avg_nhwc_run(const float* __restrict x, float* __restrict y, 
 }
 
 // PoolNhwc (kernels/pool.h): each output pixel's C channels reduced over its valid taps.
-inline void pool_nhwc_run(const PoolNhwc& p, const float* __restrict x, float* __restrict y, int64_t n) {
+inline void pool_nhwc_run(const PoolNhwc& p, const float* __restrict x, float* __restrict y, int64_t r0,
+                          int64_t r1) {
     const int64_t C = p.C, rs = p.W * C, hs = p.dh * rs, ws = p.dw * C;
-    for (int64_t i = 0; i < n; ++i, x += p.H * rs)
-        for (int64_t oh = 0; oh < p.OH; ++oh) {
-            const int64_t nh = p.row_n[size_t(oh)];
-            const float* xr = x + p.row_first[size_t(oh)] * rs;
-            for (int64_t ow = 0; ow < p.OW; ++ow, y += C) {
-                const int64_t nw = p.col_n[size_t(ow)];
-                const float* x0 = xr + p.col_first[size_t(ow)] * C;
-                if (p.max) {
-                    for (int64_t c = 0; c < C; ++c) y[c] = -INFINITY;
-                    for (int64_t a = 0; a < nh; ++a)
-                        for (int64_t b = 0; b < nw; ++b) {
-                            const float* q = x0 + a * hs + b * ws;
-                            for (int64_t c = 0; c < C; ++c) y[c] = pool_max(q[c], y[c]);
-                        }
-                } else {
-                    for (int64_t c = 0; c < C; ++c) y[c] = 0.0f;
-                    for (int64_t a = 0; a < nh; ++a)
-                        for (int64_t b = 0; b < nw; ++b) {
-                            const float* q = x0 + a * hs + b * ws;
-                            for (int64_t c = 0; c < C; ++c) y[c] += q[c];
-                        }
-                    const float inv = 1.0f / (p.row_div[size_t(oh)] * p.col_div[size_t(ow)]);
-                    for (int64_t c = 0; c < C; ++c) y[c] *= inv;
-                }
+    y += r0 * p.OW * C;
+    for (int64_t r = r0; r < r1; ++r) {
+        const int64_t oh = r % p.OH;
+        const int64_t nh = p.row_n[size_t(oh)];
+        const float* xr = x + (r / p.OH) * p.H * rs + p.row_first[size_t(oh)] * rs;
+        for (int64_t ow = 0; ow < p.OW; ++ow, y += C) {
+            const int64_t nw = p.col_n[size_t(ow)];
+            const float* x0 = xr + p.col_first[size_t(ow)] * C;
+            if (p.max) {
+                for (int64_t c = 0; c < C; ++c) y[c] = -INFINITY;
+                for (int64_t a = 0; a < nh; ++a)
+                    for (int64_t b = 0; b < nw; ++b) {
+                        const float* q = x0 + a * hs + b * ws;
+                        for (int64_t c = 0; c < C; ++c) y[c] = pool_max(q[c], y[c]);
+                    }
+            } else {
+                for (int64_t c = 0; c < C; ++c) y[c] = 0.0f;
+                for (int64_t a = 0; a < nh; ++a)
+                    for (int64_t b = 0; b < nw; ++b) {
+                        const float* q = x0 + a * hs + b * ws;
+                        for (int64_t c = 0; c < C; ++c) y[c] += q[c];
+                    }
+                const float inv = 1.0f / (p.row_div[size_t(oh)] * p.col_div[size_t(ow)]);
+                for (int64_t c = 0; c < C; ++c) y[c] *= inv;
             }
         }
+    }
 }

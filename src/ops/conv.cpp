@@ -2505,19 +2505,35 @@ private:
 
 class PoolNhwcKernel : public Kernel {
 public:
-    PoolNhwcKernel(kernels::PoolNhwc p, int64_t n)
-        : p_(std::move(p)), n_(n), isa_(kernels::active_isa()), fn_(kernels::pool_nhwc_for(isa_)) {}
+    // Split by output rows (all images' n x OH) across the pool from parallel_chunks' threshold.
+    PoolNhwcKernel(kernels::PoolNhwc p, int64_t n, ThreadPool* pool, int chunks)
+        : p_(std::move(p)), rows_(n * p_.OH), isa_(kernels::active_isa()), fn_(kernels::pool_nhwc_for(isa_)) {
+        if (pool && chunks > 1 && chunks == pool->threads() && rows_ >= chunks)
+            pool_ = pool, bal_ = std::make_unique<Balance>(chunks);
+    }
     Status run(const void* const* in, void* const* out) const override {
-        fn_(p_, static_cast<const float*>(in[0]), static_cast<float*>(out[0]), n_);
+        const float* x = static_cast<const float*>(in[0]);
+        float* y = static_cast<float*>(out[0]);
+        if (!pool_) {
+            fn_(p_, x, y, 0, rows_);
+            return {};
+        }
+        pool_->for_balanced(rows_, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+            if (e > b) fn_(p_, x, y, b, e);
+        });
         return {};
     }
-    std::string describe() const override { return std::string("pool_nhwc ") + kernels::isa_name(isa_); }
+    std::string describe() const override {
+        return std::string("pool_nhwc ") + kernels::isa_name(isa_) + (pool_ ? " x" + std::to_string(pool_->threads()) + " threads by rows" : "");
+    }
 
 private:
     kernels::PoolNhwc p_;
-    int64_t n_;
+    int64_t rows_;
     kernels::Isa isa_;
     kernels::PoolNhwcFn fn_;
+    ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
 };
 
 // jiffy::MaxPoolNhwc / AveragePoolNhwc: the ONNX pool's attributes over a float32 N x H x W x C X
@@ -2547,7 +2563,13 @@ Status prep_pool_nhwc(OpContext& ctx) {
     if (!kernels::pool_nhwc_setup(K == PoolKind::kMax, include_pad, in2, out2, k2, s2, d2, pb2, pe2, x[3], &p))
         return ctx.fail("a pooling window lies entirely in the padding");
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, Shape{x[0], g.out[1], g.out[2], x[3]}));
-    ctx.set_kernel(std::make_unique<PoolNhwcKernel>(std::move(p), x[0]));
+    // Work as FLOP-equivalents for the split threshold: one compare / add per tap and channel.
+    int64_t taps = 0;
+    for (int64_t oh = 0; oh < p.OH; ++oh)
+        for (int64_t ow = 0; ow < p.OW; ++ow) taps += p.row_n[size_t(oh)] * p.col_n[size_t(ow)];
+    const int64_t work = x[0] * taps * x[3];
+    ctx.set_kernel(std::make_unique<PoolNhwcKernel>(std::move(p), x[0], ctx.options().pool.get(),
+                                                    parallel_chunks(ctx.options(), work)));
     return {};
 }
 

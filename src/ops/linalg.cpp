@@ -1959,12 +1959,19 @@ public:
             }
         }
         if (!row_base_.empty()) {
-            const int64_t* rb = row_base_.data();
-            for (int64_t row = 0; row < rows; ++row) {
-                T* yr = y + row * W;
-                if (row > 0 && rb[row] == rb[row - 1]) std::memcpy(yr, yr - W, size_t(W) * sizeof(T));
-                else nearest_row(x + rb[row], yr, W);
+            auto part = [&](int64_t r0, int64_t r1) {
+                const int64_t* rb = row_base_.data();
+                for (int64_t row = r0; row < r1; ++row) {
+                    T* yr = y + row * W;
+                    if (row > r0 && rb[row] == rb[row - 1]) std::memcpy(yr, yr - W, size_t(W) * sizeof(T));
+                    else nearest_row(x + rb[row], yr, W);
+                }
+            };
+            if (!near_pool_) {
+                part(0, rows);
+                return {};
             }
+            near_pool_->for_balanced(rows, 1, near_bal_.get(), [&](int, int64_t b, int64_t e) { part(b, e); });
             return {};
         }
         const AxisTaps& last = ax_[size_t(r - 1)];
@@ -2074,15 +2081,26 @@ public:
     // Threads (docs/threading.md): the separable path splits its output rows into `chunks`
     // contiguous ranges, each with its own row buffer (every output row is computed the same way).
     void set_parallel(ThreadPool* pool, int chunks) {
-        if (!sep_ || !pool || chunks < 2) return;
+        if (!pool || chunks < 2) return;
+        const int64_t rows = out_.empty() || out_.back() <= 0 ? 0 : shape_numel(out_) / out_.back();
+        if (!row_base_.empty() && chunks == pool->threads() && rows >= chunks) {
+            near_pool_ = pool, near_bal_ = std::make_unique<Balance>(chunks);  // nearest: rows per run
+            return;
+        }
+        if (!sep_) return;
         pool_ = pool;
         vrows_.assign(size_t(chunks), std::vector<float>(vrow_.size(), 0.0f));
     }
     std::string describe() const override {
+        if (near_pool_) return "nearest x" + std::to_string(near_pool_->threads()) + " threads by rows";
         return sep_ && pool_ ? "separable x" + std::to_string(vrows_.size()) + " threads by rows" : std::string();
     }
-    int64_t flops() const {  // the separable path's multiply-adds x 2 (the split threshold)
+    // The split threshold's work: the separable path's multiply-adds x 2; a nearest resize's
+    // copies count as elementwise work (8 per value, as binary ops).
+    int64_t flops() const {
+        if (out_.empty()) return 0;
         const int64_t W = out_.back(), rows = shape_numel(out_) / std::max<int64_t>(1, W);
+        if (!row_base_.empty()) return 8 * shape_numel(out_);
         return sep_ ? 2 * rows * (in_w_ * kh_ + W * kw_) : 0;
     }
 
@@ -2197,6 +2215,8 @@ private:
     mutable std::vector<float> vrow_;
     ThreadPool* pool_ = nullptr;
     mutable std::vector<std::vector<float>> vrows_;  // per part (threads)
+    ThreadPool* near_pool_ = nullptr;                // the fast nearest path's row split
+    std::unique_ptr<Balance> near_bal_;
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi

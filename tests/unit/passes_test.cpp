@@ -1493,8 +1493,8 @@ TEST(Passes, DepthwiseChainGoesChannelsLast) {
 // AveragePoolNhwc and the channel Pad a Pad of the channels-last tensor: one conversion in and one
 // out, none around them (before: two around each). A pool reading an NCHW value from outside the
 // chains stays NCHW, the conversion after it.
-TEST(Passes, ChannelsLastChainRunsThroughPoolsAndPads) {
-    Builder b;
+// The graph of ChannelsLastChainRunsThroughPoolsAndPads (two BlazeFace-like blocks and an AveragePool).
+void build_blaze_blocks(Builder& b) {
     int x = b.input("x", {1, 24, 16, 16});
     auto dw5 = [&](int in, int64_t C, std::vector<int64_t> pads, int64_t s, Shape out, uint32_t seed) {
         int w = b.constant("Wd" + std::to_string(seed), rnd({C, 1, 5, 5}, seed, 0.3f));
@@ -1513,6 +1513,11 @@ TEST(Passes, ChannelsLastChainRunsThroughPoolsAndPads) {
                      {"ceil_mode", ai(1)}, {"count_include_pad", ai(1)}});
     int d3 = dw_conv(b, ap, 32, 5, 5, 1, 11);
     b.output(pw_conv(b, d3, 32, 16, 5, 5, 13));
+}
+
+TEST(Passes, ChannelsLastChainRunsThroughPoolsAndPads) {
+    Builder b;
+    build_blaze_blocks(b);
     Graph g = check_pass(b, passes::layout_nhwc, 6);
     EXPECT_EQ(ops(g), (std::vector<std::string>{"Transpose", "ConvNhwc", "ConvNhwc", "ConvNhwc", "MaxPoolNhwc", "Pad",
                                                 "ConvNhwc", "AveragePoolNhwc", "ConvNhwc", "ConvNhwc", "Transpose"}));
@@ -1885,6 +1890,18 @@ TEST(Passes, ExpandAndDepthwiseRunBandByBand) {
             }
         EXPECT_EQ(found, 1);
     }
+}
+
+// The channels-last pools split by output rows at two threads: bitwise the one-thread result.
+TEST(Passes, ChannelsLastPoolsSplitByRowsBitwise) {
+    Builder b;
+    build_blaze_blocks(b);
+    std::vector<std::string> k1, k2;
+    const std::vector<Tensor> one = run_threads(b, 1, &k1), two = run_threads(b, 2, &k2);
+    expect_bitwise(two, one, "two threads");
+    int split = 0;
+    for (const std::string& k : k2) split += k.find("pool_nhwc") != std::string::npos && k.find("threads by rows") != std::string::npos;
+    EXPECT_EQ(split, 2) << "both pools split";
 }
 
 // An RGB stem (3x3 stride 2 over 3 channels, written channels-last) and the depthwise reading it

@@ -237,6 +237,7 @@ struct OneNode {
     std::string op;
     Shape xs;
     std::vector<std::pair<Shape, bool>> consts;  // constant inputs after x (shape, present)
+    std::vector<Tensor> fixed;                   // constant inputs after those, with given values
     bool residual = false;
     Shape rs;
     Attrs attrs;
@@ -250,6 +251,7 @@ struct OneNode {
         uint32_t seed = 100;
         for (const auto& [s, present] : consts)
             ins.push_back(present ? testnode::NodeIn{tensor(s, seed++), true} : testnode::NodeIn{Tensor(), false, true});
+        for (const Tensor& t : fixed) ins.push_back({t, true});
         if (residual) ins.push_back({tensor(rs, 2), false});
         CompileOptions opt;
         opt.threads = threads;
@@ -579,6 +581,20 @@ TEST(Threaded, PoolByPlanesMatchesOneThreadBitwise) {
     one.attrs = {{"kernel_shape", aints({2, 2})}, {"strides", aints({2, 2})}};
     expect_same_threaded(one, "MaxPool 1x12x12");
     EXPECT_EQ(one.kernel.find("threads"), std::string::npos) << one.kernel;
+}
+
+// A nearest Resize (YuNet's / RetinaFace's 2x upsampling of the neck) split by output rows: each
+// part computes its first row and copies the repeated ones after it; the same bits as one thread.
+TEST(Threaded, NearestResizeByRowsMatchesOneThreadBitwise) {
+    for (const Shape& xs : {Shape{1, 64, 20, 20}, Shape{2, 17, 9, 13}}) {
+        OneNode o;
+        o.op = "Resize";
+        o.xs = xs;
+        o.consts = {{{}, false}};  // no roi
+        o.fixed = {testnode::f32({4}, {1.0f, 1.0f, 2.0f, 2.0f})};
+        o.attrs = {{"mode", as("nearest")}};
+        expect_same_threaded(o, "nearest 2x of " + std::to_string(xs[1]) + "x" + std::to_string(xs[2]), "nearest x");
+    }
 }
 
 TEST(Threaded, ConvMatchesOneThreadBitwise) {

@@ -14,7 +14,9 @@ void pool2d_avx2(const Pool2d& p, const float* x, float* y, int64_t planes, floa
     pool2d_run(p, x, y, planes, scratch);
 }
 
-void pool_nhwc_avx2(const PoolNhwc& p, const float* x, float* y, int64_t n) { pool_nhwc_run(p, x, y, n); }
+void pool_nhwc_avx2(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {
+    pool_nhwc_run(p, x, y, r0, r1);
+}
 
 void global_avg_nhwc_avx2(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
     global_avg_nhwc_run(x, y, n, size, C);

@@ -48,30 +48,31 @@ static void pool_nhwc_row(const PoolNhwc& p, const float* xr, float* y, int64_t 
 }
 
 template <bool MAX>
-static void pool_nhwc_rows(const PoolNhwc& p, const float* x, float* y, int64_t n) {
+static void pool_nhwc_rows(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {
     const int64_t C = p.C, rs = p.W * C;
-    for (int64_t i = 0; i < n; ++i, x += p.H * rs)
-        for (int64_t oh = 0; oh < p.OH; ++oh, y += p.OW * C) {
-            const float* xr = x + p.row_first[size_t(oh)] * rs;
-            const int64_t nh = p.row_n[size_t(oh)];
-            const float inv_h = MAX ? 1.0f : 1.0f / p.row_div[size_t(oh)];
-            for (int64_t c0 = 0; c0 < C; c0 += 64) {
-                const int64_t nv = std::min<int64_t>(4, (C - c0 + 15) / 16);
-                const int64_t rem = C - c0 - 16 * (nv - 1);
-                const __mmask16 last = __mmask16(rem >= 16 ? 0xffff : (1u << rem) - 1);
-                switch (nv) {
-                    case 1: pool_nhwc_row<MAX, 1>(p, xr, y, nh, inv_h, c0, last); break;
-                    case 2: pool_nhwc_row<MAX, 2>(p, xr, y, nh, inv_h, c0, last); break;
-                    case 3: pool_nhwc_row<MAX, 3>(p, xr, y, nh, inv_h, c0, last); break;
-                    default: pool_nhwc_row<MAX, 4>(p, xr, y, nh, inv_h, c0, last); break;
-                }
+    y += r0 * p.OW * C;
+    for (int64_t r = r0; r < r1; ++r, y += p.OW * C) {
+        const int64_t oh = r % p.OH;
+        const float* xr = x + (r / p.OH) * p.H * rs + p.row_first[size_t(oh)] * rs;
+        const int64_t nh = p.row_n[size_t(oh)];
+        const float inv_h = MAX ? 1.0f : 1.0f / p.row_div[size_t(oh)];
+        for (int64_t c0 = 0; c0 < C; c0 += 64) {
+            const int64_t nv = std::min<int64_t>(4, (C - c0 + 15) / 16);
+            const int64_t rem = C - c0 - 16 * (nv - 1);
+            const __mmask16 last = __mmask16(rem >= 16 ? 0xffff : (1u << rem) - 1);
+            switch (nv) {
+                case 1: pool_nhwc_row<MAX, 1>(p, xr, y, nh, inv_h, c0, last); break;
+                case 2: pool_nhwc_row<MAX, 2>(p, xr, y, nh, inv_h, c0, last); break;
+                case 3: pool_nhwc_row<MAX, 3>(p, xr, y, nh, inv_h, c0, last); break;
+                default: pool_nhwc_row<MAX, 4>(p, xr, y, nh, inv_h, c0, last); break;
             }
         }
+    }
 }
 
-void pool_nhwc_avx512(const PoolNhwc& p, const float* x, float* y, int64_t n) {
-    if (p.max) pool_nhwc_rows<true>(p, x, y, n);
-    else pool_nhwc_rows<false>(p, x, y, n);
+void pool_nhwc_avx512(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {
+    if (p.max) pool_nhwc_rows<true>(p, x, y, r0, r1);
+    else pool_nhwc_rows<false>(p, x, y, r0, r1);
 }
 
 void global_avg_nhwc_avx512(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
