@@ -104,6 +104,11 @@ public:
         if (st.ok())
             st = lib_.check(a->SetSessionGraphOptimizationLevel(so, ort::kEnableAll), "SetSessionGraphOptimizationLevel");
         if (st.ok()) st = lib_.check(a->SetSessionLogSeverityLevel(so, ort::kLogError), "SetSessionLogSeverityLevel");
+        // JIFFY_ORT_PROFILE=PREFIX: ORT's own per-node profile (PREFIX_<date>.json, written when the
+        // session is released; scripts/ort_profile.py sums it per node). Its timers slow ORT's
+        // runs: a diagnostic, not a timing.
+        if (const char* prof = std::getenv("JIFFY_ORT_PROFILE"); st.ok() && prof && *prof)
+            st = lib_.check(a->EnableProfiling(so, prof), "EnableProfiling");
         if (st.ok()) st = lib_.check(a->CreateSession(env_, model_path.c_str(), so, &session_), "CreateSession");
         a->ReleaseSessionOptions(so);
         return st;

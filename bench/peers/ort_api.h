@@ -55,7 +55,7 @@ struct Api {
     void* SetOptimizedModelFilePath;                                                      //  11
     void* CloneSessionOptions;                                                            //  12
     StatusPtr (*SetSessionExecutionMode)(SessionOptions* o, int mode);                    //  13
-    void* EnableProfiling;                                                                //  14
+    StatusPtr (*EnableProfiling)(SessionOptions* o, const char* file_prefix);              //  14
     void* DisableProfiling;                                                               //  15
     void* EnableMemPattern;                                                               //  16
     void* DisableMemPattern;                                                              //  17
@@ -161,6 +161,7 @@ JIFFY_ORT_SLOT(CreateSession, 7);
 JIFFY_ORT_SLOT(Run, 9);
 JIFFY_ORT_SLOT(CreateSessionOptions, 10);
 JIFFY_ORT_SLOT(SetSessionExecutionMode, 13);
+JIFFY_ORT_SLOT(EnableProfiling, 14);
 JIFFY_ORT_SLOT(SetSessionLogSeverityLevel, 22);
 JIFFY_ORT_SLOT(SetSessionGraphOptimizationLevel, 23);
 JIFFY_ORT_SLOT(SetIntraOpNumThreads, 24);
