@@ -1,7 +1,9 @@
 // Pool rows, baseline ISA (SSE2 on x86-64, NEON on aarch64), table set-up and dispatch.
 #include "kernels/pool.h"
+#include "kernels/resize.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 
 namespace jiffy::kernels {
@@ -74,6 +76,49 @@ void pool2d_scalar(const Pool2d& p, const float* x, float* y, int64_t planes, fl
 
 void global_avg_nhwc_scalar(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
     global_avg_nhwc_run(x, y, n, size, C);
+}
+
+bool resize_cols2_setup(const int64_t* off, const float* w, int64_t OW, ResizeCols2* p) {
+    *p = ResizeCols2{};
+    p->OW = OW;
+    for (int64_t j0 = 0; j0 < OW; j0 += 16) {
+        const int64_t n = std::min<int64_t>(16, OW - j0);
+        // The window spans the taps with a weight; a zero-weight tap (the padding of a column with
+        // one tap, at offset 0) reads the window's first element instead, times 0 as before.
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        for (int64_t j = j0; j < j0 + n; ++j)
+            for (int t = 0; t < 2; ++t)
+                if (w[2 * j + t] != 0.0f) lo = std::min(lo, off[2 * j + t]), hi = std::max(hi, off[2 * j + t]);
+        if (lo == INT64_MAX) lo = hi = off[2 * j0];
+        if (lo < 0 || hi - lo >= 32 || lo > INT32_MAX) return false;
+        p->base.push_back(int32_t(lo));
+        const size_t b = p->idx.size();
+        p->idx.resize(b + 32, 0);
+        p->w.resize(b + 32, 0.0f);
+        for (int64_t j = 0; j < n; ++j)
+            for (int t = 0; t < 2; ++t) {
+                const float wt = w[2 * (j0 + j) + t];
+                p->idx[b + size_t(16 * t + j)] = wt != 0.0f ? int32_t(off[2 * (j0 + j) + t] - lo) : 0;
+                p->w[b + size_t(16 * t + j)] = wt;
+            }
+    }
+    return true;
+}
+
+void resize_cols2_scalar(const ResizeCols2& p, const float* v, float* y) {
+    for (int64_t j = 0; j < p.OW; ++j) {
+        const size_t blk = size_t(j / 16), l = size_t(j % 16), b = 32 * blk;
+        const float* vb = v + p.base[blk];
+        y[j] = p.w[b + l] * vb[p.idx[b + l]] + p.w[b + 16 + l] * vb[p.idx[b + 16 + l]];
+    }
+}
+
+ResizeCols2Fn resize_cols2_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return resize_cols2_avx512;
+#endif
+    (void)isa;
+    return nullptr;
 }
 
 void pool_nhwc_scalar(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {

@@ -13,6 +13,7 @@
 #include "kernels/gemm.h"
 #include "kernels/gemv_narrow.h"
 #include "kernels/norm.h"
+#include "kernels/resize.h"
 #include "ops/linalg.h"
 #include "ops/util.h"
 #include "runtime/plan.h"
@@ -2053,13 +2054,18 @@ private:
         int64_t in_w = 1;
         for (int64_t o : offw_) in_w = std::max(in_w, o + 1);
         in_w_ = in_w;
-        vrow_.assign(size_t(in_w), 0.0f);
+        vrow_.assign(size_t(in_w + 32), 0.0f);  // 32 floats past the row: the column kernel's window
         sep_ = true;
         // Exact 2x upsampling of the last axis with 2 taps (bilinear): between the edges, output
         // columns 2i and 2i + 1 take fixed weights at offsets that move by one per i, so the
         // column pass runs as two shifted vector sums instead of a gather per output (the line
         // detector's 32 x 80x80 -> 160x160 in the model: ~840 -> ~200 us; ORT ~260).
         const int64_t OW = out_.back();
+        // Two taps per column: the lane-permute column kernel (kernels/resize.h) where it has one.
+        if (kw_ == 2) {
+            cols2_fn_ = kernels::resize_cols2_for(kernels::active_isa());
+            if (cols2_fn_ && !kernels::resize_cols2_setup(offw_.data(), ww_.data(), OW, &cols2_)) cols2_fn_ = nullptr;
+        }
         if (kw_ == 2 && OW == 2 * in_w && in_w >= 4) {
             const int64_t* o = offw_.data();
             const float* w = ww_.data();
@@ -2093,7 +2099,9 @@ public:
     }
     std::string describe() const override {
         if (near_pool_) return "nearest x" + std::to_string(near_pool_->threads()) + " threads by rows";
-        return sep_ && pool_ ? "separable x" + std::to_string(vrows_.size()) + " threads by rows" : std::string();
+        if (!sep_) return std::string();
+        std::string d = x2_ ? "separable 2x" : cols2_fn_ ? "separable permuted columns" : "separable";
+        return pool_ ? d + " x" + std::to_string(vrows_.size()) + " threads by rows" : d;
     }
     // The split threshold's work: the separable path's multiply-adds x 2; a nearest resize's
     // copies count as elementwise work (8 per value, as binary ops).
@@ -2155,6 +2163,8 @@ private:
                 y2[2 * k] = a0 * va0[k] + a1 * va1[k];
                 y2[2 * k + 1] = b0 * vb0[k] + b1 * vb1[k];
             }
+        } else if (cols2_fn_) {
+            cols2_fn_(cols2_, v, yr);
         } else if (kw_ == 2) {
             for (int64_t j = 0; j < OW; ++j) yr[j] = w[2 * j] * v[ow[2 * j]] + w[2 * j + 1] * v[ow[2 * j + 1]];
         } else {
@@ -2207,6 +2217,8 @@ private:
     // kh_ / kw_ each (offsets: row offsets into the plane / column indices), and the row buffer.
     bool sep_ = false;
     int64_t kh_ = 0, kw_ = 0, in_w_ = 0;
+    kernels::ResizeCols2Fn cols2_fn_ = nullptr;  // two taps a column: the vector column pass, if any
+    kernels::ResizeCols2 cols2_;
     bool x2_ = false;  // exact 2x on the last axis: columns 2i, 2i + 1 = taps at i + x2_off_ (init_separable)
     int64_t x2_off_[4] = {};
     float x2_w_[4] = {};

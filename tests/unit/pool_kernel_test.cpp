@@ -14,6 +14,7 @@
 
 #include "kernels/cpu.h"
 #include "kernels/pool.h"
+#include "kernels/resize.h"
 
 using namespace jiffy::kernels;
 
@@ -272,6 +273,60 @@ TEST(PoolKernel, ChannelsLastMatchesDefinitionEveryIsa) {
                   pe[2] = {0, 0};
     PoolNhwc p;
     EXPECT_FALSE(pool_nhwc_setup(true, false, in, out, k, s, d, pb, pe, 3, &p)) << "a window only in the padding";
+}
+
+// The two-tap resize column pass (kernels/resize.h) on every ISA that has one, against the
+// per-column loop it replaces (w0 * v[o0] + w1 * v[o1], two products and one add): bitwise, for
+// align_corners and half_pixel upsamplings (M-LSD's 40 -> 80, 80 -> 160), odd widths with a
+// partial last block, a mild downsampling, and columns with one tap (the other padded at offset 0
+// with weight 0). A downsampling whose 16 columns span more than 32 inputs is refused.
+TEST(ResizeKernel, PermutedColumnsMatchTheTapLoopBitwise) {
+    struct Case { int64_t in, out; bool align; };
+    const Case cases[] = {{40, 80, true}, {80, 160, true}, {7, 23, true}, {13, 29, false}, {40, 80, false},
+                          {100, 60, false}, {3, 50, true}, {1, 17, true}};
+    for (const Case& c : cases) {
+        std::vector<int64_t> off(size_t(2 * c.out));
+        std::vector<float> w(size_t(2 * c.out));
+        for (int64_t j = 0; j < c.out; ++j) {
+            double x = c.align ? (c.out > 1 ? double(j) * double(c.in - 1) / double(c.out - 1) : 0.0)
+                               : (double(j) + 0.5) * double(c.in) / double(c.out) - 0.5;
+            x = std::min(std::max(x, 0.0), double(c.in - 1));
+            const int64_t o0 = int64_t(std::floor(x));
+            const float f = float(x - double(o0));
+            if (f == 0.0f || o0 + 1 >= c.in) {  // one tap; the second padded as ResizeKernel pads it
+                off[size_t(2 * j)] = o0, w[size_t(2 * j)] = 1.0f, off[size_t(2 * j + 1)] = 0, w[size_t(2 * j + 1)] = 0.0f;
+            } else {
+                off[size_t(2 * j)] = o0, w[size_t(2 * j)] = 1.0f - f, off[size_t(2 * j + 1)] = o0 + 1, w[size_t(2 * j + 1)] = f;
+            }
+        }
+        ResizeCols2 p;
+        ASSERT_TRUE(resize_cols2_setup(off.data(), w.data(), c.out, &p)) << c.in << " -> " << c.out;
+        std::vector<float> v(size_t(c.in + 32));
+        uint32_t seed = uint32_t(c.in * 7 + c.out);
+        for (float& x : v) x = lcg_pm2(seed);
+        std::vector<float> want(size_t(c.out));
+        for (int64_t j = 0; j < c.out; ++j) {
+            const float a = w[size_t(2 * j)] * v[size_t(off[size_t(2 * j)])];
+            const float b = w[size_t(2 * j + 1)] * v[size_t(off[size_t(2 * j + 1)])];
+            want[size_t(j)] = a + b;
+        }
+        std::vector<ResizeCols2Fn> fns = {resize_cols2_scalar};
+        for (Isa isa : pool_isas())
+            if (ResizeCols2Fn f = resize_cols2_for(isa)) fns.push_back(f);
+        for (ResizeCols2Fn fn : fns) {
+            std::vector<float> y(size_t(c.out) + 1, 7.0f);
+            fn(p, v.data(), y.data());
+            EXPECT_EQ(y.back(), 7.0f) << c.in << " -> " << c.out << " wrote past the row";
+            for (int64_t j = 0; j < c.out; ++j)
+                ASSERT_EQ(y[size_t(j)], want[size_t(j)]) << c.in << " -> " << c.out << " column " << j
+                                                         << (fn == resize_cols2_scalar ? " (scalar)" : " (vector)");
+        }
+    }
+    std::vector<int64_t> off(32);
+    std::vector<float> w(32, 0.5f);
+    for (int64_t j = 0; j < 16; ++j) off[size_t(2 * j)] = 5 * j, off[size_t(2 * j + 1)] = 5 * j + 1;  // 80 -> 16
+    ResizeCols2 p;
+    EXPECT_FALSE(resize_cols2_setup(off.data(), w.data(), 16, &p)) << "16 columns over 77 inputs";
 }
 
 TEST(PoolKernel, WindowOnlyInPaddingIsRejected) {

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include "kernels/pool.h"
+#include "kernels/resize.h"
 
 namespace jiffy::kernels {
 namespace {
@@ -73,6 +74,26 @@ static void pool_nhwc_rows(const PoolNhwc& p, const float* x, float* y, int64_t 
 void pool_nhwc_avx512(const PoolNhwc& p, const float* x, float* y, int64_t r0, int64_t r1) {
     if (p.max) pool_nhwc_rows<true>(p, x, y, r0, r1);
     else pool_nhwc_rows<false>(p, x, y, r0, r1);
+}
+
+void resize_cols2_avx512(const ResizeCols2& p, const float* v, float* y) {
+    const int64_t OW = p.OW;
+    const int32_t* base = p.base.data();
+    const int32_t* idx = p.idx.data();
+    const float* w = p.w.data();
+    for (int64_t j0 = 0; j0 < OW; j0 += 16, ++base, idx += 32, w += 32) {
+        const float* vb = v + *base;
+        const __m512 lo = _mm512_loadu_ps(vb), hi = _mm512_loadu_ps(vb + 16);
+        const __m512 a = _mm512_permutex2var_ps(lo, _mm512_loadu_si512(idx), hi);
+        const __m512 b = _mm512_permutex2var_ps(lo, _mm512_loadu_si512(idx + 16), hi);
+        // w0 * a + w1 * b rounded as ResizeKernel's baseline loop does: two products, one add (the
+        // add as a builtin with its rounding given: GCC would contract `_mm512_add_ps` of a product
+        // into an FMA, one rounding less).
+        const __m512 r = _mm512_add_round_ps(_mm512_mul_ps(_mm512_loadu_ps(w), a), _mm512_mul_ps(_mm512_loadu_ps(w + 16), b),
+                                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        if (j0 + 16 <= OW) _mm512_storeu_ps(y + j0, r);
+        else _mm512_mask_storeu_ps(y + j0, __mmask16((1u << (OW - j0)) - 1), r);
+    }
 }
 
 void global_avg_nhwc_avx512(const float* x, float* y, int64_t n, int64_t size, int64_t C) {
