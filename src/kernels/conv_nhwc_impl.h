@@ -19,12 +19,60 @@ namespace {
 
 // ------------------------------------------------------------------------- pointwise
 
+#if JIFFY_CONV_VL == 16
+// Half an AVX-512 vector (8 floats): the last 8 output channels of a panel whose width is 8 past
+// a multiple of 16 (24 = 16 + 8, 40 = 32 + 8, 120 = 96 + 24 channels). On Zen 4 a 512-bit FMA
+// takes both 256-bit FMA pipes and a 256-bit one takes one, so a half-width accumulator for
+// those 8 channels costs half the FMA slots of a masked full one (MobileNets' 24- and 40-channel
+// 1x1s, at 1.5 / 2.5 vectors of channels); with 512-bit pipes it costs the same.
+typedef float VH __attribute__((vector_size(8 * sizeof(float))));
+inline VH lo_half(V v) { return __builtin_shufflevector(v, v, 0, 1, 2, 3, 4, 5, 6, 7); }
+inline V widen(VH h) { return __builtin_shufflevector(h, VH{}, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15); }
+inline VH ld_h(const float* p) {
+    VH v;
+    std::memcpy(&v, p, sizeof(v));
+    return v;
+}
+#endif
+
 // Rows [0, mr) of C[., n0 .. n0 + nv) = act(A . B + bias (+ R)); A's rows lda apart (XT: A is
 // stored transposed, K rows of pixels lda apart: an NCHW image), B one K x NR panel, C and R rows
-// ldc apart. PART: nv < NR (masked stores); HALF: nv <= VL (one vector).
-template <int mr, ConvAct A, bool PART, bool HALF, bool XT = false>
+// ldc apart. PART: nv < NR (masked stores); HALF: nv <= VL (one vector). NARROW (AVX-512, with
+// PART): the last vector of columns holds at most 8 (nv <= 8 with HALF, nv <= VL + 8 without)
+// and is summed 8 wide (VH above); the same products and sums lane by lane.
+template <int mr, ConvAct A, bool PART, bool HALF, bool XT = false, bool NARROW = false>
 inline void nhwc_pw_block(int64_t K, const float* __restrict a, int64_t lda, const float* __restrict b,
                           const float* bias, const float* R, float* C, int64_t ldc, int64_t nv, const ConvEpi& e) {
+#if JIFFY_CONV_VL == 16
+    if constexpr (NARROW) {
+        // HALF: only h0 (columns 0..7); else c0 (0..15) and h1 (16..23).
+        V c0[mr];
+        VH h[mr];
+        const V b0 = ld(bias);
+        const VH bh = HALF ? lo_half(b0) : ld_h(bias + VL);
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; ++i) c0[i] = b0, h[i] = bh;
+        for (int64_t k = 0; k < K; ++k) {
+            if constexpr (XT) __builtin_prefetch(a + k * lda + 128);
+            const V w0 = HALF ? V{} : ld(b + k * NR);
+            const VH wh = ld_h(b + k * NR + (HALF ? 0 : VL));
+#pragma GCC unroll 16
+            for (int i = 0; i < mr; ++i) {
+                const V av = bc(XT ? a[k * lda + i] : a[i * lda + k]);
+                if constexpr (!HALF) c0[i] += av * w0;
+                h[i] += lo_half(av) * wh;
+            }
+        }
+        V c1[mr];
+#pragma GCC unroll 16
+        for (int i = 0; i < mr; ++i) {
+            if constexpr (HALF) c0[i] = widen(h[i]), c1[i] = V{};
+            else c1[i] = widen(h[i]);
+        }
+        store_block<mr, A, PART>(c0, c1, C, ldc, R, e, nv);
+        return;
+    }
+#endif
     V c0[mr], c1[mr];
     const V b0 = ld(bias), b1 = HALF ? V{} : ld(bias + VL);
 #pragma GCC unroll 16
@@ -45,6 +93,9 @@ inline void nhwc_pw_block(int64_t K, const float* __restrict a, int64_t lda, con
     store_block<mr, A, PART>(c0, c1, C, ldc, R, e, nv);
 }
 
+// The 8-wide tail accumulators (nhwc_pw_block's NARROW) where the ISA has them (AVX-512).
+constexpr bool kNarrowPw = JIFFY_CONV_VL == 16;
+
 // mr pixel rows, every output channel panel (XT: A is NCHW, channel planes lda apart).
 template <ConvAct A, int mr, bool XT>
 void nhwc_pw_rows(int64_t K, int64_t M, const float* a, int64_t lda, const float* wp, const float* bias,
@@ -55,8 +106,12 @@ void nhwc_pw_rows(int64_t K, int64_t M, const float* a, int64_t lda, const float
         const float* r = R ? R + n0 : nullptr;
         if (nv == NR)
             nhwc_pw_block<mr, A, false, false, XT>(K, a, lda, b, bias + n0, r, C + n0, M, nv, e);
+        else if (kNarrowPw && nv <= VL / 2)
+            nhwc_pw_block<mr, A, true, true, XT, true>(K, a, lda, b, bias + n0, r, C + n0, M, nv, e);
         else if (nv <= VL)
             nhwc_pw_block<mr, A, true, true, XT>(K, a, lda, b, bias + n0, r, C + n0, M, nv, e);
+        else if (kNarrowPw && nv <= VL + VL / 2)
+            nhwc_pw_block<mr, A, true, false, XT, true>(K, a, lda, b, bias + n0, r, C + n0, M, nv, e);
         else
             nhwc_pw_block<mr, A, true, false, XT>(K, a, lda, b, bias + n0, r, C + n0, M, nv, e);
     }

@@ -147,7 +147,10 @@ TEST(ConvNhwc, PointwiseMatchesReference) {
     struct PwCase {
         int64_t K, M, P;
     };
-    const PwCase cases[] = {{16, 32, 100}, {7, 5, 13}, {33, 70, 29}, {64, 16, 12}, {3, 48, 1}, {128, 256, 37}, {24, 17, 25}};
+    // Output channel counts whose last panel is 8 wide or less past a vector (5, 70 = 64 + 6, 17,
+    // 24, 40, 120 = 96 + 24): AVX-512's 8-wide tail accumulators.
+    const PwCase cases[] = {{16, 32, 100}, {7, 5, 13}, {33, 70, 29}, {64, 16, 12}, {3, 48, 1}, {128, 256, 37},
+                            {24, 17, 25},  {40, 24, 29}, {24, 40, 31}, {32, 120, 26}};
     const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, -1.0f, 1.0f}, {ConvAct::kTanh},
                             {ConvAct::kSilu}};
     int idx = 0;
