@@ -1679,6 +1679,34 @@ TEST(Passes, MalformedGlobalAveragePoolNhwcGivesAClearError) {
     EXPECT_NE(st.message().find("N x H x W x C"), std::string::npos) << st.message();
 }
 
+// jiffy::MaxPoolNhwc / AveragePoolNhwc given what the pass never writes: clear errors, no abort.
+TEST(Passes, MalformedPoolNhwcGivesAClearError) {
+    struct Bad {
+        Shape x;
+        Attrs attrs;
+        const char* op;
+        const char* message;
+    };
+    const Bad cases[] = {
+        {{2, 16, 5}, {{"kernel_shape", aints({2, 2})}}, "MaxPoolNhwc", "N x H x W x C"},
+        {{1, 8, 8, 4}, {}, "MaxPoolNhwc", "kernel_shape is required"},
+        {{1, 8, 8, 4}, {{"kernel_shape", aints({2, 2, 2})}}, "AveragePoolNhwc", "kernel_shape must have 2 values"},
+        {{1, 8, 8, 4}, {{"kernel_shape", aints({2, 2})}, {"pads", aints({2, 2, 0, 0})}}, "MaxPoolNhwc",
+         "lies entirely in the padding"},
+    };
+    for (const Bad& c : cases) {
+        Builder b;
+        int x = b.input("x", c.x);
+        b.output(b.node(c.op, {x}, {1, 4, 4, 4}, c.attrs));
+        b.g.nodes.back().domain = "jiffy";
+        std::shared_ptr<const Plan> plan;
+        ScopedPasses sp(false);
+        const Status st = compile_graph(b.g, CompileOptions{}, &plan);
+        EXPECT_FALSE(st.ok()) << c.message;
+        EXPECT_NE(st.message().find(c.message), std::string::npos) << st.message();
+    }
+}
+
 // An RGB stem (3x3 stride 2, 3 -> 16, >= 1024 output pixels) in front of a depthwise chain joins it
 // on AVX-512 (where the direct stem kernel runs): a ConvNhwc reading the NCHW image in place
 // (_x_nchw) and writing channels-last, so no Transpose follows it; after such a stem, a stride-1

@@ -33,9 +33,9 @@ bool dims4(const Graph& g, int v, std::vector<int64_t>* d) { return f32_dims(g, 
 // 0: not a candidate; 1: pointwise; 2: depthwise; 3: an RGB stem (dense 3x3 stride 2 over a few
 // channels where the direct stem kernel runs: it reads its NCHW X in place and writes channels-
 // last); 4: a stride-1 depthwise on a large plane of few channels, a candidate only after a stem;
-// 5: a 2-D MaxPool / AveragePool (no Indices output) and 6: a Pad (pads known, batch unpadded),
-// which join the chains they read from or feed (kPassKinds: they move to channels-last with
-// them, so a chain is not cut in two by a pool or a channel pad; BlazeFace, YuNet).
+// 5 (kPool): a 2-D MaxPool / AveragePool (no Indices output) and 6 (kPad): a Pad (pads known,
+// batch unpadded), which join the chains they read from or feed and move to channels-last with
+// them, so that a chain is not cut in two by a pool or a channel pad (BlazeFace, YuNet).
 constexpr int kPool = 5, kPad = 6;
 bool is_conv_kind(int k) { return k >= 1 && k <= 4; }
 
