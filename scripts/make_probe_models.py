@@ -25,6 +25,9 @@
 #             and Concat, a dilation-5 block, 16 maps upsampled to 320x320
 # v_yunet     face detector like libfacedetection's YuNet: 1x1 + depthwise units, MaxPools between
 #             stages, nearest upsample-and-add neck, 12 outputs (cls / obj / bbox / kps), 320x320
+# v_tfsame    TF-style "same" strides as PyTorch writes them (F.pad right / bottom + unpadded stride-2
+#             stem and depthwise convs): the Pad fold's asymmetric pads through stem, band and 1x1s
+# v_causal    causal Conv1d stack (F.pad(x, (k - 1, 0)): 1-D Winograd, dilated, depthwise, strided)
 # t_resnet18, t_regnet, t_shufflenet, t_squeezenet, t_mnasnet, t_densenet, t_convnext
 #             torchvision CNNs at 224x224 (ResNet-18, RegNetY-400MF, ShuffleNetV2 x1.0,
 #             SqueezeNet 1.1, MNASNet 1.0, DenseNet-121, ConvNeXt-Tiny): the session 27 set
@@ -319,6 +322,32 @@ class YuNet(nn.Module):  # libfacedetection's YuNet-like: MaxPools between stage
         return tuple(out)
 
 
+class TfSame(nn.Module):  # TF-style "same" strides exported from PyTorch: F.pad right / bottom, unpadded convs
+    def __init__(s):
+        super().__init__()
+        s.stem = nn.Conv2d(3, 16, 3, 2, 0)
+        s.e1, s.d1, s.p1 = nn.Conv2d(16, 96, 1), nn.Conv2d(96, 96, 3, 2, 0, groups=96), nn.Conv2d(96, 24, 1)
+        s.e2, s.d2, s.p2 = nn.Conv2d(24, 144, 1), nn.Conv2d(144, 144, 5, 2, 0, groups=144), nn.Conv2d(144, 32, 1)
+
+    def forward(s, x):
+        x = F.relu(s.stem(F.pad(x, (0, 1, 0, 1))))
+        x = s.p1(F.relu(s.d1(F.pad(F.relu(s.e1(x)), (0, 1, 0, 1)))))
+        return s.p2(F.relu(s.d2(F.pad(F.relu(s.e2(x)), (1, 2, 1, 2)))))
+
+
+class Causal(nn.Module):  # causal Conv1d stack (TCN-style keyword spotter): F.pad(x, (k - 1, 0)) before each conv
+    def __init__(s):
+        super().__init__()
+        s.a, s.b = nn.Conv1d(40, 64, 3), nn.Conv1d(64, 64, 5, dilation=2)
+        s.c, s.d = nn.Conv1d(64, 64, 9, groups=64), nn.Conv1d(64, 32, 3, stride=2)
+
+    def forward(s, x):
+        x = F.relu(s.a(F.pad(x, (2, 0))))
+        x = F.relu(s.b(F.pad(x, (8, 0))))
+        x = F.relu(s.c(F.pad(x, (8, 0))))
+        return s.d(F.pad(x, (0, 1)))
+
+
 def enc2():
     layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, activation="gelu", batch_first=True,
                                        norm_first=True)
@@ -342,6 +371,8 @@ models = {
     "v_blaze": lambda: save("v_blaze", Blaze(), [(1, 3, 128, 128)]),
     "v_mlsd": lambda: save("v_mlsd", MLSD(), [(1, 3, 320, 320)]),
     "v_yunet": lambda: save("v_yunet", YuNet(), [(1, 3, 320, 320)]),
+    "v_tfsame": lambda: save("v_tfsame", TfSame(), [(1, 3, 224, 224)]),
+    "v_causal": lambda: save("v_causal", Causal(), [(1, 40, 101)]),
 }
 for name, ctor in [("t_resnet18", "resnet18"), ("t_regnet", "regnet_y_400mf"), ("t_shufflenet", "shufflenet_v2_x1_0"),
                    ("t_squeezenet", "squeezenet1_1"), ("t_mnasnet", "mnasnet1_0"), ("t_densenet", "densenet121"),
