@@ -2310,31 +2310,6 @@ Status read_p(const OpContext& ctx, double* p) {
     return {};
 }
 
-// Per spatial dim of g (3 - g.nd leading dims of size 1): each output index's window start, its
-// valid taps [k0, k1) and its tap count inside the padded range. Fails when a window lies
-// entirely in the padding.
-Status pool_dims(const OpContext& ctx, const Geom& g, std::array<PoolDim, 3>* dims) {
-    for (size_t i = 0; i < 3; ++i) {
-        PoolDim& pd = (*dims)[i];
-        pd.d = g.d[i];
-        for (int64_t o = 0; o < g.out[i]; ++o) {
-            int64_t start = o * g.s[i] - g.pb[i];
-            int64_t k0 = std::max<int64_t>(0, ceil_div(-start, g.d[i]));
-            int64_t k1 = std::min<int64_t>(g.k[i], floor_div(g.in[i] - 1 - start, g.d[i]) + 1);
-            if (k1 <= k0)
-                return ctx.fail("a pooling window lies entirely in the padding (spatial dim ",
-                                int(i) - (3 - g.nd), ", output index ", o,
-                                "); pads must be smaller than the kernel");
-            int64_t kp = std::min<int64_t>(g.k[i], floor_div(g.in[i] + g.pe[i] - 1 - start, g.d[i]) + 1);
-            pd.start.push_back(start);
-            pd.k0.push_back(k0);
-            pd.k1.push_back(k1);
-            pd.cnt_pad.push_back(kp);
-        }
-    }
-    return {};
-}
-
 template <PoolKind K>
 Status prep_pool(OpContext& ctx) {
     if (!ctx.has_input(0)) return ctx.fail("input X is missing");
@@ -2372,7 +2347,24 @@ Status prep_pool(OpContext& ctx) {
     }
 
     std::array<PoolDim, 3> dims;
-    JIFFY_RETURN_IF_ERROR(pool_dims(ctx, g, &dims));
+    for (size_t i = 0; i < 3; ++i) {
+        PoolDim& pd = dims[i];
+        pd.d = g.d[i];
+        for (int64_t o = 0; o < g.out[i]; ++o) {
+            int64_t start = o * g.s[i] - g.pb[i];
+            int64_t k0 = std::max<int64_t>(0, ceil_div(-start, g.d[i]));
+            int64_t k1 = std::min<int64_t>(g.k[i], floor_div(g.in[i] - 1 - start, g.d[i]) + 1);
+            if (k1 <= k0)
+                return ctx.fail("a pooling window lies entirely in the padding (spatial dim ",
+                                int(i) - (3 - g.nd), ", output index ", o,
+                                "); pads must be smaller than the kernel");
+            int64_t kp = std::min<int64_t>(g.k[i], floor_div(g.in[i] + g.pe[i] - 1 - start, g.d[i]) + 1);
+            pd.start.push_back(start);
+            pd.k0.push_back(k0);
+            pd.k1.push_back(k1);
+            pd.cnt_pad.push_back(kp);
+        }
+    }
     Shape out = {x[0], x[1]};
     for (size_t i = 0; i < nd; ++i) out.push_back(g.out[3 - nd + i]);
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, t, out));
@@ -2553,15 +2545,13 @@ Status prep_pool_nhwc(OpContext& ctx) {
         if (k < 1) return ctx.fail("kernel_shape values must be >= 1, got ", ints_str(ka->ints));
     Geom g;
     JIFFY_RETURN_IF_ERROR(forward_geometry(ctx, Shape{x[1], x[2]}, ka->ints, ctx.attr_int("ceil_mode", 0) != 0, &g));
-    std::array<PoolDim, 3> dims;
-    JIFFY_RETURN_IF_ERROR(pool_dims(ctx, g, &dims));  // the NCHW op's checks and messages
     const bool include_pad = K == PoolKind::kAvg && ctx.attr_int("count_include_pad", 0) != 0;
     kernels::PoolNhwc p;
     const int64_t in2[2] = {g.in[1], g.in[2]}, out2[2] = {g.out[1], g.out[2]};
     const int64_t k2[2] = {g.k[1], g.k[2]}, s2[2] = {g.s[1], g.s[2]}, d2[2] = {g.d[1], g.d[2]};
     const int64_t pb2[2] = {g.pb[1], g.pb[2]}, pe2[2] = {g.pe[1], g.pe[2]};
     if (!kernels::pool_nhwc_setup(K == PoolKind::kMax, include_pad, in2, out2, k2, s2, d2, pb2, pe2, x[3], &p))
-        return ctx.fail("a pooling window lies entirely in the padding");
+        return ctx.fail("a pooling window lies entirely in the padding; pads must be smaller than the kernel");
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, DType::kF32, Shape{x[0], g.out[1], g.out[2], x[3]}));
     // Work as FLOP-equivalents for the split threshold: one compare / add per tap and channel.
     int64_t taps = 0;

@@ -1968,11 +1968,11 @@ public:
                     else nearest_row(x + rb[row], yr, W);
                 }
             };
-            if (!near_pool_) {
+            if (!pool_) {
                 part(0, rows);
                 return {};
             }
-            near_pool_->for_balanced(rows, 1, near_bal_.get(), [&](int, int64_t b, int64_t e) { part(b, e); });
+            pool_->for_balanced(rows, 1, near_bal_.get(), [&](int, int64_t b, int64_t e) { part(b, e); });
             return {};
         }
         const AxisTaps& last = ax_[size_t(r - 1)];
@@ -2085,12 +2085,13 @@ private:
 
 public:
     // Threads (docs/threading.md): the separable path splits its output rows into `chunks`
-    // contiguous ranges, each with its own row buffer (every output row is computed the same way).
+    // contiguous ranges, each with its own row buffer (every output row is computed the same way);
+    // the fast nearest path (never separable) splits its rows by measured shares.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (!pool || chunks < 2) return;
         const int64_t rows = out_.empty() || out_.back() <= 0 ? 0 : shape_numel(out_) / out_.back();
         if (!row_base_.empty() && chunks == pool->threads() && rows >= chunks) {
-            near_pool_ = pool, near_bal_ = std::make_unique<Balance>(chunks);  // nearest: rows per run
+            pool_ = pool, near_bal_ = std::make_unique<Balance>(chunks);  // nearest: rows per run
             return;
         }
         if (!sep_) return;
@@ -2098,7 +2099,7 @@ public:
         vrows_.assign(size_t(chunks), std::vector<float>(vrow_.size(), 0.0f));
     }
     std::string describe() const override {
-        if (near_pool_) return "nearest x" + std::to_string(near_pool_->threads()) + " threads by rows";
+        if (near_bal_) return "nearest x" + std::to_string(pool_->threads()) + " threads by rows";
         if (!sep_) return std::string();
         std::string d = x2_ ? "separable 2x" : cols2_fn_ ? "separable permuted columns" : "separable";
         return pool_ ? d + " x" + std::to_string(vrows_.size()) + " threads by rows" : d;
@@ -2227,10 +2228,9 @@ private:
     std::vector<int64_t> offh_, offw_;
     std::vector<float> wh_, ww_;
     mutable std::vector<float> vrow_;
-    ThreadPool* pool_ = nullptr;
+    ThreadPool* pool_ = nullptr;                     // set: the separable or the nearest path splits
     mutable std::vector<std::vector<float>> vrows_;  // per part (threads)
-    ThreadPool* near_pool_ = nullptr;                // the fast nearest path's row split
-    std::unique_ptr<Balance> near_bal_;
+    std::unique_ptr<Balance> near_bal_;              // the fast nearest path's row split
 };
 
 // Creates the kernel for per-axis scales and output sizes (both of the input's rank) and roi

@@ -127,25 +127,23 @@ public:
         n_ = shape_numel(shape_);
         const size_t last = shape_.size() - 1;
         const int64_t* tl = table_.data() + start_[last];
-        contig_ = true;
-        for (int64_t j = 0; j < shape_[last]; ++j)
-            if (tl[j] != tl[0] + j) contig_ = false;
-        // A padded row (Pad's innermost dim, e.g. a channels-last channel pad or a spatial pad of
-        // W): lead_ pad values, then mid_ contiguous elements from tl[lead_], then pad values.
-        if (!contig_) {
-            const int64_t L = shape_[last];
-            int64_t a = 0;
-            while (a < L && tl[a] < 0) ++a;
-            int64_t m = 0;
-            while (a + m < L && tl[a + m] >= 0 && tl[a + m] == tl[a] + m) ++m;
-            bool rest_pad = true;
-            for (int64_t j = a + m; j < L; ++j) rest_pad = rest_pad && tl[j] < 0;
-            if (m > 0 && rest_pad) lead_ = a, mid_ = m;
-        }
+        // A row of the last dim that is lead_ pad values, then mid_ contiguous elements from
+        // tl[lead_], then pad values (Pad's innermost dim: a channels-last channel pad, a spatial
+        // pad of W) is copied as one memcpy between the fills; a contiguous row is the case
+        // lead_ = 0, mid_ = the row (Slice, Concat parts, ...).
+        const int64_t L = shape_[last];
+        int64_t a = 0;
+        while (a < L && tl[a] < 0) ++a;
+        int64_t m = 0;
+        while (a + m < L && tl[a + m] >= 0 && tl[a + m] == tl[a] + m) ++m;
+        bool rest_pad = true;
+        for (int64_t j = a + m; j < L; ++j) rest_pad = rest_pad && tl[j] < 0;
+        if (m > 0 && rest_pad) lead_ = a, mid_ = m;
+        const bool contig = lead_ == 0 && mid_ == L;
         // A transpose of the last two loop dims (e.g. Transpose perm 0,2,3,1 of attention keys):
         // the last dim strided by sa_, the one before it contiguous, no padding anywhere. Then
         // run() copies tiles of kTile rows: each column step reads kTile neighbouring elements.
-        if (!contig_ && shape_.size() >= 2 && shape_[last] > 1 && shape_[last - 1] > 1) {
+        if (!contig && shape_.size() >= 2 && shape_[last] > 1 && shape_[last - 1] > 1) {
             const int64_t* t2 = table_.data() + start_[last - 1];
             sa_ = tl[1] - tl[0];
             tile_ = sa_ > 0;
@@ -172,8 +170,6 @@ public:
         for (int64_t row = 0; row < rows; ++row) {
             if (base < 0) {
                 for (int64_t j = 0; j < L; ++j) y[j] = pv;
-            } else if (contig_ && tl[0] >= 0) {
-                std::memcpy(y, x + base + tl[0], size_t(L) * sizeof(T));
             } else if (mid_ > 0) {
                 for (int64_t j = 0; j < lead_; ++j) y[j] = pv;
                 std::memcpy(y + lead_, x + base + tl[lead_], size_t(mid_) * sizeof(T));
@@ -241,9 +237,9 @@ private:
     T pad_;
     int pad_input_;
     int64_t n_ = 0;
-    bool contig_ = false, tile_ = false;
+    bool tile_ = false;
     int64_t sa_ = 0;
-    int64_t lead_ = 0, mid_ = 0;  // a padded row: lead_ pads, mid_ contiguous elements, then pads
+    int64_t lead_ = 0, mid_ = 0;  // a row of lead_ pads, mid_ contiguous elements, then pads (0: gather)
 };
 
 // Declares output 0 as (dtype of input 0, out). When it has no elements, sets a no-op kernel and

@@ -136,20 +136,20 @@ int layout_nhwc(Graph& g) {
     bool any = false;
     for (size_t i = 0; i < n; ++i) any |= (kind[i] = candidate(g, g.nodes[i])) != 0;
     if (!any) return 0;
-    // Stems only as chain entries (X from outside the chains); kind 4 only right after a stem.
-    auto producer_kind = [&](size_t i) {
-        const int v = g.nodes[i].inputs[0];
-        const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
-        return p >= 0 ? kind[size_t(p)] : 0;
-    };
-    for (size_t i = 0; i < n; ++i)
-        if (kind[i] == 3 && producer_kind(i) != 0) kind[i] = 0;
-    // Kind 4 stays a candidate after a stem, or after a pointwise conv that reads a stem (YuNet's
-    // head: stem, 1x1 16 -> 16, depthwise): the values before it are channels-last already.
+    // The producer of node i's X (-1: a graph input or constant), and its kind.
     auto producer_of = [&](size_t i) {
         const int v = g.nodes[i].inputs[0];
         return v >= 0 ? g.values[size_t(v)].producer : -1;
     };
+    auto producer_kind = [&](size_t i) {
+        const int p = producer_of(i);
+        return p >= 0 ? kind[size_t(p)] : 0;
+    };
+    // Stems only as chain entries (X from outside the chains).
+    for (size_t i = 0; i < n; ++i)
+        if (kind[i] == 3 && producer_kind(i) != 0) kind[i] = 0;
+    // Kind 4 stays a candidate after a stem, or after a pointwise conv that reads a stem (YuNet's
+    // head: stem, 1x1 16 -> 16, depthwise): the values before it are channels-last already.
     for (size_t i = 0; i < n; ++i)
         if (kind[i] == 4) {
             const int p = producer_of(i);
@@ -177,8 +177,7 @@ int layout_nhwc(Graph& g) {
             // an NCHW value from outside stays, and the conversion comes after it (a pool's
             // output is the smaller tensor).
             if (!is_conv_kind(kind[i])) {
-                const int v = g.nodes[i].inputs[0];
-                const int p = v >= 0 ? g.values[size_t(v)].producer : -1;
+                const int p = producer_of(i);
                 if (p < 0 || !convert[size_t(p)]) continue;
             }
             convert[i] = 1;
