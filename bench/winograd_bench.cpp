@@ -66,6 +66,11 @@ int main(int argc, char** argv) {
         {"emb 1x3 72>96 14x4", 72, 96, 14, 4, 1, 3}, {"emb 3x1 96 14x4", 96, 96, 14, 4, 3, 1},
         {"emb 1x3 96 12x4", 96, 96, 12, 4, 1, 3}, {"emb 3x1 96 12x4", 96, 96, 12, 4, 3, 1},
         {"emb 1x3 96 10x2", 96, 96, 10, 2, 1, 3}, {"emb 3x1 96 10x2", 96, 96, 10, 2, 3, 1},
+        // 3x3 stride (2, 1) convs of an SVTR-like recognizer as 1x3 convs over their row stacks
+        // (ops/conv.cpp SubsampledConvKernel: 3 C channels, OH x W planes)
+        {"rows 1x3 96>64 12x160", 96, 64, 12, 160, 1, 3}, {"rows 1x3 192>120 6x160", 192, 120, 6, 160, 1, 3},
+        {"rows 1x3 360>120 3x160", 360, 120, 3, 160, 1, 3}, {"rows 1x3 96>64 8x100", 96, 64, 8, 100, 1, 3},
+        {"rows 1x3 192>128 4x80", 192, 128, 4, 80, 1, 3},  {"rows 1x3 384>256 2x40", 384, 256, 2, 40, 1, 3},
     };
     const char* only = std::getenv("WINO_BENCH_ONLY");  // a substring of the shapes to run
     std::printf("ISA %s, %d rounds, medians (us), GFLOP/s of the direct-conv FLOPs, err vs float64\n",

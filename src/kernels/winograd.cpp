@@ -197,7 +197,12 @@ double winograd_speedup(Isa isa, const Conv2DGeom& g, WinoPick p, bool tuned) {
     // 1.16x the direct conv, F(4,3) 1.63x): x 1 up to 50 tiles, 0.8 at 100, 0.6 from ~200 on (at
     // 100 tiles the bench read ~0.6, but YOLO's 32 x 40x40 ran F(4,3)t 170-200 us in the model
     // against F(4,3)'s 235-245).
-    const bool intel = tuned && tuning_vendor() == CpuVendor::kIntel;
+    // The 1-D kinds on every core (not a tuning: the fit's own shapes had few tiles): on AMD Zen 4
+    // too, the transposed 1x3 variants lose on wide planes (row-stacked SVTR-like layers,
+    // winograd_bench "rows": 192 -> 120 on 6x160, 240 tiles, F(4,3)t 1000 against F(4,3) 866 us,
+    // estimated 1.67 against 1.51; 96 -> 64 on 8x100 230 against 207) and win on few tiles (4x80,
+    // 80 tiles: 264 against 304; 2x40 252 against 428; the embedding model's 14x4 and 12x4).
+    const bool intel = (tuned && tuning_vendor() == CpuVendor::kIntel) || d1;
     const int64_t mr = conv_mr(isa), rows = (a.nb + mr - 1) / mr;
     const double mr_avg = double(a.nb) / double(rows);
     const double lanes = double(g.M) / double(a.Mpad);

@@ -1250,23 +1250,55 @@ private:
     mutable std::vector<float> xp_, yp_;  // the input / output mosaic (not reentrant)
 };
 
-// 1x1 convs with stride > 1 and no padding (ResNet-50's projection shortcuts): the input is
-// subsampled once into a buffer, then the stride-1 1x1 conv runs on it as ConvFastKernel with its
-// own mode and thread split. Through ConvGemm's strided modes (im2col, transposed or its own
-// subsampled copy) each part of a two-thread split by channels read and copied the whole input
-// itself, and the stride-1 shape's better modes (1x1-direct on 14x14) were out of reach:
-// docs/benchmarks.md "Session 15". The copy is split by channels across the same pool.
+// Strided convs as a stride-1 conv (ConvFastKernel, with its own mode and thread split) over a
+// copy of their input, made per image and split by channels across the same pool:
+//  - subsample (stack_ 0): 1x1 convs with stride > 1 and no padding (ResNet-50's projection
+//    shortcuts) read the input subsampled. Through ConvGemm's strided modes (im2col, transposed or
+//    its own subsampled copy) each part of a two-thread split by channels read and copied the whole
+//    input itself, and the stride-1 shape's better modes (1x1-direct on 14x14) were out of reach:
+//    docs/benchmarks.md "Session 15".
+//  - row stack (stack_ = kh): a kh x kw conv with stride (sh, 1) (text recognizers' 3x3 stride
+//    (2, 1) convs, which halve the height and keep the width) is a 1 x kw stride-1 conv over kh C
+//    channels: channel k C + c of the copy holds, at row i, input row i sh - ph + k of channel c
+//    (zeros where that row is padding), and its weights are W'[m][k C + c][0][j] = W[m][c][k][j].
+//    Its 1 x 3 conv runs as 1-D Winograd F(4, 3) (6 multiplies per 4 outputs and tap row instead
+//    of 12): the SVTR-like probe's 3x3 (2, 1) layers on 24 / 12 / 6 x 160 planes 666 -> 357,
+//    1237 -> 745, 1154 -> 641 us (Zen 4, the 1 x 3 conv over the stacked copy as its own model).
+//    Taken only where winograd_choice picks Winograd for the 1 x kw conv.
 class SubsampledConvKernel : public Kernel {
 public:
-    SubsampledConvKernel(const ConvDims& d, const kernels::Conv2DGeom& g, bool has_res,
+    // stack: 0 (subsample) or the kernel height of a row-stacked conv.
+    SubsampledConvKernel(const ConvDims& d, const kernels::Conv2DGeom& g, bool has_res, int64_t stack,
                          std::unique_ptr<ConvFastKernel> inner, ThreadPool* pool, int chunks)
-        : d_(d), g_(g), has_res_(has_res), isa_(kernels::active_isa()), inner_(std::move(inner)) {
-        xs_.resize(size_t(d.C * g.OH * g.OW));
-        if (pool && chunks > 1 && chunks == pool->threads() && d.C >= 2 * chunks) {
+        : d_(d), g_(g), has_res_(has_res), stack_(stack), isa_(kernels::active_isa()), inner_(std::move(inner)) {
+        planes_ = stack_ ? stack_ * d.C : d.C;
+        plane_ = stack_ ? g.OH * g.W : g.OH * g.OW;
+        // Row stack: the rows that fall in the padding are never written: zeroed once.
+        xs_.assign(size_t(planes_ * plane_), 0.0f);
+        if (pool && chunks > 1 && chunks == pool->threads() && planes_ >= 2 * chunks) {
             pool_ = pool;
-            chunks_ = chunks;
-            bal_ = std::make_unique<Balance>(chunks);  // the subsample's channels cut per run
+            bal_ = std::make_unique<Balance>(chunks);  // the copy's planes cut per run
         }
+    }
+    // The row-stacked conv's geometry (1 x kw, stride 1, kh C input channels, OH x W input).
+    static kernels::Conv2DGeom stacked(const kernels::Conv2DGeom& g) {
+        kernels::Conv2DGeom s = g;
+        s.C = g.kh * g.C;
+        s.H = g.OH;
+        s.kh = 1;
+        s.sh = 1;
+        s.ph = 0;
+        return s;
+    }
+    // W (M x C x kh x kw) as the stacked conv's (M x kh C x 1 x kw).
+    static std::vector<float> stacked_weights(const float* w, const kernels::Conv2DGeom& g) {
+        std::vector<float> r(size_t(g.M * g.C * g.kh * g.kw));
+        for (int64_t m = 0; m < g.M; ++m)
+            for (int64_t c = 0; c < g.C; ++c)
+                for (int64_t k = 0; k < g.kh; ++k)
+                    std::memcpy(&r[size_t(((m * g.kh + k) * g.C + c) * g.kw)],
+                                w + ((m * g.C + c) * g.kh + k) * g.kw, size_t(g.kw) * sizeof(float));
+        return r;
     }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
@@ -1277,13 +1309,19 @@ public:
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             auto part = [&](int, int64_t c0, int64_t c1) {
-                if (c1 > c0) kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
+                if (c1 <= c0) return;
+                if (stack_)
+                    row_stack(x, xs, c0, c1);
+                else
+                    kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
             };
             if (pool_)
-                pool_->for_balanced(d_.C, 1, bal_.get(), part);
+                pool_->for_balanced(planes_, 1, bal_.get(), part);
             else
-                part(0, 0, d_.C);
-            const void* sub_in[4] = {xs, in[1], d_.has_bias ? in[2] : nullptr, R ? R + n * out_img : nullptr};
+                part(0, 0, planes_);
+            // The inner conv's weights are packed (constant): it does not read input 1.
+            const void* sub_in[4] = {xs, stack_ ? nullptr : in[1], d_.has_bias ? in[2] : nullptr,
+                                     R ? R + n * out_img : nullptr};
             void* sub_out[1] = {Y + n * out_img};
             JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
         }
@@ -1291,19 +1329,34 @@ public:
     }
     FastWeights set_fast_weights(bool fast) override { return inner_->set_fast_weights(fast); }
     std::string describe() const override {
-        return "subsampled " + std::to_string(g_.sh) + "x" + std::to_string(g_.sw) + ": " + inner_->describe();
+        return (stack_ ? "rows stacked " + std::to_string(stack_) + "x" : "subsampled ") + std::to_string(g_.sh) + "x" +
+               std::to_string(g_.sw) + ": " + inner_->describe();
     }
 
 private:
+    // Planes [p0, p1) of the row stack (plane k C + c: channel c's rows i sh - ph + k).
+    void row_stack(const float* x, float* xs, int64_t p0, int64_t p1) const {
+        const int64_t W = g_.W;
+        for (int64_t p = p0; p < p1; ++p) {
+            const int64_t k = p / d_.C, c = p % d_.C;
+            float* dst = xs + p * plane_;
+            for (int64_t i = 0; i < g_.OH; ++i) {
+                const int64_t r = i * g_.sh - g_.ph + k;
+                if (r >= 0 && r < g_.H) std::memcpy(dst + i * W, x + (c * g_.H + r) * W, size_t(W) * sizeof(float));
+            }
+        }
+    }
+
     ConvDims d_;
     kernels::Conv2DGeom g_;
     bool has_res_;
+    int64_t stack_;
+    int64_t planes_ = 0, plane_ = 0;  // the copy: planes_ planes of plane_ floats
     kernels::Isa isa_;
     std::unique_ptr<ConvFastKernel> inner_;
     ThreadPool* pool_ = nullptr;
-    int chunks_ = 1;
     std::unique_ptr<Balance> bal_;
-    mutable std::vector<float> xs_;  // the subsampled image (not reentrant, like the plan's scratch)
+    mutable std::vector<float> xs_;  // the copy (not reentrant, like the plan's scratch)
 };
 
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
@@ -1453,6 +1506,32 @@ Status prep_Conv(OpContext& ctx) {
                     return {};
                 }
             }
+            // kh x kw convs with stride (sh, 1): a 1 x kw conv over the row stack where that one
+            // runs as 1-D Winograd (SubsampledConvKernel). JIFFY_ROW_STACK=0 turns it off.
+            static const bool stack_on = [] {
+                const char* e = std::getenv("JIFFY_ROW_STACK");
+                return !(e && std::string(e) == "0");
+            }();
+            if (stack_on && g.nd == 2 && geo.sh > 1 && geo.sw == 1 && geo.kh > 1 && geo.dh == 1 && geo.dw == 1 &&
+                geo.OH >= 1) {
+                const kernels::Conv2DGeom sub = SubsampledConvKernel::stacked(geo);
+                if (kernels::Winograd::suits(sub) && kernels::winograd_choice(kernels::active_isa(), sub).m != 0) {
+                    ConvDims ds = d;
+                    ds.N = 1;
+                    ds.C = sub.C;
+                    ds.Cg = sub.C;
+                    ds.in_plane = sub.H * sub.W;
+                    ds.ksize = sub.kh * sub.kw;
+                    const std::vector<float> ws = SubsampledConvKernel::stacked_weights(ctx.in_const(1)->as<float>(), geo);
+                    auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false, ws.data(), epi, has_res);
+                    const int chunks = parallel_chunks(ctx.options(), 2 * d.M * sub.C * sub.kw * sub.OH * sub.OW);
+                    inner->set_parallel(ctx.options().pool.get(), chunks, ws.data());
+                    inner->bind_scratch(ctx.options().scratch.get());
+                    ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, geo.kh, std::move(inner),
+                                                                          ctx.options().pool.get(), chunks));
+                    return {};
+                }
+            }
             // RGB stems (3x3 stride 2, <= 4 input channels): the direct kernel (conv_stem.h).
             if ((!d.has_bias || ctx.in_const(2)) && stem_conv_preferred(kernels::active_isa(), geo)) {
                 const int64_t flops = 2 * d.N * d.M * d.C * 9 * geo.OH * geo.OW;
@@ -1489,7 +1568,7 @@ Status prep_Conv(OpContext& ctx) {
                 const int chunks = parallel_chunks(ctx.options(), 2 * d.M * d.C * sub.OH * sub.OW);
                 inner->set_parallel(ctx.options().pool.get(), chunks, w0);
                 inner->bind_scratch(ctx.options().scratch.get());
-                ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, std::move(inner),
+                ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, 0, std::move(inner),
                                                                       ctx.options().pool.get(), chunks));
                 return {};
             }

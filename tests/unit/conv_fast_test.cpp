@@ -997,6 +997,30 @@ TEST(ConvFast, EnginePathsMatchReference) {
     check_graph({1, 4, 1, 23, 5, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 1}, hs, false, false, &xs, &ws);
 }
 
+// One-group conv case c (attributes `extra`, a residual if `res`) in float32 against the float64
+// reference, within Winograd F(4,3)'s error, which scales with the largest output
+// (docs/winograd.md: 2.4-7.1e-6 of it); returns the float32 run (its kernel description).
+Result expect_near_f64(const Case& c, const Attrs& extra, bool res, uint32_t* seed) {
+    const Conv2DGeom g = case_geom(c, false);
+    const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C, c.kh, c.kw}, ys{c.N, c.M, g.OH, g.OW};
+    Attrs attrs = case_attrs(c);
+    for (const auto& [k, v] : extra) attrs[k] = v;
+    if (res) attrs["_fused_residual"] = ai(1);
+    const auto x = rnd(c.N * c.C * c.H * c.W, (*seed)++), w = rnd(c.M * c.C * c.kh * c.kw, (*seed)++),
+               b = rnd(c.M, (*seed)++), r = rnd(c.N * c.M * g.OH * g.OW, (*seed)++);
+    Result want = run_conv(DType::kF64, xs, x, ws, w, b, res ? &r : nullptr, ys, attrs);
+    Result got = run_conv(DType::kF32, xs, x, ws, w, b, res ? &r : nullptr, ys, attrs);
+    EXPECT_TRUE(want.st.ok()) << want.st.message();
+    EXPECT_TRUE(got.st.ok()) << got.st.message();
+    EXPECT_EQ(got.shape, want.shape);
+    if (!want.st.ok() || !got.st.ok() || got.shape != want.shape) return got;
+    double mx = 1.0;
+    for (double v : want.out) mx = std::max(mx, std::abs(v));
+    std::vector<float> gf(got.out.begin(), got.out.end());
+    expect_close(gf, want.out, case_str(c) + " " + got.kernel, 2e-5 * mx);
+    return got;
+}
+
 // Dilated "same" convs whose undilated conv over the phase mosaic runs as Winograd take that path
 // (the line detector's 3x3 dilation 5; dilation 2 with a batch, odd planes and a ReLU); a conv
 // whose mosaic conv would not be Winograd (4 channels) keeps the dilated taps; JIFFY_DIL_PHASES
@@ -1021,27 +1045,46 @@ TEST(ConvFast, DilatedConvsRunAsOnePhaseMosaic) {
     for (const T& t : cases) {
         const Case& c = t.c;
         if (t.force) setenv("JIFFY_DIL_PHASES", t.force, 1);
-        const Conv2DGeom g = case_geom(c, false);
-        const Shape xs{c.N, c.C, c.H, c.W}, ws{c.M, c.C, c.kh, c.kw}, ys{c.N, c.M, g.OH, g.OW};
-        Attrs attrs = case_attrs(c);
-        for (const auto& [k, v] : t.extra) attrs[k] = v;
-        const auto x = rnd(c.N * c.C * c.H * c.W, seed++), w = rnd(c.M * c.C * c.kh * c.kw, seed++),
-                   b = rnd(c.M, seed++);
-        Result want = run_conv(DType::kF64, xs, x, ws, w, b, nullptr, ys, attrs);
-        Result got = run_conv(DType::kF32, xs, x, ws, w, b, nullptr, ys, attrs);
+        const Result got = expect_near_f64(c, t.extra, false, &seed);
         unsetenv("JIFFY_DIL_PHASES");
-        ASSERT_TRUE(want.st.ok()) << want.st.message();
-        ASSERT_TRUE(got.st.ok()) << got.st.message();
-        ASSERT_EQ(got.shape, want.shape);
         EXPECT_EQ(got.kernel.find("phase mosaic") != std::string::npos, t.mosaic) << case_str(c) << ": " << got.kernel;
         if (t.mosaic && !t.force)
             EXPECT_NE(got.kernel.find("winograd"), std::string::npos) << case_str(c) << ": " << got.kernel;
-        // Winograd F(4,3)'s error scales with the largest output (docs/winograd.md: 2.4-7.1e-6 of it).
-        double mx = 1.0;
-        for (double v : want.out) mx = std::max(mx, std::abs(v));
-        std::vector<float> gf(got.out.begin(), got.out.end());
-        expect_close(gf, want.out, case_str(c) + " " + got.kernel, 2e-5 * mx);
-        if (HasFatalFailure()) return;
+        if (HasFailure()) return;
+    }
+}
+
+// Convs with stride (sh, 1) whose 1 x kw conv over the row stack (kh C channels, OH x W) runs as
+// 1-D Winograd take that path: an SVTR-like 3x3 (2, 1) layer, a batch with a residual, odd planes
+// and asymmetric pads (no pad at the bottom, a TF-style one-sided pad on top), stride 3 (rows
+// skipped), a 5x3 kernel; every result equals the float64 reference. Few channels (the stacked
+// conv would not be Winograd) and stride (2, 2) keep their direct paths.
+TEST(ConvFast, StridedRowsRunAsRowStackedOneByThree) {
+    struct T {
+        Case c;
+        Attrs extra;
+        bool res;
+        bool stacked;  // the plan must (not) show the row stack
+    };
+    const Attrs hs{{"_fused_act", as("HardSwish")}};
+    const T cases[] = {
+        {{1, 32, 24, 160, 64, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1}, hs, false, true},
+        {{2, 40, 13, 77, 48, 3, 3, 2, 1, 1, 1, 1, 1, 0, 1, 1}, {}, true, true},
+        {{1, 48, 16, 64, 56, 3, 3, 2, 1, 1, 1, 0, 1, 1, 1, 1}, hs, false, true},
+        {{1, 40, 20, 96, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {}, false, true},
+        {{1, 32, 18, 80, 40, 5, 3, 2, 1, 1, 1, 2, 1, 2, 1, 1}, hs, true, true},
+        {{1, 3, 24, 40, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1}, {}, false, false},
+        {{1, 32, 24, 160, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, {}, false, false},
+    };
+    uint32_t seed = 500;
+    for (const T& t : cases) {
+        const Case& c = t.c;
+        const Result got = expect_near_f64(c, t.extra, t.res, &seed);
+        if (kernels::active_isa() != kernels::Isa::kScalar) {
+            EXPECT_EQ(got.kernel.find("rows stacked") != std::string::npos, t.stacked) << case_str(c) << ": " << got.kernel;
+            if (t.stacked) EXPECT_NE(got.kernel.find("winograd"), std::string::npos) << case_str(c) << ": " << got.kernel;
+        }
+        if (HasFailure()) return;
     }
 }
 

@@ -468,6 +468,27 @@ TEST(Threaded, GemmByChannelsMatchesOneThreadBitwise) {
     }
 }
 
+// Stride (2, 1) 3x3 convs (text recognizers) as a 1x3 conv over the row stack: the stack copied by
+// planes across the pool, then the 1-D Winograd conv split its own way (by tiles).
+TEST(Threaded, RowStackedConvMatchesOneThreadBitwise) {
+    NoAmxConv fp32;
+    const int64_t cases[][4] = {{32, 24, 160, 64}, {64, 13, 97, 120}};  // C, H, W, M
+    for (const auto& [c, h, w, m] : cases) {
+        OneNode o;
+        o.op = "Conv";
+        o.xs = {1, c, h, w};
+        o.consts = {{{m, c, 3, 3}, true}, {{m}, true}};
+        o.attrs = {{"kernel_shape", aints({3, 3})},
+                   {"strides", aints({2, 1})},
+                   {"pads", aints({1, 1, 1, 1})},
+                   {"_fused_act", as("Relu")}};
+        const std::string what = "conv " + std::to_string(c) + "->" + std::to_string(m) + " s2,1 on " +
+                                 std::to_string(h) + "x" + std::to_string(w);
+        expect_same_threaded(o, what, avx512_splits() ? "rows stacked" : "");
+        if (avx512_splits()) EXPECT_NE(o.kernel.find("threads"), std::string::npos) << what << ": " << o.kernel;
+    }
+}
+
 // Strided 1x1 convs (ResNet-50's projection shortcuts): the input subsampled by channels across
 // the pool, then the stride-1 conv split its own way (by pixels on larger planes, by channels at
 // panel edges on the transposed mode's small ones).
