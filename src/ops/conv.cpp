@@ -1268,13 +1268,15 @@ private:
 class SubsampledConvKernel : public Kernel {
 public:
     // stack: 0 (subsample) or the kernel height of a row-stacked conv.
+    // The copy lives at the top of the plan's shared scratch (SharedScratch::reserve_top: warm from
+    // the steps before; the inner conv uses its bottom).
     SubsampledConvKernel(const ConvDims& d, const kernels::Conv2DGeom& g, bool has_res, int64_t stack,
-                         std::unique_ptr<ConvFastKernel> inner, ThreadPool* pool, int chunks)
-        : d_(d), g_(g), has_res_(has_res), stack_(stack), isa_(kernels::active_isa()), inner_(std::move(inner)) {
+                         std::unique_ptr<ConvFastKernel> inner, SharedScratch* scratch, ThreadPool* pool, int chunks)
+        : d_(d), g_(g), has_res_(has_res), stack_(stack), isa_(kernels::active_isa()), inner_(std::move(inner)),
+          scr_(scratch) {
         planes_ = stack_ ? stack_ * d.C : d.C;
         plane_ = stack_ ? g.OH * g.W : g.OH * g.OW;
-        // Row stack: the rows that fall in the padding are never written: zeroed once.
-        xs_.assign(size_t(planes_ * plane_), 0.0f);
+        scr_->reserve_top(size_t(planes_ * plane_));
         if (pool && chunks > 1 && chunks == pool->threads() && planes_ >= 2 * chunks) {
             pool_ = pool;
             bal_ = std::make_unique<Balance>(chunks);  // the copy's planes cut per run
@@ -1305,7 +1307,7 @@ public:
         float* Y = static_cast<float*>(out[0]);
         const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
         const int64_t in_img = d_.C * d_.in_plane, out_img = d_.M * d_.out_plane;
-        float* xs = xs_.data();
+        float* xs = scr_->top(size_t(planes_ * plane_));
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
             auto part = [&](int, int64_t c0, int64_t c1) {
@@ -1342,7 +1344,10 @@ private:
             float* dst = xs + p * plane_;
             for (int64_t i = 0; i < g_.OH; ++i) {
                 const int64_t r = i * g_.sh - g_.ph + k;
-                if (r >= 0 && r < g_.H) std::memcpy(dst + i * W, x + (c * g_.H + r) * W, size_t(W) * sizeof(float));
+                if (r >= 0 && r < g_.H)
+                    std::memcpy(dst + i * W, x + (c * g_.H + r) * W, size_t(W) * sizeof(float));
+                else
+                    std::memset(dst + i * W, 0, size_t(W) * sizeof(float));  // padding
             }
         }
     }
@@ -1354,9 +1359,9 @@ private:
     int64_t planes_ = 0, plane_ = 0;  // the copy: planes_ planes of plane_ floats
     kernels::Isa isa_;
     std::unique_ptr<ConvFastKernel> inner_;
+    SharedScratch* scr_;  // the plan's: the copy at its top
     ThreadPool* pool_ = nullptr;
     std::unique_ptr<Balance> bal_;
-    mutable std::vector<float> xs_;  // the copy (not reentrant, like the plan's scratch)
 };
 
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
@@ -1528,6 +1533,7 @@ Status prep_Conv(OpContext& ctx) {
                     inner->set_parallel(ctx.options().pool.get(), chunks, ws.data());
                     inner->bind_scratch(ctx.options().scratch.get());
                     ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, geo.kh, std::move(inner),
+                                                                          ctx.options().scratch.get(),
                                                                           ctx.options().pool.get(), chunks));
                     return {};
                 }
@@ -1569,6 +1575,7 @@ Status prep_Conv(OpContext& ctx) {
                 inner->set_parallel(ctx.options().pool.get(), chunks, w0);
                 inner->bind_scratch(ctx.options().scratch.get());
                 ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, 0, std::move(inner),
+                                                                      ctx.options().scratch.get(),
                                                                       ctx.options().pool.get(), chunks));
                 return {};
             }

@@ -23,25 +23,41 @@ class SharedScratch {
 public:
     // At prepare: some kernel will use up to `floats` floats from data() (64-byte aligned).
     void reserve(size_t floats) {
-        if (floats <= n_) return;
-        buf_ = aligned_buffer(floats * sizeof(float));
-        n_ = floats;
+        front_ = std::max(front_, round16(floats));
+        grow();
     }
     // At prepare: a kernel split into `parts` will use per_part floats at data() + i *
     // part_stride() for part i, and `shared` floats at data() + parts * part_stride().
     void reserve_parts(int parts, size_t per_part, size_t shared) {
-        stride_ = std::max(stride_, (per_part + 15) / 16 * 16);
+        stride_ = std::max(stride_, round16(per_part));
         max_parts_ = std::max(max_parts_, size_t(parts));
         max_shared_ = std::max(max_shared_, shared);
         reserve(max_parts_ * stride_ + max_shared_);
     }
+    // At prepare: a kernel that runs another kernel inside its step (which may use data() on, as
+    // above) keeps `floats` of its own at top(floats), past everything reserve / reserve_parts
+    // give: the row stack of ops/conv.cpp's SubsampledConvKernel, which a buffer of its own would
+    // write cold (session 34: three such 0.7 MB copies in the SVTR-like probe, ~500 us a run).
+    void reserve_top(size_t floats) {
+        top_ = std::max(top_, round16(floats));
+        grow();
+    }
+    float* top(size_t floats) const { return data() + n_ - round16(floats); }
     float* data() const { return reinterpret_cast<float*>(buf_.get()); }
     size_t floats() const { return n_; }
     size_t part_stride() const { return stride_; }
 
 private:
+    static size_t round16(size_t n) { return (n + 15) / 16 * 16; }
+    void grow() {
+        if (front_ + top_ <= n_) return;
+        n_ = front_ + top_;
+        buf_ = aligned_buffer(n_ * sizeof(float));
+    }
+
     std::shared_ptr<uint8_t> buf_;
     size_t n_ = 0;
+    size_t front_ = 0, top_ = 0;  // the largest reserve (from data()) and reserve_top (below the end)
     size_t stride_ = 0, max_parts_ = 0, max_shared_ = 0;
 };
 

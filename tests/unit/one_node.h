@@ -2,7 +2,9 @@
 // compiled with the default options and run. Each op test file keeps a small wrapper with the
 // argument order and result type its tests use; the graph building lives here once.
 #pragma once
+#include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -11,6 +13,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "runtime/plan.h"
+#include "runtime/scratch.h"
 
 namespace jiffy::testnode {
 
@@ -45,7 +48,9 @@ inline std::vector<NodeIn> node_inputs(const std::vector<Tensor>& ins, const std
 
 // Inputs are named x0, x1, ... and outputs y0, y1, ...; out_present[i] false omits output i.
 // The session runs `runs` times on the same inputs (a second run checks that a kernel carries
-// nothing over in its scratch); the last run's outputs are returned. `opt`: the compile options
+// nothing over in its scratch), the plan's shared scratch filled with NaN before each run (a
+// kernel that relied on scratch kept from prepare or from an earlier run fails: as the model
+// tests, tests/models/refs.h); the last run's outputs are returned. `opt`: the compile options
 // (threads, parallel_min_flops for the thread-split tests).
 inline NodeRun run_one_node(const std::string& op, const std::vector<NodeIn>& ins, const std::map<std::string, Attr>& attrs,
                             int64_t opset,
@@ -101,6 +106,8 @@ inline NodeRun run_one_node(const std::string& op, const std::vector<NodeIn>& in
             if (in.t.nbytes()) std::memcpy(s.input_data(k), in.t.data(), in.t.nbytes());
             ++k;
         }
+        if (r.plan->scratch && r.plan->scratch->floats())
+            std::fill_n(r.plan->scratch->data(), r.plan->scratch->floats(), std::numeric_limits<float>::quiet_NaN());
         r.st = s.run();
         if (!r.st.ok()) return r;
     }
