@@ -127,8 +127,7 @@ inline V act_raw_v(V v, const ConvEpi& e) {
 // std::max(v, lo) then std::min(., hi) per lane (the reference's order; NaN stays NaN).
 inline V clamp_v(V v, const ConvEpi& e) {
     const V lo = bc(e.lo), hi = bc(e.hi);
-    v = v < lo ? lo : v;
-    return hi < v ? hi : v;
+    return vmin(hi, vmax(lo, v));  // lo > v ? lo : v, then hi < . ? hi : .
 }
 
 // v * scale + shift as one fused multiply-add per lane (the scalar reference's std::fma).
