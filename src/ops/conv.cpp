@@ -1221,17 +1221,13 @@ public:
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* xn = X + n * C * HW;
             float* yn = Y + n * M * HW;
-            auto split = [&](int, int64_t b, int64_t e) { kernels::phase_split(isa_, p_, xn, xp, b, e); };
-            auto merge = [&](int, int64_t b, int64_t e) { kernels::phase_merge(isa_, p_, yp, yn, b, e); };
-            if (pool_)
-                pool_->for_balanced(C, 1, bal_.get(), split);
-            else
-                split(0, 0, C);
+            for_balanced_or_caller(pool_, C, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+                kernels::phase_split(isa_, p_, xn, xp, b, e);
+            });
             JIFFY_RETURN_IF_ERROR(inner_->run(sub_in, sub_out));
-            if (pool_)
-                pool_->for_balanced(M, 1, bal_.get(), merge);
-            else
-                merge(0, 0, M);
+            for_balanced_or_caller(pool_, M, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+                kernels::phase_merge(isa_, p_, yp, yn, b, e);
+            });
         }
         return {};
     }
@@ -1310,17 +1306,13 @@ public:
         float* xs = scr_->top(size_t(planes_ * plane_));
         for (int64_t n = 0; n < d_.N; ++n) {
             const float* x = X + n * in_img;
-            auto part = [&](int, int64_t c0, int64_t c1) {
+            for_balanced_or_caller(pool_, planes_, 1, bal_.get(), [&](int, int64_t c0, int64_t c1) {
                 if (c1 <= c0) return;
                 if (stack_)
                     row_stack(x, xs, c0, c1);
                 else
                     kernels::conv_subsample(isa_, x, g_.H, g_.W, g_.sh, g_.sw, g_.OH, g_.OW, xs, c0, c1);
-            };
-            if (pool_)
-                pool_->for_balanced(planes_, 1, bal_.get(), part);
-            else
-                part(0, 0, planes_);
+            });
             // The inner conv's weights are packed (constant): it does not read input 1.
             const void* sub_in[4] = {xs, stack_ ? nullptr : in[1], d_.has_bias ? in[2] : nullptr,
                                      R ? R + n * out_img : nullptr};
@@ -1973,11 +1965,7 @@ public:
         for (int64_t n = 0; n < N_; ++n) {
             const float* x = X + n * in_img;
             float* y = Y + n * out_img;
-            if (!pool_) {
-                rows(x, y, scratch, 0, g_.OH);
-                continue;
-            }
-            pool_->for_balanced(g_.OH, 1, bal_.get(), [&](int i, int64_t b, int64_t e) {
+            for_balanced_or_caller(pool_, g_.OH, 1, bal_.get(), [&](int i, int64_t b, int64_t e) {
                 if (e > b) rows(x, y, scratch + size_t(i) * stride, b, e);
             });
         }
@@ -2365,12 +2353,8 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         const float* x = static_cast<const float*>(in[0]);
         float* y = static_cast<float*>(out[0]);
-        if (!pool_) {
-            fn_(p_, x, y, planes_, scratch_[0].data());
-            return {};
-        }
         const int64_t in_plane = p_.H * p_.W, out_plane = p_.OH * p_.OW;
-        pool_->for_balanced(planes_, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
+        for_balanced_or_caller(pool_, planes_, 1, bal_.get(), [&](int t, int64_t b, int64_t e) {
             if (e > b) fn_(p_, x + b * in_plane, y + b * out_plane, e - b, scratch_[size_t(t)].data());
         });
         return {};
@@ -2592,11 +2576,7 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         const float* x = static_cast<const float*>(in[0]);
         float* y = static_cast<float*>(out[0]);
-        if (!pool_) {
-            fn_(p_, x, y, 0, rows_);
-            return {};
-        }
-        pool_->for_balanced(rows_, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+        for_balanced_or_caller(pool_, rows_, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
             if (e > b) fn_(p_, x, y, b, e);
         });
         return {};

@@ -70,13 +70,9 @@ public:
                     run_block(in, x, y, n * channels_ + c0, std::min(kBlock, channels_ - c0), c0, -1, buf_.data());
             return {};
         }
-        if (pool_) {
-            pool_->for_balanced(outer_ * channels_, 1, bal_.get(), [&](int part, int64_t lo, int64_t hi) {
-                planes(in, x, y, lo, hi, buf_.data() + 2 * kBlock * part);
-            });
-            return {};
-        }
-        planes(in, x, y, 0, outer_ * channels_, buf_.data());
+        for_balanced_or_caller(pool_, outer_ * channels_, 1, bal_.get(), [&](int part, int64_t lo, int64_t hi) {
+            planes(in, x, y, lo, hi, buf_.data() + 2 * kBlock * part);
+        });
         return {};
     }
 

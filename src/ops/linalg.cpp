@@ -1968,11 +1968,7 @@ public:
                     else nearest_row(x + rb[row], yr, W);
                 }
             };
-            if (!pool_) {
-                part(0, rows);
-                return {};
-            }
-            pool_->for_balanced(rows, 1, near_bal_.get(), [&](int, int64_t b, int64_t e) { part(b, e); });
+            for_balanced_or_caller(pool_, rows, 1, near_bal_.get(), [&](int, int64_t b, int64_t e) { part(b, e); });
             return {};
         }
         const AxisTaps& last = ax_[size_t(r - 1)];

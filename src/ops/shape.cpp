@@ -557,11 +557,7 @@ public:
     Status run(const void* const* in, void* const* out) const override {
         uint8_t* y = static_cast<uint8_t*>(out[0]);
         const int64_t total = int64_t(row_) * outer_;
-        if (!pool_) {
-            copy(in, y, 0, total);
-            return {};
-        }
-        pool_->for_balanced(total, 64, bal_.get(), [&](int, int64_t lo, int64_t hi) { copy(in, y, lo, hi); });
+        for_balanced_or_caller(pool_, total, 64, bal_.get(), [&](int, int64_t lo, int64_t hi) { copy(in, y, lo, hi); });
         return {};
     }
     std::string describe() const override {

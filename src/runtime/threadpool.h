@@ -169,6 +169,17 @@ private:
     std::unique_ptr<Balance> overall_;
 };
 
+// f(i, begin, end) over [0, total): split across `pool` (ThreadPool::for_balanced) where a kernel
+// has one, else f(0, 0, total) on the caller. The shape of every kernel that splits one range of
+// rows / planes / bytes when it was given a pool at prepare.
+template <typename F>
+inline void for_balanced_or_caller(ThreadPool* pool, int64_t total, int64_t align, Balance* op, F&& f) {
+    if (pool)
+        pool->for_balanced(total, align, op, f);
+    else
+        f(0, int64_t(0), total);
+}
+
 // Contiguous chunk i of n over [0, total), boundaries rounded to multiples of `align`.
 inline void chunk_range(int64_t total, int n, int i, int64_t align, int64_t* begin, int64_t* end) {
     auto at = [&](int k) {
