@@ -1056,8 +1056,8 @@ TEST(ConvFast, DilatedConvsRunAsOnePhaseMosaic) {
 
 // Convs with stride (sh, 1) whose 1 x kw conv over the row stack (kh C channels, OH x W) runs as
 // 1-D Winograd take that path: an SVTR-like 3x3 (2, 1) layer, a batch with a residual, odd planes
-// and asymmetric pads (no pad at the bottom, a TF-style one-sided pad on top), stride 3 (rows
-// skipped), a 5x3 kernel; every result equals the float64 reference. Few channels (the stacked
+// and asymmetric pads (no pad at the bottom, a TF-style one-sided pad on top, one-sided column
+// pads), stride 3 (rows skipped), a 5x3 kernel; every result equals the float64 reference. Few channels (the stacked
 // conv would not be Winograd) and stride (2, 2) keep their direct paths.
 TEST(ConvFast, StridedRowsRunAsRowStackedOneByThree) {
     struct T {
@@ -1073,6 +1073,8 @@ TEST(ConvFast, StridedRowsRunAsRowStackedOneByThree) {
         {{1, 48, 16, 64, 56, 3, 3, 2, 1, 1, 1, 0, 1, 1, 1, 1}, hs, false, true},
         {{1, 40, 20, 96, 64, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {}, false, true},
         {{1, 32, 18, 80, 40, 5, 3, 2, 1, 1, 1, 2, 1, 2, 1, 1}, hs, true, true},
+        {{1, 40, 16, 96, 48, 3, 3, 2, 1, 1, 1, 0, 2, 1, 0, 1}, {}, false, true},  // W pads 2 / 0
+        {{1, 40, 16, 96, 48, 3, 3, 2, 1, 1, 1, 1, 0, 1, 1, 1}, {}, true, true},   // W pads 0 / 1
         {{1, 3, 24, 40, 4, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1}, {}, false, false},
         {{1, 32, 24, 160, 64, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1}, {}, false, false},
     };
