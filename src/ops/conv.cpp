@@ -1356,6 +1356,29 @@ private:
     std::unique_ptr<Balance> bal_;
 };
 
+// The stride-1 conv that a wrapping kernel (DilatedPhaseConvKernel, SubsampledConvKernel) runs on
+// its copy of one image: geometry `sub` (sub.C input channels), weights w (M x sub.C x kh x kw,
+// packed here: w need not outlive the call), split across the pool as a conv of its own would be
+// (*chunks: the parts asked for) and bound to the plan's shared scratch.
+std::unique_ptr<ConvFastKernel> wrapped_conv(OpContext& ctx, const ConvDims& d, const kernels::Conv2DGeom& sub,
+                                             const float* w, const kernels::ConvEpi& epi, bool has_res, int* chunks) {
+    ConvDims ds = d;
+    ds.N = 1;
+    ds.C = ds.Cg = sub.C;
+    ds.in_plane = sub.H * sub.W;
+    ds.out_plane = sub.OH * sub.OW;
+    ds.ksize = sub.kh * sub.kw;
+    ds.kw = sub.kw;
+    ds.rows = sub.OH;
+    ds.row_len = sub.OW;
+    ds.sx = 1;
+    auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false, w, epi, has_res);
+    *chunks = parallel_chunks(ctx.options(), 2 * d.M * sub.C * sub.kh * sub.kw * sub.OH * sub.OW);
+    inner->set_parallel(ctx.options().pool.get(), *chunks, w);
+    inner->bind_scratch(ctx.options().scratch.get());
+    return inner;
+}
+
 std::unique_ptr<Kernel> make_one_pixel_conv(OpContext& ctx, const kernels::Conv2DGeom& g, const ConvDims& d,
                                             const kernels::ConvEpi& epi, bool has_res) {
     if (g.OH * g.OW != 1 || has_res || epi.clamp || epi.affine || g.H * g.W > g.kh * g.kw || g.C * g.H * g.W == 0) return nullptr;
@@ -1488,15 +1511,8 @@ Status prep_Conv(OpContext& ctx) {
                 const bool phases = force && *force ? *force != '0'
                                                     : kernels::winograd_choice(kernels::active_isa(), sub).m != 0;
                 if (phases) {
-                    ConvDims ds = d;
-                    ds.N = 1;
-                    ds.in_plane = sub.H * sub.W;
-                    ds.out_plane = sub.OH * sub.OW;
-                    auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false,
-                                                                  ctx.in_const(1)->as<float>(), epi, false);
-                    const int chunks = parallel_chunks(ctx.options(), 2 * d.M * d.C * sub.kh * sub.kw * sub.OH * sub.OW);
-                    inner->set_parallel(ctx.options().pool.get(), chunks, ctx.in_const(1)->as<float>());
-                    inner->bind_scratch(ctx.options().scratch.get());
+                    int chunks = 1;
+                    auto inner = wrapped_conv(ctx, d, sub, ctx.in_const(1)->as<float>(), epi, false, &chunks);
                     auto k = std::make_unique<DilatedPhaseConvKernel>(d, dl, geo.H, geo.W, geo.kh, geo.kw, std::move(inner));
                     if (chunks >= 2) k->set_parallel(ctx.options().pool.get());
                     ctx.set_kernel(std::move(k));
@@ -1513,17 +1529,9 @@ Status prep_Conv(OpContext& ctx) {
                 geo.OH >= 1) {
                 const kernels::Conv2DGeom sub = SubsampledConvKernel::stacked(geo);
                 if (kernels::Winograd::suits(sub) && kernels::winograd_choice(kernels::active_isa(), sub).m != 0) {
-                    ConvDims ds = d;
-                    ds.N = 1;
-                    ds.C = sub.C;
-                    ds.Cg = sub.C;
-                    ds.in_plane = sub.H * sub.W;
-                    ds.ksize = sub.kh * sub.kw;
                     const std::vector<float> ws = SubsampledConvKernel::stacked_weights(ctx.in_const(1)->as<float>(), geo);
-                    auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false, ws.data(), epi, has_res);
-                    const int chunks = parallel_chunks(ctx.options(), 2 * d.M * sub.C * sub.kw * sub.OH * sub.OW);
-                    inner->set_parallel(ctx.options().pool.get(), chunks, ws.data());
-                    inner->bind_scratch(ctx.options().scratch.get());
+                    int chunks = 1;
+                    auto inner = wrapped_conv(ctx, d, sub, ws.data(), epi, has_res, &chunks);
                     ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, geo.kh, std::move(inner),
                                                                           ctx.options().scratch.get(),
                                                                           ctx.options().pool.get(), chunks));
@@ -1556,16 +1564,8 @@ Status prep_Conv(OpContext& ctx) {
                 sub.H = geo.OH;
                 sub.W = geo.OW;
                 sub.sh = sub.sw = 1;
-                ConvDims ds = d;
-                ds.N = 1;
-                ds.in_plane = ds.out_plane = sub.OH * sub.OW;
-                ds.rows = sub.OH;
-                ds.sx = 1;
-                const float* w0 = ctx.in_const(1)->as<float>();
-                auto inner = std::make_unique<ConvFastKernel>(ds, kernels::active_isa(), sub, false, w0, epi, has_res);
-                const int chunks = parallel_chunks(ctx.options(), 2 * d.M * d.C * sub.OH * sub.OW);
-                inner->set_parallel(ctx.options().pool.get(), chunks, w0);
-                inner->bind_scratch(ctx.options().scratch.get());
+                int chunks = 1;
+                auto inner = wrapped_conv(ctx, d, sub, ctx.in_const(1)->as<float>(), epi, has_res, &chunks);
                 ctx.set_kernel(std::make_unique<SubsampledConvKernel>(d, geo, has_res, 0, std::move(inner),
                                                                       ctx.options().scratch.get(),
                                                                       ctx.options().pool.get(), chunks));

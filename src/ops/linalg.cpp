@@ -2057,11 +2057,6 @@ private:
         // column pass runs as two shifted vector sums instead of a gather per output (the line
         // detector's 32 x 80x80 -> 160x160 in the model: ~840 -> ~200 us; ORT ~260).
         const int64_t OW = out_.back();
-        // Two taps per column: the lane-permute column kernel (kernels/resize.h) where it has one.
-        if (kw_ == 2) {
-            cols2_fn_ = kernels::resize_cols2_for(kernels::active_isa());
-            if (cols2_fn_ && !kernels::resize_cols2_setup(offw_.data(), ww_.data(), OW, &cols2_)) cols2_fn_ = nullptr;
-        }
         if (kw_ == 2 && OW == 2 * in_w && in_w >= 4) {
             const int64_t* o = offw_.data();
             const float* w = ww_.data();
@@ -2076,6 +2071,12 @@ private:
                     x2_w_[t] = w[4 + t];
                 }
             }
+        }
+        // Other two-tap column passes: the lane-permute column kernel (kernels/resize.h) where it
+        // has one (exact 2x runs its shifted sums above instead).
+        if (kw_ == 2 && !x2_) {
+            cols2_fn_ = kernels::resize_cols2_for(kernels::active_isa());
+            if (cols2_fn_ && !kernels::resize_cols2_setup(offw_.data(), ww_.data(), OW, &cols2_)) cols2_fn_ = nullptr;
         }
     }
 
