@@ -164,16 +164,20 @@ inline __attribute__((always_inline)) void bstrip(const Conv2DGeom& g, const flo
     // The input rows of the strip: in place, or (EDGE) their 2P + 1 columns copied with zeros
     // outside [0, W), so that the border strips run the same loop (a test per tap made them ~4x
     // slower than the others: one of 7-10 strips a row).
-    constexpr int64_t BW = 2 * P + 2;
+    // Copied 16 columns at a time by masked loads (zeros outside the row; masked-off lanes are
+    // not read).
+    constexpr int64_t BW = (2 * P + 2 + 15) / 16 * 16;
     alignas(64) float buf[EDGE ? 4 * 3 * BW : 1];
     const float* x0 = x + iy0 * W + c0;
     int64_t cstride = g.H * W, rstride = W;
     if constexpr (EDGE) {
         for (int64_t c = 0; c < g.C; ++c)
             for (int64_t ky = ky0; ky < ky1; ++ky) {
-                const float* src = x + c * g.H * W + (iy0 + ky) * W;
+                const float* src = x + c * g.H * W + (iy0 + ky) * W + c0;
                 float* dst = buf + (c * 3 + ky) * BW;
-                for (int64_t j = 0; j < BW; ++j) dst[j] = c0 + j >= 0 && c0 + j < W ? src[c0 + j] : 0.0f;
+#pragma GCC unroll 4
+                for (int64_t j = 0; j < BW; j += 16)
+                    _mm512_store_ps(dst + j, _mm512_maskz_loadu_ps(lane_mask(-c0 - j, W - c0 - j), src + j));
             }
         x0 = buf, cstride = 3 * BW, rstride = BW;
     }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -188,6 +189,57 @@ TEST(ConvNhwc, PointwiseMatchesReference) {
             expect_near(y, want, c.M, c.P, "pointwise NCHW X", isa);
             for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
         }
+}
+
+// The whole 12-pixel blocks that AVX-512 runs in inline assembly (no residual; ReLU, Clip or no
+// activation; every full 32-channel panel and a last panel of exactly 16) against the reference,
+// and bit for bit against the compiled blocks the same call takes with a residual of zeros (x + 0
+// is x): M with and without a 16-channel or other tail panel, K from 1, pixel counts with a
+// partial last block, a NaN input (ReLU and Clip give what vmax / vmin give), ranges split at an
+// odd pixel; nothing written past the output. On every ISA (the others take the compiled path).
+TEST(ConvNhwc, PointwiseAssemblyBlocksMatchTheCompiledOnes) {
+    struct PwCase {
+        int64_t K, M, P;
+    };
+    const PwCase cases[] = {{16, 32, 100}, {16, 16, 37}, {1, 48, 24}, {37, 96, 25}, {64, 80, 13},
+                            {5, 70, 30},   {16, 64, 12}, {128, 16, 50}};
+    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, -0.5f, 0.7f}};
+    auto same = [](float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; };
+    int idx = 0;
+    for (const PwCase& c : cases)
+        for (const ConvEpi& e : epis)
+            for (Isa isa : testisa::isas()) {
+                ++idx;
+                Conv2DGeom g;
+                g.C = c.K, g.M = c.M, g.H = g.OH = 1, g.W = g.OW = c.P;
+                const auto x = rnd(c.K * c.P, 41 + uint32_t(idx));
+                const auto w = rnd(c.M * c.K, 13 + uint32_t(idx), 0.3f);
+                const auto b = rnd(c.M, 6);
+                const auto want = testisa::conv_ref(g, x, w, b.data(), nullptr, e);
+                const NhwcPointwise k(isa, c.K, c.M);
+                std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+                k.pack(w.data(), b.data(), packed.get());
+                auto xn = to_nhwc(x, c.K, c.P);
+                const std::vector<float> zeros(size_t(c.M * c.P), 0.0f);
+                std::vector<float> y(size_t(c.M * c.P) + 16, -7.0f), yc(y.size(), -7.0f);
+                const int64_t mid = c.P / 3 | 1;
+                k.run(xn.data(), packed.get(), nullptr, y.data(), e, mid, c.P);
+                k.run(xn.data(), packed.get(), nullptr, y.data(), e, 0, mid);
+                expect_near(y, want, c.M, c.P, "pointwise, no residual", isa);
+                k.run(xn.data(), packed.get(), zeros.data(), yc.data(), e, 0, c.P);
+                for (size_t i = 0; i < y.size(); ++i)
+                    ASSERT_TRUE(same(y[i], yc[i])) << isa_name(isa) << " K " << c.K << " M " << c.M << " P " << c.P
+                                                   << " act " << int(e.act) << " element " << i << ": " << y[i]
+                                                   << " against " << yc[i];
+                // A NaN in pixel 5's first channel: its whole output row, the same on both paths.
+                xn[size_t(5 * c.K)] = std::nanf("");
+                k.run(xn.data(), packed.get(), nullptr, y.data(), e, 0, c.P);
+                k.run(xn.data(), packed.get(), zeros.data(), yc.data(), e, 0, c.P);
+                for (size_t i = 0; i < y.size(); ++i)
+                    ASSERT_TRUE(same(y[i], yc[i])) << isa_name(isa) << " NaN input, K " << c.K << " M " << c.M
+                                                   << " act " << int(e.act) << " element " << i;
+                for (size_t i = size_t(c.M * c.P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            }
 }
 
 // scale_inputs (squeeze-and-excite's channel scale moved onto the weights, ConvNhwc _x_scale): the
