@@ -11,6 +11,8 @@ void conv_nhwc_pw_portable(int64_t, int64_t, const float*, const float*, const f
                            const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                            const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
+void conv_nhwc_dot_portable(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                            const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_pw_scale_portable(int64_t, int64_t, const float*, const float*, float*);
 void transpose32_portable(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 #if defined(__x86_64__)
@@ -22,6 +24,10 @@ void conv_nhwc_pw_avx512(int64_t, int64_t, const float*, const float*, const flo
                          const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
                          const ConvEpi&, int64_t, int64_t, bool, int64_t, int64_t);
+void conv_nhwc_dot_avx512(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                          const ConvEpi&, int64_t, int64_t);
+void conv_nhwc_dot_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                        const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_pw_avx2(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -30,6 +36,8 @@ void conv_nhwc_dw_avx2(const Conv2DGeom&, const float*, const float*, const floa
 #if defined(__aarch64__)
 void conv_nhwc_pw_scale_neon(int64_t, int64_t, const float*, const float*, float*);
 void transpose32_neon(const float*, float*, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
+void conv_nhwc_dot_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
+                        const ConvEpi&, int64_t, int64_t);
 void conv_nhwc_pw_neon(int64_t, int64_t, const float*, const float*, const float*, const float*, float*,
                        const ConvEpi&, int64_t, int64_t, int64_t);
 void conv_nhwc_dw_neon(const Conv2DGeom&, const float*, const float*, const float*, const float*, float*,
@@ -69,6 +77,17 @@ ConvNhwcDwFn dw_for(Isa isa) {
 #endif
     (void)isa;
     return conv_nhwc_dw_portable;
+}
+ConvNhwcDotFn dot_for(Isa isa) {
+#if defined(__x86_64__)
+    if (isa == Isa::kAvx512) return conv_nhwc_dot_avx512;
+    if (isa == Isa::kAvx2) return conv_nhwc_dot_avx2;
+#endif
+#if defined(__aarch64__)
+    if (isa == Isa::kNeon) return conv_nhwc_dot_neon;
+#endif
+    (void)isa;
+    return conv_nhwc_dot_portable;
 }
 }  // namespace
 
@@ -146,6 +165,44 @@ void NhwcDepthwise::run_band(const float* x, int64_t h0, int64_t h1, const float
     g.H = h1 - h0;
     g.ph = g_.ph + h0;
     dw_for(isa_)(g, x, packed, packed + g_.kh * g_.kw * Cp_, nullptr, y, epi, oy0, oy1, y_nchw, 0, g_.C);
+}
+
+NhwcDot::NhwcDot(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) {
+    const int64_t vl = conv_nr(isa) / 2;
+    G_ = g.M == 4 ? 2 : (g.M % 4 == 0 && vl >= 8) ? 4 : g.M % 2 == 0 ? 2 : 1;  // as DotShape in conv_nhwc_impl.h
+    const int64_t L = vl / G_;
+    Cp_ = (g.C + L - 1) / L * L;
+    Hp_ = std::max(g.ph + g.H, (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1);
+    Wp_ = std::max(g.pw + g.W, (g.OW - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+}
+
+void NhwcDot::pack(const float* W, const float* b, float* dst) const {
+    std::memset(dst, 0, packed_floats() * sizeof(float));
+    const int64_t T = g_.kh * g_.kw, M = g_.M, C = g_.C, vl = conv_nr(isa_) / 2, L = vl / G_, nch = Cp_ / L;
+    // [tap][L channels][M / G][G outputs x L channels]
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t c = 0; c < C; ++c)
+            for (int64_t m = 0; m < M; ++m)
+                dst[((t * nch + c / L) * (M / G_) + m / G_) * vl + (m % G_) * L + c % L] = W[(m * C + c) * T + t];
+    float* bt = dst + T * Cp_ * M;
+    for (int64_t j = 0; j < 16 * M; ++j) bt[j] = b ? b[j % M] : 0.0f;
+}
+
+const float* NhwcDot::pad_input(const float* x, float* scratch) const {
+    if (!padded()) return x;
+    const int64_t C = g_.C, row = Wp_ * C;
+    std::memset(scratch, 0, size_t(Hp_ * row) * sizeof(float));
+    for (int64_t h = 0; h < g_.H; ++h)
+        std::memcpy(scratch + (h + g_.ph) * row + g_.pw * C, x + h * g_.W * C, size_t(g_.W * C) * sizeof(float));
+    return scratch;
+}
+
+void NhwcDot::run(const float* xp, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
+                  int64_t p1) const {
+    if (p1 <= p0 || !supports(g_)) return;
+    Conv2DGeom g = g_;  // the kernel reads rows of W + 2 pw pixels: the padded image's
+    g.W = Wp_, g.pw = 0;
+    dot_for(isa_)(g, xp, packed, packed + g_.kh * g_.kw * Cp_ * g_.M, res, y, epi, p0, p1);
 }
 
 }  // namespace jiffy::kernels

@@ -71,6 +71,42 @@ private:
     int64_t Cp_ = 0;
 };
 
+// A dense conv (one group, any kernel, stride, padding, dilation) with 1 to 15 output channels,
+// channels-last in and out: each output a dot product over taps x C along the vector axis, reduced
+// across the lanes at the end (kernels/conv_nhwc_impl.h, "few outputs"). For the detection heads
+// whose outputs are too few for the pointwise kernel's panels (64 -> 6 fills 6 of 16 lanes) and
+// too many pixels short for the NCHW GEMM's (4x5: 20 of 32 lanes).
+class NhwcDot {
+public:
+    static constexpr int64_t kMaxM = 15;
+    static bool supports(const Conv2DGeom& g) { return g.M >= 1 && g.M <= kMaxM && g.kh * g.kw <= 64 && g.C >= 1; }
+    NhwcDot() = default;
+    NhwcDot(Isa isa, const Conv2DGeom& g);
+    // W is M x C x kh x kw (the ONNX weight), b (may be null) M floats. Packed: per tap, per L
+    // channels (L = vector / G), M / G vectors of G outputs' L weights (zero past C); then the
+    // bias tiled over 16 x M.
+    size_t packed_floats() const { return size_t(g_.kh * g_.kw * Cp_ * g_.M + 16 * g_.M); }
+    void pack(const float* W, const float* b, float* dst) const;
+    // Floats of the zero-padded image (0 without padding: X is read in place).
+    size_t scratch_floats() const { return padded() ? size_t(Hp_ * Wp_ * g_.C) : 0; }
+    // X as run reads it: X itself, or its copy into scratch (scratch_floats()) with ph rows and pw
+    // columns of zeros before it and zeros after it up to the last row and column an output reads.
+    const float* pad_input(const float* x, float* scratch) const;
+    // Output pixels [p0, p1) of OH x OW (row-major; any range: the thread split), Y and R (may be
+    // null) channels-last; xp from pad_input.
+    void run(const float* xp, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
+             int64_t p1) const;
+    const Conv2DGeom& geom() const { return g_; }
+
+private:
+    bool padded() const { return Hp_ != g_.H || Wp_ != g_.W || g_.ph > 0 || g_.pw > 0; }
+    Isa isa_ = Isa::kScalar;
+    Conv2DGeom g_;
+    int64_t G_ = 1;           // outputs an accumulator (4, 2 or 1, dividing M)
+    int64_t Cp_ = 0;          // C rounded up to a multiple of the lanes an output (vector / G)
+    int64_t Hp_ = 0, Wp_ = 0;  // the padded image's rows and columns (H, W where none)
+};
+
 // The depthwise geometries whose output NhwcDepthwise::run can write channels-first: square 3x3
 // or 5x5 kernels, stride 1 or 2 both ways, dilation 1 (the register-window strips).
 inline bool nhwc_dw_writes_nchw(const Conv2DGeom& g) {
@@ -90,6 +126,8 @@ using ConvNhwcPwFn = void (*)(int64_t K, int64_t M, const float* x, const float*
                               const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1,
                               int64_t x_plane);
 using ConvNhwcPwScaleFn = void (*)(int64_t K, int64_t Mp, const float* wp, const float* s, float* dst);
+using ConvNhwcDotFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias_t,
+                               const float* res, float* y, const ConvEpi& e, int64_t p0, int64_t p1);
 using ConvNhwcDwFn = void (*)(const Conv2DGeom& g, const float* x, const float* wp, const float* bias,
                               const float* res, float* y, const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw,
                               int64_t c0, int64_t c1);

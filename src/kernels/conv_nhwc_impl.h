@@ -711,6 +711,289 @@ void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* 
     with_act(e.act, [&](auto a) { nd_act<decltype(a)::value>(g, x, wp, bias, res, y, e, oy0, oy1, y_nchw, c0, c1); });
 }
 
+// ------------------------------------------------------------------------- few outputs (dot)
+
+// A dense conv with fewer output channels than a vector holds (detection heads: 64 -> 6 on 30x40,
+// 256 -> 12 3x3 on 4x5), channels-last: each output is a dot product over K = taps x C, summed
+// along the input channels and reduced across lanes at the end. An accumulator holds G outputs
+// (G = 4, 2 or 1, dividing M) of L = VL / G lanes each: X's L channels are loaded repeated G times
+// (one broadcast load) and multiplied by a weight vector holding those L channels of G outputs, so
+// that the reduction's first log2(G) rounds cost nothing (64 -> 6 with G = 2, 64 -> 12 with
+// G = 4). Blocks of PB pixels x M / G accumulators in registers (PB + M / G loads a block's
+// M / G x PB FMAs); their sums, in the channels-last output's order, are reduced L accumulators at
+// a time (reduce_acc) into VL consecutive outputs, stored as one vector: in registers where a
+// block holds a multiple of L accumulators, else parked in a 16-pixel chunk's buffer first.
+// Weights packed [tap][L channels][M / G][G x L] (zero past C), then the bias tiled over 16 x M.
+// x: the image zero-padded by (ph, pw) where it has padding (NhwcDot::pad_input), rows Wp pixels.
+
+// L consecutive floats, repeated VL / L times (L = VL: one plain load): one broadcast load.
+template <int L, int... I>
+inline V rep_impl(const float* p, std::integer_sequence<int, I...>) {
+    typedef float VS __attribute__((vector_size(L * sizeof(float))));
+    VS s;
+    std::memcpy(&s, p, sizeof(s));
+    return __builtin_shufflevector(s, s, (I % L)...);
+}
+template <int L>
+inline V ld_rep(const float* p) {
+    if constexpr (L == VL) return ld(p);
+    else if constexpr (L == 1) return bc(*p);
+#if JIFFY_CONV_VL == 16 && defined(__AVX512F__)
+    else if constexpr (L == 4) return (V)_mm512_broadcast_f32x4(_mm_loadu_ps(p));
+    else if constexpr (L == 8) return (V)_mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_loadu_pd((const double*)p)));
+#elif JIFFY_CONV_VL == 8 && defined(__AVX2__)
+    else if constexpr (L == 4) return (V)_mm256_broadcast_ps((const __m128*)p);
+    else if constexpr (L == 2) return (V)_mm256_castpd_ps(_mm256_broadcast_sd((const double*)p));
+#endif
+    else return rep_impl<L>(p, std::make_integer_sequence<int, VL>{});
+}
+
+// The reduction's rounds: pairs of vectors (x, y) whose lanes hold groups of 2h lanes (each group
+// one output's partial sums) -> one vector of groups of h: lo + hi lane by lane, the masks picking
+// each group's halves. Groups of 8 or 16 lanes (whole 128-bit blocks): x's halved groups then y's
+// (block shuffles); groups of 4 or 2: within each 128-bit block, x's halved groups then y's
+// (in-lane shuffles, vshufps: cross-block two-source permutes cost ~2x on Zen 4). The order this
+// leaves is undone by one permute at the end (dot_order).
+constexpr void dot_round(int h, int* lo, int* hi) {
+    if (2 * h >= 8) {
+        for (int g = 0; g < VL / (2 * h); ++g)
+            for (int i = 0; i < h; ++i) {
+                lo[g * h + i] = g * 2 * h + i, hi[g * h + i] = g * 2 * h + h + i;
+                lo[VL / 2 + g * h + i] = VL + g * 2 * h + i, hi[VL / 2 + g * h + i] = VL + g * 2 * h + h + i;
+            }
+    } else {
+        const int bl = VL < 4 ? VL : 4;  // a 128-bit block (VL < 4: the whole vector)
+        for (int b = 0; b < VL; b += bl)
+            for (int g = 0; g < bl / (2 * h); ++g)
+                for (int i = 0; i < h; ++i) {
+                    lo[b + g * h + i] = b + g * 2 * h + i, hi[b + g * h + i] = b + g * 2 * h + h + i;
+                    lo[b + bl / 2 + g * h + i] = VL + b + g * 2 * h + i;
+                    hi[b + bl / 2 + g * h + i] = VL + b + g * 2 * h + h + i;
+                }
+    }
+}
+
+// Lane k of the rounds' result holds output order[k] of the L accumulators (accumulator a's output
+// j is a * VL / L + j): the rounds run on labels.
+template <int L>
+constexpr std::array<int, VL> dot_order() {
+    int lab[L][VL] = {};
+    for (int a = 0; a < L; ++a)
+        for (int l = 0; l < VL; ++l) lab[a][l] = a * (VL / L) + l / L;
+    int n = L;
+    for (int h = L / 2; h >= 1; h /= 2, n /= 2) {
+        int lo[VL] = {}, hi[VL] = {};
+        dot_round(h, lo, hi);
+        for (int j = 0; j < n / 2; ++j) {
+            int out[VL] = {};
+            for (int k = 0; k < VL; ++k) out[k] = lo[k] < VL ? lab[2 * j][lo[k]] : lab[2 * j + 1][lo[k] - VL];
+            for (int k = 0; k < VL; ++k) lab[j][k] = out[k];
+        }
+    }
+    std::array<int, VL> r{};
+    for (int k = 0; k < VL; ++k) r[size_t(k)] = lab[0][k];
+    return r;
+}
+
+template <int H>
+constexpr std::array<int, 2 * VL> dot_masks() {  // lo then hi (compile-time: the shuffles' immediates)
+    int lo[VL] = {}, hi[VL] = {};
+    dot_round(H, lo, hi);
+    std::array<int, 2 * VL> m{};
+    for (int k = 0; k < VL; ++k) m[size_t(k)] = lo[k], m[size_t(VL + k)] = hi[k];
+    return m;
+}
+template <int H, int... I>
+inline __attribute__((always_inline)) V dot_pair(V x, V y, std::integer_sequence<int, I...>) {
+    constexpr std::array<int, 2 * VL> m = dot_masks<H>();
+    return __builtin_shufflevector(x, y, m[I]...) + __builtin_shufflevector(x, y, m[VL + I]...);
+}
+// Rounds from groups of 2H lanes on N vectors.
+template <int H, int N>
+inline __attribute__((always_inline)) void dot_rounds(V* v) {
+    if constexpr (H >= 1) {
+#pragma GCC unroll 16
+        for (int j = 0; j < N / 2; ++j) v[j] = dot_pair<H>(v[2 * j], v[2 * j + 1], std::make_integer_sequence<int, VL>{});
+        dot_rounds<H / 2, N / 2>(v);
+    }
+}
+template <int L, int... I>
+inline __attribute__((always_inline)) V dot_unorder(V v, std::integer_sequence<int, I...>) {
+    constexpr std::array<int, VL> order = dot_order<L>();
+    constexpr std::array<int, VL> back = [&] {
+        std::array<int, VL> b{};  // output o sits at lane k where order[k] == o
+        for (int k = 0; k < VL; ++k) b[size_t(order[size_t(k)])] = k;
+        return b;
+    }();
+    return __builtin_shufflevector(v, v, back[I]...);
+}
+
+// v[0 .. L): accumulators of VL / L outputs, L lanes each -> one vector of their VL sums in order
+// (accumulator a's output j at lane a * VL / L + j); v is overwritten.
+template <int L>
+inline __attribute__((always_inline)) V reduce_acc(V* v) {
+    dot_rounds<L / 2, L>(v);
+    if constexpr (L == 1) return v[0];
+    else return dot_unorder<L>(v[0], std::make_integer_sequence<int, VL>{});
+}
+
+struct DotArgs {
+    int64_t C, T;           // channels, taps
+    const int64_t* toff;    // each tap's offset in floats from the pixel's first input
+    int64_t OW, sh, sw, Wp;  // output row width, strides, the padded input's row width in pixels
+};
+
+// The output grouping of M outputs: G outputs an accumulator, PB pixels a block, DIRECT: a
+// block's PB x M / G accumulators are whole reduction groups of L (reduced in registers).
+template <int M>
+struct DotShape {
+    static constexpr int G = M == 4 ? 2 : (M % 4 == 0 && VL >= 8) ? 4 : M % 2 == 0 ? 2 : 1;
+    static constexpr int MG = M / G, L = VL / G, kMaxAcc = VL == 16 ? 24 : 12;
+    static constexpr int pb_direct() {
+        for (int p = 1; p <= 16; p *= 2)
+            if (p * MG % L == 0 && p * MG <= kMaxAcc) return p;
+        return 0;
+    }
+    static constexpr int PB_D = pb_direct();
+    static constexpr bool DIRECT = PB_D > 0;
+    static constexpr int PB = DIRECT ? PB_D : std::max(1, std::min(16, kMaxAcc / MG));
+};
+
+// The last crem < L channels of a tap (C not a multiple of L): zeros past C (their weights are
+// zero too). Out of line: its copies would crowd the main loop's registers.
+template <int PB, int MG, int L>
+__attribute__((noinline)) void dot_tail(V (&acc)[PB][MG], const float* const* base, int64_t off, int64_t crem,
+                                        const float* w) {
+    for (int i = 0; i < PB; ++i) {
+        V xv;
+        if constexpr (L == VL) {
+            xv = ld_n(base[i] + off, crem);
+        } else {
+            float tl[L] = {};
+            for (int64_t c = 0; c < crem; ++c) tl[c] = base[i][off + c];
+            xv = ld_rep<L>(tl);
+        }
+        for (int g = 0; g < MG; ++g) acc[i][g] += xv * ld(w + g * VL);
+    }
+}
+
+// The sums of PB output pixels (their first inputs at base[0 .. PB)) x M / G accumulators: into
+// s[i * MG + g] (one vector each), or DIRECT: reduced here, plus the bias (bias_t: tiled from the
+// block's first output), stored to y (PB x M floats).
+// Out of line: inlined into dot_rows with its other blocks GCC kept the sums on the stack.
+template <int M, int PB, bool DIRECT>
+__attribute__((noinline)) void dot_block(const DotArgs& a, const float* const* base, const float* wp, V* s, float* y,
+                      const float* bias_t) {
+    using S = DotShape<M>;
+    constexpr int MG = S::MG, L = S::L;
+    V acc[PB][MG];
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i)
+#pragma GCC unroll 16
+        for (int g = 0; g < MG; ++g) acc[i][g] = V{};
+    const int64_t ncl = a.C / L, crem = a.C % L;
+    const float* w = wp;
+    for (int64_t t = 0; t < a.T; ++t) {
+        const int64_t off = a.toff[t];
+        for (int64_t cl = 0; cl < ncl; ++cl, w += MG * VL) {
+            // MG weight vectors live, then one pixel's X at a time (PB x MG sums + MG + 1 registers)
+            V wv[MG];
+#pragma GCC unroll 16
+            for (int g = 0; g < MG; ++g) {
+                wv[g] = ld(w + g * VL);
+                if constexpr (PB > 1) keep_in_reg(wv[g]);  // one load, PB FMAs
+            }
+#pragma GCC unroll 16
+            for (int i = 0; i < PB; ++i) {
+                V xv = ld_rep<L>(base[i] + off + cl * L);
+                if constexpr (MG > 1) keep_in_reg(xv);
+#pragma GCC unroll 16
+                for (int g = 0; g < MG; ++g) acc[i][g] += xv * wv[g];
+            }
+        }
+        if (crem) dot_tail<PB, MG, L>(acc, base, off + ncl * L, crem, w), w += MG * VL;
+    }
+    if constexpr (DIRECT) {
+        static_assert(PB * MG % L == 0);
+#pragma GCC unroll 16
+        for (int j = 0; j < PB * MG; j += L) {
+            V r[L];
+#pragma GCC unroll 16
+            for (int k = 0; k < L; ++k) r[k] = acc[(j + k) / MG][(j + k) % MG];
+            st(y + j * S::G, reduce_acc<L>(r) + ld(bias_t + j * S::G));
+        }
+    } else {
+#pragma GCC unroll 16
+        for (int i = 0; i < PB; ++i)
+#pragma GCC unroll 16
+            for (int g = 0; g < MG; ++g) s[i * MG + g] = acc[i][g];
+    }
+}
+
+// Output pixels [p0, p1): 16-pixel chunks.
+template <int M>
+void dot_rows(const DotArgs& a, const float* x, const float* wp, const float* bias_t, const float* res, float* y,
+              const ConvEpi& e, int64_t p0, int64_t p1) {
+    using S = DotShape<M>;
+    constexpr int Q = 16, MG = S::MG, L = S::L, G = S::G, PB = S::PB;
+    alignas(64) V s[Q * MG + L];
+    const float* base[Q];  // each pixel's first input
+    int64_t oy = p0 / a.OW, ox = p0 % a.OW;
+    for (int64_t c0 = p0; c0 < p1; c0 += Q) {
+        const int64_t q = std::min<int64_t>(Q, p1 - c0);
+        for (int64_t i = 0; i < q; ++i) {
+            base[i] = x + (oy * a.sh * a.Wp + ox * a.sw) * a.C;
+            if (++ox == a.OW) ox = 0, ++oy;
+        }
+        float* yc = y + c0 * M;
+        int64_t i = 0;
+        if constexpr (S::DIRECT)
+            for (; i + PB <= q; i += PB) dot_block<M, PB, true>(a, base + i, wp, nullptr, yc + i * M, bias_t);
+        const int64_t i0 = i;  // pixels [i0, q) through the parked sums
+        // the rest in blocks of PB (or 8), 4, 2, 1 (the 4 pixels past 16 of a 4x5 head: one block)
+        auto rest = [&](auto pc) {
+            constexpr int P = decltype(pc)::value;
+            if constexpr (P <= PB)
+                for (; i + P <= q; i += P) dot_block<M, P, false>(a, base + i, wp, s + (i - i0) * MG, nullptr, nullptr);
+        };
+        if constexpr (!S::DIRECT) rest(std::integral_constant<int, PB>{});
+        rest(std::integral_constant<int, 8>{});
+        rest(std::integral_constant<int, 4>{});
+        rest(std::integral_constant<int, 2>{});
+        rest(std::integral_constant<int, 1>{});
+        const int64_t n = (q - i0) * MG;  // accumulators; past them the reduction reads zeros
+        for (int64_t j = n; j < (n + L - 1) / L * L; ++j) s[j] = V{};
+        for (int64_t j = 0; j < n; j += L) {
+            V r[L];
+#pragma GCC unroll 16
+            for (int k = 0; k < L; ++k) r[k] = s[j + k];
+            const V v = reduce_acc<L>(r) + ld(bias_t + j * G);
+            const int64_t left = (n - j) * G;
+            if (left >= VL) st(yc + i0 * M + j * G, v);
+            else st_n(yc + i0 * M + j * G, v, left);
+        }
+        if (res || e.act != ConvAct::kNone || e.clamp || e.affine)
+            epi_row(yc, res ? res + c0 * M : nullptr, q * M, e);
+    }
+}
+
+template <int... I>
+void nhwc_dot_m(int64_t M, const DotArgs& a, const float* x, const float* wp, const float* bias_t, const float* res,
+                float* y, const ConvEpi& e, int64_t p0, int64_t p1, std::integer_sequence<int, I...>) {
+    ((M == I + 1 ? dot_rows<I + 1>(a, x, wp, bias_t, res, y, e, p0, p1) : void()), ...);
+}
+
+void nhwc_dot(const Conv2DGeom& g, const float* x, const float* wp, const float* bias_t, const float* res, float* y,
+              const ConvEpi& e, int64_t p0, int64_t p1) {
+    int64_t toff[64];
+    const int64_t T = g.kh * g.kw, Wp = g.W + 2 * g.pw;
+    if (T > 64 || g.M < 1 || g.M > 15) return;  // NhwcDot checks
+    for (int64_t ky = 0; ky < g.kh; ++ky)
+        for (int64_t kx = 0; kx < g.kw; ++kx) toff[ky * g.kw + kx] = (ky * g.dh * Wp + kx * g.dw) * g.C;
+    const DotArgs a{g.C, T, toff, g.OW, g.sh, g.sw, Wp};
+    nhwc_dot_m(g.M, a, x, wp, bias_t, res, y, e, p0, p1, std::make_integer_sequence<int, 15>{});
+}
+
 // ------------------------------------------------------------------------- transpose
 
 // y[j][i] = x[i][j] for i in [i0, i1), j in [j0, j1) of a rows x cols matrix (4-byte elements,
@@ -763,6 +1046,12 @@ void JIFFY_CONV_CAT(conv_nhwc_pw_scale_, JIFFY_CONV_SUFFIX)(int64_t K, int64_t M
 void JIFFY_CONV_CAT(transpose32_, JIFFY_CONV_SUFFIX)(const float* x, float* y, int64_t rows, int64_t cols,
                                                       int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
     transpose32(x, y, rows, cols, i0, i1, j0, j1);
+}
+
+void JIFFY_CONV_CAT(conv_nhwc_dot_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,
+                                                       const float* bias_t, const float* res, float* y,
+                                                       const ConvEpi& e, int64_t p0, int64_t p1) {
+    nhwc_dot(g, x, wp, bias_t, res, y, e, p0, p1);
 }
 
 void JIFFY_CONV_CAT(conv_nhwc_dw_, JIFFY_CONV_SUFFIX)(const Conv2DGeom& g, const float* x, const float* wp,

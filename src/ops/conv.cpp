@@ -1616,13 +1616,21 @@ Status prep_Conv(OpContext& ctx) {
 // with each run's weights scaled instead (K x M multiplies against the Mul's H x W x K).
 class ConvNhwcKernel : public Kernel {
 public:
+    // dot: a dense conv with few outputs (NhwcDot: 1 to 15, X channels-last, no scale).
     ConvNhwcKernel(int64_t N, kernels::Conv2DGeom g, bool depthwise, const float* W, const float* B,
-                   kernels::ConvEpi epi, bool has_res, bool x_nchw, bool y_nchw, int64_t scale_rows = 0)
-        : N_(N), g_(g), depthwise_(depthwise), epi_(epi), has_res_(has_res), x_plane_(x_nchw ? g.H * g.W : 0),
-          y_nchw_(y_nchw), scale_rows_(scale_rows) {
+                   kernels::ConvEpi epi, bool has_res, bool x_nchw, bool y_nchw, int64_t scale_rows = 0,
+                   bool dot = false)
+        : N_(N), g_(g), depthwise_(depthwise), dot_on_(dot), epi_(epi), has_res_(has_res),
+          x_plane_(x_nchw ? g.H * g.W : 0), y_nchw_(y_nchw), scale_rows_(scale_rows) {
         const kernels::Isa isa = kernels::active_isa();
         mr_ = kernels::conv_mr(isa);
         size_t n;
+        if (dot_on_) {
+            dot_ = kernels::NhwcDot(isa, g_);
+            packed_ = kernels::alloc_weights(dot_.packed_floats());
+            dot_.pack(W, B, packed_.get());
+            return;
+        }
         if (depthwise_) {
             dw_ = kernels::NhwcDepthwise(isa, g_);
             n = dw_.packed_floats();
@@ -1677,6 +1685,7 @@ public:
     // With a scale (_x_scale): each run's scaled weights in the plan's shared scratch.
     void bind_scratch(SharedScratch* s) {
         scr_ = s;
+        if (dot_on_) s->reserve(dot_.scratch_floats());
         if (scale_rows_ > 0) s->reserve(pw_.packed_floats());
         if (amx_w_) {
             // AMX across the pool: by 32-pixel blocks from 128 pixels (each part splits only its
@@ -1698,7 +1707,7 @@ public:
         float* Y = static_cast<float*>(out[0]);
         const int64_t in_img = g_.H * g_.W * g_.C, out_img = g_.OH * g_.OW * g_.M;
         const int64_t total = depthwise_ ? g_.OH : g_.OH * g_.OW;
-        const int64_t align = depthwise_ ? 1 : mr_;
+        const int64_t align = depthwise_ ? 1 : dot_on_ ? 16 : mr_;
         const float* wp = packed_.get();
         for (int64_t n = 0; n < N_; ++n) {
             const float* x = X + n * in_img;
@@ -1711,8 +1720,10 @@ public:
                 wp = scr_->data();
                 pw_.scale_inputs(packed_.get(), sn, scr_->data());
             }
+            const float* xd = dot_on_ ? dot_.pad_input(x, scr_->data()) : nullptr;  // on the caller
             auto part = [&](int64_t b, int64_t e) {
-                if (depthwise_) dw_.run(x, wp, r, y, epi_, b, e, y_nchw_);
+                if (dot_on_) dot_.run(xd, wp, r, y, epi_, b, e);
+                else if (depthwise_) dw_.run(x, wp, r, y, epi_, b, e, y_nchw_);
                 else pw_.run(x, wp, r, y, epi_, b, e, x_plane_);
             };
             if (!pool_) {
@@ -1789,6 +1800,9 @@ public:
                 k += std::string(amx_rows_ ? " by pixels" : " by columns") + " threaded x" + std::to_string(chunks_);
             return k;
         }
+        if (dot_on_)
+            return "conv_nhwc_dot " + std::to_string(g_.kh) + "x" + std::to_string(g_.kw) + " " +
+                   kernels::isa_name(kernels::active_isa());
         return std::string(depthwise_ ? (y_nchw_ ? "conv_nhwc_dw nchw-out " : "conv_nhwc_dw ")
                            : x_plane_ ? "conv_nhwc_1x1 nchw-in "
                                       : "conv_nhwc_1x1 ") +
@@ -1799,6 +1813,7 @@ private:
     int64_t N_;
     kernels::Conv2DGeom g_;
     bool depthwise_;
+    bool dot_on_;  // dot_ (few outputs) runs it
     kernels::ConvEpi epi_;
     bool has_res_;
     int64_t x_plane_;  // > 0: X is NCHW (pointwise), planes of this many pixels
@@ -1808,6 +1823,7 @@ private:
     bool amx_xt_ = false;  // AMX reads X channels-last and scaled from the scratch (amx_input)
     kernels::NhwcPointwise pw_;
     kernels::NhwcDepthwise dw_;
+    kernels::NhwcDot dot_;
     std::shared_ptr<float> packed_;
     ThreadPool* pool_ = nullptr;
     int chunks_ = 1;
@@ -1845,9 +1861,14 @@ Status prep_ConvNhwc(OpContext& ctx) {
     // An RGB stem (3x3 stride 2, few input channels) reading NCHW and writing channels-last: the
     // direct stem kernel with a transposing store (the first conv of a chain, layout_nhwc).
     const bool stem = x_nchw && G == 1 && w[1] == C && stem_conv_preferred(kernels::active_isa(), geo);
-    if (!depthwise && !pointwise && !stem)
-        return ctx.fail_unsupported("only pointwise (1x1, stride 1, no padding, group 1) and depthwise convs are ",
-                                    "supported channels-last; W ", shape_str(w), ", group ", G, ", X ", shape_str(x));
+    // A dense conv with 1 to 15 outputs (any kernel; layout_nhwc's detection heads): NhwcDot.
+    const bool dot = G == 1 && w[1] == C && !x_nchw && !stem && ctx.attr_int("_x_scale", 0) == 0 &&
+                     kernels::NhwcDot::supports(geo);
+    if (!depthwise && !pointwise && !stem && !dot)
+        return ctx.fail_unsupported("only pointwise (1x1, stride 1, no padding, group 1), depthwise and ",
+                                    "dense convs of 1 to ", kernels::NhwcDot::kMaxM, " outputs (64 taps at most) ",
+                                    "are supported channels-last; W ", shape_str(w), ", group ", G, ", X ",
+                                    shape_str(x));
     if (x_nchw && !pointwise && !stem)
         return ctx.fail_unsupported("_x_nchw (an NCHW X) only for a pointwise or a 3x3 stride-2 stem conv");
     kernels::ConvEpi epi;
@@ -1889,7 +1910,7 @@ Status prep_ConvNhwc(OpContext& ctx) {
         return {};
     }
     auto k = std::make_unique<ConvNhwcKernel>(N, geo, depthwise, ctx.in_const(1)->as<float>(), B, epi, has_res,
-                                              x_nchw, y_nchw, scale_rows);
+                                              x_nchw, y_nchw, scale_rows, dot);
     // Depthwise weighed x3 against the threshold, as in prep_Conv (bound by moving its planes).
     k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), depthwise ? 3 * flops : flops));
     k->bind_scratch(ctx.options().scratch.get());

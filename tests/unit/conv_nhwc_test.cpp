@@ -296,3 +296,66 @@ TEST(ConvNhwc, Transpose32MovesBitsExactly) {
             for (size_t i = x.size(); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f);
         }
 }
+
+// The few-outputs dense conv (NhwcDot: 1 to 15 outputs, any kernel) against the reference on every
+// ISA: each M (so every accumulator grouping: 4, 2 or 1 outputs an accumulator, whole blocks
+// reduced in registers or parked), channel counts that leave a partial last group of lanes, 1x1
+// and 3x3 / 5x5 kernels with padding (symmetric, and only after the image: SAME_UPPER's), strides,
+// dilation, a 1x1 image; residuals and activations; pixel ranges cut at odd pixels and run out of
+// order; nothing written past the output or the padded image's scratch.
+TEST(ConvNhwc, FewOutputsMatchReference) {
+    struct DotCase {
+        int64_t C, M, H, W, k, s, pad, dil;
+    };
+    const DotCase cases[] = {
+        {64, 6, 30, 40, 1, 1, 0, 1}, {128, 4, 15, 20, 1, 1, 0, 1}, {256, 8, 8, 10, 1, 1, 0, 1},
+        {256, 12, 4, 5, 3, 1, 1, 1}, {256, 6, 4, 5, 3, 1, 1, 1},  {20, 5, 7, 9, 3, 2, 1, 1},
+        {3, 15, 5, 6, 3, 1, 1, 1},   {70, 1, 3, 37, 1, 1, 0, 1},  {33, 2, 6, 7, 3, 1, 2, 2},
+        {16, 10, 9, 9, 5, 2, 2, 1},  {130, 14, 2, 3, 3, 1, 1, 1}, {64, 3, 1, 1, 3, 1, 1, 1},
+        {48, 7, 5, 4, 1, 1, 0, 1},   {40, 9, 6, 6, 3, 2, 0, 1},   {36, 11, 4, 9, 3, 1, 1, 1},
+        {52, 13, 3, 5, 1, 1, 0, 1},  {24, 4, 11, 3, 3, 1, 1, 1},  {100, 12, 7, 3, 1, 1, 0, 1},
+    };
+    const ConvEpi epis[] = {{ConvAct::kNone}, {ConvAct::kRelu}, {ConvAct::kClip, -0.5f, 0.5f}, {ConvAct::kSigmoid}};
+    int idx = 0;
+    for (int sameu = 0; sameu < 2; ++sameu)
+        for (const DotCase& d : cases)
+            for (Isa isa : testisa::isas()) {
+                const ConvEpi& e = epis[idx % 4];
+                const bool with_res = idx % 3 == 2;
+                ++idx;
+                Conv2DGeom g = testisa::square_geom(d.C, d.M, d.H, d.W, d.k, d.s, d.dil, d.pad);
+                if (sameu) {
+                    // SAME_UPPER: ceil(H / s) rows, the padding all after the image where it is one row
+                    if (d.k != 3 || d.dil != 1) continue;
+                    g.OH = (d.H + d.s - 1) / d.s, g.OW = (d.W + d.s - 1) / d.s;
+                    const int64_t th = std::max<int64_t>(0, (g.OH - 1) * d.s + 3 - d.H);
+                    const int64_t tw = std::max<int64_t>(0, (g.OW - 1) * d.s + 3 - d.W);
+                    g.ph = th / 2, g.pw = tw / 2;
+                }
+                ASSERT_TRUE(NhwcDot::supports(g));
+                const int64_t P = g.OH * g.OW;
+                const auto x = rnd(d.C * d.H * d.W, 31 + uint32_t(idx));
+                const auto w = rnd(d.M * d.C * d.k * d.k, 17 + uint32_t(idx), 0.3f);
+                const auto b = rnd(d.M, 6);
+                const auto r = rnd(d.M * P, 12);
+                const auto want = testisa::conv_ref(g, x, w, b.data(), with_res ? r.data() : nullptr, e);
+                const NhwcDot k(isa, g);
+                std::shared_ptr<float> packed = alloc_weights(k.packed_floats());
+                k.pack(w.data(), b.data(), packed.get());
+                const auto xn = to_nhwc(x, d.C, d.H * d.W), rn = to_nhwc(r, d.M, P);
+                std::vector<float> scratch(k.scratch_floats() + 16, -9.0f);
+                const float* xp = k.pad_input(xn.data(), scratch.data());
+                for (size_t i = k.scratch_floats(); i < scratch.size(); ++i)
+                    ASSERT_EQ(scratch[i], -9.0f) << "padded past the scratch";
+                std::vector<float> y(size_t(d.M * P) + 16, -7.0f);
+                const int64_t a = P / 3, c = std::max(a, 2 * P / 3 + 1);
+                k.run(xp, packed.get(), with_res ? rn.data() : nullptr, y.data(), e, c, P);
+                k.run(xp, packed.get(), with_res ? rn.data() : nullptr, y.data(), e, 0, a);
+                k.run(xp, packed.get(), with_res ? rn.data() : nullptr, y.data(), e, a, c);
+                const std::string what = "dot C " + std::to_string(d.C) + " M " + std::to_string(d.M) + " " +
+                                         std::to_string(d.H) + "x" + std::to_string(d.W) + " k" +
+                                         std::to_string(d.k) + (sameu ? " same-upper" : "");
+                expect_near(y, want, d.M, P, what.c_str(), isa);
+                for (size_t i = size_t(d.M * P); i < y.size(); ++i) ASSERT_EQ(y[i], -7.0f) << "wrote past the output";
+            }
+}

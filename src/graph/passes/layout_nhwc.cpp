@@ -35,9 +35,12 @@ bool dims4(const Graph& g, int v, std::vector<int64_t>* d) { return f32_dims(g, 
 // last); 4: a stride-1 depthwise on a large plane of few channels, a candidate only after a stem;
 // 5 (kPool): a 2-D MaxPool / AveragePool (no Indices output) and 6 (kPad): a Pad (pads known,
 // batch unpadded), which join the chains they read from or feed and move to channels-last with
-// them, so that a chain is not cut in two by a pool or a channel pad (BlazeFace, YuNet).
-constexpr int kPool = 5, kPad = 6;
-bool is_conv_kind(int k) { return k >= 1 && k <= 4; }
+// them, so that a chain is not cut in two by a pool or a channel pad (BlazeFace, YuNet); 7 (kDot):
+// a dense conv with 1 to 15 outputs over >= 64 channels and >= 128 products per output (a
+// detection head: 256 -> 12 3x3 on 4x5, 128 -> 8 1x1 on 15x20), run by the few-outputs kernel
+// (kernels::NhwcDot) on the chain's channels-last values; it joins only the chains it reads from.
+constexpr int kPool = 5, kPad = 6, kDot = 7;
+bool is_conv_kind(int k) { return (k >= 1 && k <= 4) || k == kDot; }
 
 int passthrough(const Graph& g, const Node& n) {
     const bool pool = is_op(n, "MaxPool") || is_op(n, "AveragePool");
@@ -53,6 +56,12 @@ int passthrough(const Graph& g, const Node& n) {
     std::vector<int64_t> before, after;
     if (!pad_amounts(g, n, 4, &before, &after) || before[0] != 0 || after[0] != 0) return 0;
     return kPad;
+}
+
+// JIFFY_NHWC_DOT=0: the few-output convs stay NCHW (A/B timing).
+bool dot_off() {
+    static const bool off = env_zero("JIFFY_NHWC_DOT");
+    return off;
 }
 
 int candidate(const Graph& g, const Node& n) {
@@ -73,10 +82,15 @@ int candidate(const Graph& g, const Node& n) {
     const Shape& ws = w->shape();
     const int64_t G = attr_i(n, "group", 1), C = x[1], M = ws[0];
     if (!ints_all(n, "dilations", 1) && !(G == C && M == C)) return 0;
-    // Pointwise with fewer than 16 output channels (detection heads) stays NCHW: channels-last
-    // it fills a fraction of the vector (30x40 64 -> 6: ~13 against ~6.5 us).
-    if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && ints_all(n, "strides", 1) && ints_all(n, "pads", 0))
-        return M >= 16 ? 1 : 0;
+    // Pointwise with fewer than 16 output channels (detection heads): channels-last the pointwise
+    // kernel fills a fraction of its vector (30x40 64 -> 6: ~13 against ~6.5 us), so they stay
+    // NCHW, or where their sums are long enough, join as kDot (below).
+    if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && ints_all(n, "strides", 1) && ints_all(n, "pads", 0) &&
+        M >= 16)
+        return 1;
+    if (G == 1 && ws[1] == C && M <= kernels::NhwcDot::kMaxM && C >= 64 && C * ws[2] * ws[3] >= 128 &&
+        ws[2] * ws[3] <= 64 && ni <= 3 && !dot_off())
+        return kDot;
     // A stride-1 depthwise with few channels (<= 32) whose input is past L2 (1 MiB: MobileNetV2's
     // 32 x 112x112, the face detector's 16 x 120x160, right after the stems) stays NCHW: there the
     // NCHW row kernel streams the planes faster (~76 against ~89 us, ~58 against ~62), and the
@@ -156,6 +170,10 @@ int layout_nhwc(Graph& g) {
             const bool after_stem = producer_kind(i) == 3 || (p >= 0 && kind[size_t(p)] == 1 && producer_kind(size_t(p)) == 3);
             kind[i] = after_stem ? 2 : 0;
         }
+    // kDot only after another candidate (its X then comes channels-last; a Transpose of its X in
+    // would cost more than it saves).
+    for (size_t i = 0; i < n; ++i)
+        if (kind[i] == kDot && producer_kind(i) == 0) kind[i] = 0;
     // Chains: a candidate reading (as X or residual) another candidate's output.
     conv_reads(g, kind, [&](size_t i, int, int, int p) {
         if (p >= 0 && kind[size_t(p)]) parent[size_t(find(parent, int(i)))] = find(parent, p);
