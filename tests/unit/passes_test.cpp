@@ -1487,6 +1487,34 @@ TEST(Passes, DepthwiseChainGoesChannelsLast) {
     EXPECT_EQ(nhwc, 4);
 }
 
+// Heads of 1 to 15 outputs over >= 64 channels and >= 128 products an output join the chain they
+// read from as ConvNhwc (the few-outputs kernel, conv_nhwc_dot): a 1x1 128 -> 8 after a depthwise,
+// a 3x3 128 -> 6 (pad 1) after a 1x1. A 1x1 64 -> 6 (64 products an output) and a 3x3 head
+// reading a graph input stay NCHW. The outputs equal the unconverted graph's (check_pass).
+TEST(Passes, FewOutputHeadsJoinTheChainTheyRead) {
+    Builder b;
+    int x = b.input("x", {1, 32, 6, 7});
+    int x2 = b.input("x2", {1, 64, 6, 7});
+    int p1 = pw_conv(b, x, 32, 128, 6, 7, 3, {{"_fused_act", as("Relu")}});
+    int d1 = dw_conv(b, p1, 128, 6, 7, 1, 5);
+    b.output(pw_conv(b, d1, 128, 8, 6, 7, 7));
+    Attrs k3 = {{"kernel_shape", aints({3, 3})}, {"pads", aints({1, 1, 1, 1})}};
+    b.output(b.node("Conv", {p1, b.constant("W3", rnd({6, 128, 3, 3}, 9, 0.1f))}, {1, 6, 6, 7}, k3));
+    int p2 = pw_conv(b, d1, 128, 64, 6, 7, 11);
+    b.output(pw_conv(b, p2, 64, 6, 6, 7, 13));
+    b.output(b.node("Conv", {x2, b.constant("W4", rnd({5, 64, 3, 3}, 15, 0.1f))}, {1, 5, 6, 7}, k3));
+    Graph g = check_pass(b, passes::layout_nhwc, 5);
+    int nhwc = 0, nchw = 0;
+    for (const Node& n : g.nodes) nhwc += n.op == "ConvNhwc", nchw += n.op == "Conv";
+    EXPECT_EQ(nhwc, 5);
+    EXPECT_EQ(nchw, 2);
+    std::shared_ptr<const Plan> plan;
+    run(b.g, b.feeds, true, &plan);
+    int dot = 0;
+    for (const auto& k : plan->kernels) dot += k && k->describe().rfind("conv_nhwc_dot", 0) == 0;
+    EXPECT_EQ(dot, 2);
+}
+
 // BlazeFace's blocks: a stride-2 block max-pools its skip and pads the skip's channels with
 // zeros (24 -> 32) before the residual add; an AveragePool (3x3 stride 2, pad 1, ceil_mode,
 // count_include_pad) sits inside the chain too. The pools become jiffy::MaxPoolNhwc /
