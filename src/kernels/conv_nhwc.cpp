@@ -169,7 +169,7 @@ void NhwcDepthwise::run_band(const float* x, int64_t h0, int64_t h1, const float
 
 NhwcDot::NhwcDot(Isa isa, const Conv2DGeom& g) : isa_(isa), g_(g) {
     const int64_t vl = conv_nr(isa) / 2;
-    G_ = g.M == 4 ? 2 : (g.M % 4 == 0 && vl >= 8) ? 4 : g.M % 2 == 0 ? 2 : 1;  // as DotShape in conv_nhwc_impl.h
+    G_ = nhwc_dot_group(g.M, int(vl));
     const int64_t L = vl / G_;
     Cp_ = (g.C + L - 1) / L * L;
     Hp_ = std::max(g.ph + g.H, (g.OH - 1) * g.sh + (g.kh - 1) * g.dh + 1);
@@ -200,8 +200,8 @@ const float* NhwcDot::pad_input(const float* x, float* scratch) const {
 void NhwcDot::run(const float* xp, const float* packed, const float* res, float* y, const ConvEpi& epi, int64_t p0,
                   int64_t p1) const {
     if (p1 <= p0 || !supports(g_)) return;
-    Conv2DGeom g = g_;  // the kernel reads rows of W + 2 pw pixels: the padded image's
-    g.W = Wp_, g.pw = 0;
+    Conv2DGeom g = g_;  // the kernel reads rows of W pixels: the padded image's
+    g.W = Wp_, g.ph = g.pw = 0;
     dot_for(isa_)(g, xp, packed, packed + g_.kh * g_.kw * Cp_ * g_.M, res, y, epi, p0, p1);
 }
 

@@ -713,18 +713,19 @@ void nhwc_dw(const Conv2DGeom& g, const float* x, const float* wp, const float* 
 
 // ------------------------------------------------------------------------- few outputs (dot)
 
-// A dense conv with fewer output channels than a vector holds (detection heads: 64 -> 6 on 30x40,
-// 256 -> 12 3x3 on 4x5), channels-last: each output is a dot product over K = taps x C, summed
-// along the input channels and reduced across lanes at the end. An accumulator holds G outputs
-// (G = 4, 2 or 1, dividing M) of L = VL / G lanes each: X's L channels are loaded repeated G times
-// (one broadcast load) and multiplied by a weight vector holding those L channels of G outputs, so
-// that the reduction's first log2(G) rounds cost nothing (64 -> 6 with G = 2, 64 -> 12 with
-// G = 4). Blocks of PB pixels x M / G accumulators in registers (PB + M / G loads a block's
+// A dense conv with fewer output channels than a vector holds (detection heads: 256 -> 12 3x3 on
+// 4x5, 128 -> 8 1x1 on 15x20), channels-last: each output is a dot product over K = taps x C,
+// summed along the input channels and reduced across lanes at the end. An accumulator holds G
+// outputs (nhwc_dot_group: 4, 2 or 1, dividing M) of L = VL / G lanes each: X's L channels are
+// loaded repeated G times (one broadcast load) and multiplied by a weight vector holding those L
+// channels of G outputs, so that the reduction's first log2(G) rounds cost nothing (6 outputs
+// with G = 2, 12 with G = 4). Blocks of PB pixels x M / G accumulators in registers (PB + M / G loads a block's
 // M / G x PB FMAs); their sums, in the channels-last output's order, are reduced L accumulators at
 // a time (reduce_acc) into VL consecutive outputs, stored as one vector: in registers where a
 // block holds a multiple of L accumulators, else parked in a 16-pixel chunk's buffer first.
 // Weights packed [tap][L channels][M / G][G x L] (zero past C), then the bias tiled over 16 x M.
-// x: the image zero-padded by (ph, pw) where it has padding (NhwcDot::pad_input), rows Wp pixels.
+// x: the image zero-padded where it has padding (NhwcDot::pad_input), rows of g.W pixels (the
+// padded width; g.ph / g.pw unused).
 
 // L consecutive floats, repeated VL / L times (L = VL: one plain load): one broadcast load.
 template <int L, int... I>
@@ -847,7 +848,7 @@ struct DotArgs {
 // block's PB x M / G accumulators are whole reduction groups of L (reduced in registers).
 template <int M>
 struct DotShape {
-    static constexpr int G = M == 4 ? 2 : (M % 4 == 0 && VL >= 8) ? 4 : M % 2 == 0 ? 2 : 1;
+    static constexpr int G = nhwc_dot_group(M, VL);
     static constexpr int MG = M / G, L = VL / G, kMaxAcc = VL == 16 ? 24 : 12;
     static constexpr int pb_direct() {
         for (int p = 1; p <= 16; p *= 2)
@@ -986,12 +987,12 @@ void nhwc_dot_m(int64_t M, const DotArgs& a, const float* x, const float* wp, co
 void nhwc_dot(const Conv2DGeom& g, const float* x, const float* wp, const float* bias_t, const float* res, float* y,
               const ConvEpi& e, int64_t p0, int64_t p1) {
     int64_t toff[64];
-    const int64_t T = g.kh * g.kw, Wp = g.W + 2 * g.pw;
-    if (T > 64 || g.M < 1 || g.M > 15) return;  // NhwcDot checks
+    const int64_t T = g.kh * g.kw, Wp = g.W;  // g.W: the padded width (NhwcDot::run)
+    if (!NhwcDot::supports(g)) return;        // NhwcDot::run checks
     for (int64_t ky = 0; ky < g.kh; ++ky)
         for (int64_t kx = 0; kx < g.kw; ++kx) toff[ky * g.kw + kx] = (ky * g.dh * Wp + kx * g.dw) * g.C;
     const DotArgs a{g.C, T, toff, g.OW, g.sh, g.sw, Wp};
-    nhwc_dot_m(g.M, a, x, wp, bias_t, res, y, e, p0, p1, std::make_integer_sequence<int, 15>{});
+    nhwc_dot_m(g.M, a, x, wp, bias_t, res, y, e, p0, p1, std::make_integer_sequence<int, int(NhwcDot::kMaxM)>{});
 }
 
 // ------------------------------------------------------------------------- transpose

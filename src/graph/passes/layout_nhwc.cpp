@@ -88,9 +88,11 @@ int candidate(const Graph& g, const Node& n) {
     if (G == 1 && ws[1] == C && ws[2] == 1 && ws[3] == 1 && ints_all(n, "strides", 1) && ints_all(n, "pads", 0) &&
         M >= 16)
         return 1;
-    if (G == 1 && ws[1] == C && M <= kernels::NhwcDot::kMaxM && C >= 64 && C * ws[2] * ws[3] >= 128 &&
-        ws[2] * ws[3] <= 64 && ni <= 3 && !dot_off())
-        return kDot;
+    if (G == 1 && ws[1] == C && C >= 64 && C * ws[2] * ws[3] >= 128 && ni <= 3 && !dot_off()) {
+        kernels::Conv2DGeom geo;  // the kernel's own limits (1 to 15 outputs, <= 64 taps)
+        geo.C = C, geo.M = M, geo.kh = ws[2], geo.kw = ws[3];
+        if (kernels::NhwcDot::supports(geo)) return kDot;
+    }
     // A stride-1 depthwise with few channels (<= 32) whose input is past L2 (1 MiB: MobileNetV2's
     // 32 x 112x112, the face detector's 16 x 120x160, right after the stems) stays NCHW: there the
     // NCHW row kernel streams the planes faster (~76 against ~89 us, ~58 against ~62), and the
