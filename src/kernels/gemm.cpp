@@ -3,6 +3,9 @@
 #include "kernels/weight_alloc.h"
 
 #include <algorithm>
+#include <cstring>
+
+#include "core/env.h"
 
 namespace jiffy::kernels {
 
@@ -125,6 +128,8 @@ PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa) {
     p.panel = sgemv_split_unit(isa);
     p.last0 = main < N ? main : N - p.panel;
     p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
+    p.w24.reset();  // made again from the new layout where wanted (gemv_set_w24)
+    p.use24 = false;
     for (int64_t n = 0; n < p.ldb; ++n) {
         const float* s = src.col(n);
         float* d = const_cast<float*>(p.col(n));
@@ -132,6 +137,48 @@ PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa) {
         for (int64_t k = 0; k < K; ++k) d[k * dw] = s[k * sw];
     }
     return p;
+}
+
+uint32_t gemv_w24_bits(float w) {
+    uint32_t u;
+    std::memcpy(&u, &w, sizeof(u));
+    if ((u & 0x7f800000u) == 0x7f800000u) return (u & 0x7fffffu) ? (u | 0x400000u) & 0xffffff00u : u;  // Inf / NaN
+    const uint32_t r = (u + 0x7fu + ((u >> 8) & 1u)) & 0xffffff00u;  // to nearest, ties to even
+    return (r & 0x7f800000u) == 0x7f800000u ? u & 0xffffff00u : r;  // would overflow: truncate
+}
+
+float gemv_w24_value(float w) {
+    const uint32_t u = gemv_w24_bits(w);
+    float f;
+    std::memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+bool gemv_w24_supported(Isa isa) {
+#if defined(__x86_64__)
+    static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
+    return isa == Isa::kAvx512 && vbmi && !env_zero("JIFFY_GEMV_W24");
+#else
+    (void)isa;
+    return false;
+#endif
+}
+
+bool gemv_set_w24(PackedGemv* B, Isa isa, bool on) {
+    if (!gemv_w24_supported(isa) || !B->data) return false;
+    if (on && !B->w24) {
+        const size_t n = size_t(std::max<int64_t>(1, B->K) * B->ldb);
+        std::shared_ptr<float> buf = alloc_weights((3 * n + 64 + 3) / 4);
+        unsigned char* d = reinterpret_cast<unsigned char*>(buf.get());
+        const float* s = B->data.get();
+        for (size_t i = 0; i < n; ++i) {
+            const uint32_t b = gemv_w24_bits(s[i]);
+            d[3 * i] = uint8_t(b >> 8), d[3 * i + 1] = uint8_t(b >> 16), d[3 * i + 2] = uint8_t(b >> 24);
+        }
+        B->w24 = std::shared_ptr<unsigned char>(buf, d);  // shares buf's ownership
+    }
+    B->use24 = on;
+    return true;
 }
 
 SgemvColsFn sgemv_cols_for(Isa isa) {

@@ -69,13 +69,32 @@ struct PackedGemv {
     int64_t panel = kGemvPanel;  // width of every panel but the last
     int64_t last0 = 0;           // first column of the last panel (width ldb - last0)
     std::shared_ptr<float> data;
+    // 24-bit weights (gemv_set_w24, docs/gemv.md): every float of `data` rounded to 16 significant
+    // bits and kept as its top three bytes, in data's order (K * ldb of them, then 64 bytes of
+    // padding: a 16-weight group is one 64-byte load of which 48 bytes are the group's). Read
+    // instead of `data` where use24: 3/4 of the bytes streamed per run.
+    std::shared_ptr<unsigned char> w24;
+    bool use24 = false;
     // Column n0's first row and the row stride of the panel that holds it.
     int64_t stride(int64_t n0) const { return n0 >= last0 ? ldb - last0 : panel; }
     const float* col(int64_t n0) const {
         const int64_t p0 = n0 >= last0 ? last0 : n0 / panel * panel;
         return data.get() + p0 * K + (n0 - p0);
     }
+    // col(n0) in the 24-bit copy (3 bytes a weight; a row stride is 3 * stride(n0) bytes).
+    const unsigned char* col24(int64_t n0) const { return w24.get() + 3 * (col(n0) - data.get()); }
 };
+// The 24-bit weights: w rounded to nearest even at 16 significant bits (|error| <= 2^-16 |w|;
+// a finite w whose rounding would overflow is truncated instead; NaN stays NaN), as the top 24
+// bits of a float (the low byte zero); gemv_w24_value is the float those bits make.
+uint32_t gemv_w24_bits(float w);
+float gemv_w24_value(float w);
+// Whether the 24-bit GEMV runs on `isa` here: AVX-512 with VBMI (one byte permute widens 16
+// weights), and JIFFY_GEMV_W24 is not 0.
+bool gemv_w24_supported(Isa isa);
+// Turns the 24-bit weights on (building B->w24 from B->data the first time) or off. False, B
+// unchanged, where gemv_w24_supported(isa) is not. Compile time only.
+bool gemv_set_w24(PackedGemv* B, Isa isa, bool on);
 // B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major; scaled by `scale`.
 PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale = 1.0f);
 // backward: the serpentine order's direction (ignored unless B.seg_rows > 0; the same bits either way).

@@ -16,14 +16,29 @@
 // as one block, as in the unsplit call, and belongs to the range that ends at N. In the split
 // layout (B.panel = 4 vectors, PackedGemv) the main columns run in blocks of 4 vectors only.
 
+// Optionally (AVX-512): `#define JIFFY_GEMV_W24 1` and
+//   template <int V, int U> void gemv_block24(K, a, const unsigned char* b, ldb, bias, y, nvalid, act)
+// (the block on B.w24, rows 3 * ldb bytes apart), which runs where B.use24.
+
+// Rows [k0, k0 + n) of the column block at n0: gemv_block on B's floats or, W24, on B.w24.
+template <int V, int U, bool W24>
+inline void gemv_rows(int64_t n, const float* a, const PackedGemv& B, int64_t n0, int64_t k0, const float* bias,
+                      float* y, int64_t nvalid, const Activation& act) {
+    const int64_t ldb = B.stride(n0);
+#ifdef JIFFY_GEMV_W24
+    if constexpr (W24) return gemv_block24<V, U>(n, a, B.col24(n0) + 3 * k0 * ldb, ldb, bias, y, nvalid, act);
+#endif
+    gemv_block<V, U>(n, a, B.col(n0) + k0 * ldb, ldb, bias, y, nvalid, act);
+}
+
 // Serpentine order (B.seg_rows > 0, weights of L2 size or a few times it, docs/gemv.md): K in
 // segments of seg_rows; a block's sum is the sum of its segments' partial sums, added in segment
 // order whatever order they were computed in. `backward` visits the blocks and each block's
 // segments last to first: run after run in alternating directions, each run starts on the weights
 // the previous one read last, which are still in L2. Both directions give the same bits.
-template <int V, int U>
-void gemv_block_seg(const float* a, const PackedGemv& B, const float* b, int64_t ldb, const float* bias, float* y,
-                    int64_t nvalid, const Activation& act, bool backward) {
+template <int V, int U, bool W24>
+void gemv_block_seg(const float* a, const PackedGemv& B, int64_t n0, const float* bias, float* y, int64_t nvalid,
+                    const Activation& act, bool backward) {
     constexpr int64_t W = V * kGemvVL;
     const int64_t K = B.K, L = B.seg_rows, S = (K + L - 1) / L;
     alignas(64) float part[kGemvMaxSegs][W];
@@ -31,7 +46,7 @@ void gemv_block_seg(const float* a, const PackedGemv& B, const float* b, int64_t
     for (int64_t i = 0; i < S; ++i) {
         const int64_t s = backward ? S - 1 - i : i, k0 = s * L, k1 = std::min(K, k0 + L);
         // Every lane (the panel is zero-filled past N): the sums below read all W.
-        gemv_block<V, U>(k1 - k0, a + k0, b + k0 * ldb, ldb, nullptr, part[s], W, none);
+        gemv_rows<V, U, W24>(k1 - k0, a + k0, B, n0, k0, nullptr, part[s], W, none);
     }
     for (int64_t s = 1; s < S; ++s)
         for (int64_t j = 0; j < W; ++j) part[0][j] += part[s][j];
@@ -60,20 +75,18 @@ void gemv_blocks(const PackedGemv& B, int64_t c0, int64_t c1, F&& f) {
 // (folds the epilogue's switch). SEG: the serpentine order (B.seg_rows > 0), whose blocks run last
 // to first when `backward` (up to kGemvMaxBlocks of them; more run first to last, their segments
 // still backward).
-template <bool SEG, int KIND>
+template <bool SEG, int KIND, bool W24>
 void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
              const Activation& act0, bool backward) {
     Activation act = act0;
     if constexpr (KIND >= 0) act.kind = ActKind(KIND);
     const int64_t K = B.K, N = B.N;
     auto run = [&](int64_t n0, int kind) {
-        const float* b = B.col(n0);
-        const int64_t ldb = B.stride(n0);
         const float* bb = bias ? bias + n0 : nullptr;
         auto block = [&](auto v, auto u, int64_t nv) {
             constexpr int V = decltype(v)::value, U = decltype(u)::value;
-            if constexpr (SEG) gemv_block_seg<V, U>(a, B, b, ldb, bb, y + n0, nv, act, backward);
-            else gemv_block<V, U>(K, a, b, ldb, bb, y + n0, nv, act);
+            if constexpr (SEG) gemv_block_seg<V, U, W24>(a, B, n0, bb, y + n0, nv, act, backward);
+            else gemv_rows<V, U, W24>(K, a, B, n0, 0, bb, y + n0, nv, act);
         };
         using std::integral_constant;
         using Main = integral_constant<int, kGemvMainU>;
@@ -106,17 +119,24 @@ void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const 
 }
 
 // The ISA's sgemv entry over columns [c0, c1): Relu and no activation get their own instantiation.
-// `backward` matters only to the serpentine order (B.seg_rows > 0).
+// `backward` matters only to the serpentine order (B.seg_rows > 0). B.use24: the 24-bit weights
+// (set only where gemv_w24_supported, i.e. where this ISA has gemv_block24).
 inline void sgemv_cols_run(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
                            const Activation& act, bool backward) {
-    auto go = [&](auto seg) {
-        constexpr bool SEG = decltype(seg)::value;
+    auto go = [&](auto seg, auto w24) {
+        constexpr bool SEG = decltype(seg)::value, W24 = decltype(w24)::value;
         switch (act.kind) {
-            case ActKind::kNone: return sgemv_k<SEG, int(ActKind::kNone)>(a, B, c0, c1, bias, y, act, backward);
-            case ActKind::kRelu: return sgemv_k<SEG, int(ActKind::kRelu)>(a, B, c0, c1, bias, y, act, backward);
-            default: return sgemv_k<SEG, -1>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kNone: return sgemv_k<SEG, int(ActKind::kNone), W24>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kRelu: return sgemv_k<SEG, int(ActKind::kRelu), W24>(a, B, c0, c1, bias, y, act, backward);
+            default: return sgemv_k<SEG, -1, W24>(a, B, c0, c1, bias, y, act, backward);
         }
     };
-    if (B.seg_rows > 0) return go(std::true_type{});
-    go(std::false_type{});
+#ifdef JIFFY_GEMV_W24
+    if (B.use24) {
+        if (B.seg_rows > 0) return go(std::true_type{}, std::true_type{});
+        return go(std::false_type{}, std::true_type{});
+    }
+#endif
+    if (B.seg_rows > 0) return go(std::true_type{}, std::false_type{});
+    go(std::false_type{}, std::false_type{});
 }

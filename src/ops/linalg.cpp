@@ -446,7 +446,8 @@ private:
 // the graph being compiled: only when the rest of the graph's constants total <= 256 KiB, so its
 // weights are still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers
 // read megabytes between two runs of each: 1.5% slower there, docs/gemv.md).
-bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
+// The bytes of the constants the graph being compiled reads.
+int64_t graph_constant_bytes(const OpContext& ctx) {
     const Graph& g = ctx.graph();
     std::vector<char> seen(g.values.size(), 0);
     int64_t total = 0;
@@ -456,13 +457,40 @@ bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
                 seen[size_t(v)] = 1;
                 total += int64_t(g.values[size_t(v)].constant->nbytes());
             }
-    return total - own_bytes <= (256 << 10);
+    return total;
+}
+
+bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
+    return graph_constant_bytes(ctx) - own_bytes <= (256 << 10);
 }
 
 // Keeps the serpentine order that pack_b_gemv chose by size only where serpentine_pays; asks only
 // for such GEMVs (it reads the whole graph). Before set_parallel (its split layout copies the order).
 void choose_gemv_order(const OpContext& ctx, kernels::PackedGemv* g) {
     if (g->seg_rows > 0 && !serpentine_pays(ctx, 4 * g->K * g->N)) g->seg_rows = 0, g->alternate = false;
+}
+
+// Whether the 24-bit weights (kernels/gemm.h, docs/gemv.md) pay for a GEMV of own_bytes (float32)
+// in the graph being compiled: they cut the bytes a run streams by 1/4 for one byte permute per 16
+// weights, a gain where the weights come from L2 or further on every run and a loss (~1.3x on
+// Zen 4) where they stay in L1 between runs. So: the GEMV's weights at least 16 KiB and the
+// graph's constants at least 64 KiB (twice an L1: between two runs of the GEMV the rest of the
+// model has pushed its weights out).
+bool gemv_w24_pays(const OpContext& ctx, int64_t own_bytes) {
+    return own_bytes >= (16 << 10) && graph_constant_bytes(ctx) >= (64 << 10);
+}
+
+// Kernel::set_fast_weights of a GEMV: the 24-bit weights (group "products") where they pay and
+// the ISA has them, else kNone.
+Kernel::FastWeights gemv_fast_weights(kernels::PackedGemv* g, kernels::Isa isa, bool pays, bool fast) {
+    if (!pays || !kernels::gemv_set_w24(g, isa, fast)) return Kernel::FastWeights::kNone;
+    return Kernel::FastWeights::kProduct;
+}
+
+// The kernel column's name of a GEMV (jiffy inspect --steps).
+std::string gemv_name(const kernels::PackedGemv& g) {
+    std::string k = g.alternate ? "gemv serpentine" : g.seg_rows ? "gemv segmented" : "gemv";
+    return g.use24 ? k + " w24" : k;
 }
 
 // The serpentine GEMV's direction (kernels/gemm.h, docs/gemv.md), flipped on every run: a plan
@@ -605,11 +633,14 @@ public:
         }
     }
 
-    FastWeights set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
+    FastWeights set_fast_weights(bool fast) override {
+        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, w24_pays_, fast);
+        return amx_.set_fast_weights(fast);
+    }
     std::string describe() const override {
         if (amx_.on()) return amx_.describe();
         std::string k = narrow_.data       ? "gemv_narrow dot"
-                        : gemv_.data       ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
+                        : gemv_.data       ? gemv_name(gemv_)
                         : !packed_.empty() ? "gemm packed-B"
                                            : "gemm runtime-B";
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
@@ -674,8 +705,12 @@ public:
     bool is_gemv() const { return gemv_.data != nullptr; }
     bool on_amx() const { return amx_.on(); }
 
-    // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
-    void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
+    // The GEMV's order in this model (choose_gemv_order) and whether 24-bit weights would pay
+    // (gemv_w24_pays). Before set_parallel.
+    void choose_order(const OpContext& ctx) {
+        choose_gemv_order(ctx, &gemv_);
+        w24_pays_ = gemv_.data && gemv_w24_pays(ctx, 4 * gemv_.K * gemv_.N);
+    }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
@@ -700,6 +735,7 @@ private:
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
     GemvDirection dir_;
+    bool w24_pays_ = false;             // set_fast_weights may take 24-bit weights (choose_order)
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512): dot products, no thread split
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
@@ -895,12 +931,13 @@ public:
             amx_act_ = act;
     }
 
-    FastWeights set_fast_weights(bool fast) override { return amx_.set_fast_weights(fast); }
+    FastWeights set_fast_weights(bool fast) override {
+        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, w24_pays_, fast);
+        return amx_.set_fast_weights(fast);
+    }
     std::string describe() const override {
         if (amx_.on()) return label_ + amx_.describe();
-        std::string k = narrow_.data ? "gemv_narrow dot"
-                        : gemv_.data ? (gemv_.alternate ? "gemv serpentine" : gemv_.seg_rows ? "gemv segmented" : "gemv")
-                                     : "gemm packed-B";
+        std::string k = narrow_.data ? "gemv_narrow dot" : gemv_.data ? gemv_name(gemv_) : "gemm packed-B";
         k = label_ + k;
         return par_.on() ? k + " threaded x" + std::to_string(par_.chunks()) : k;
     }
@@ -952,8 +989,11 @@ public:
         return {};
     }
 
-    // The GEMV's order in this model (choose_gemv_order). Before set_parallel.
-    void choose_order(const OpContext& ctx) { choose_gemv_order(ctx, &gemv_); }
+    // As MatMulF32Kernel::choose_order.
+    void choose_order(const OpContext& ctx) {
+        choose_gemv_order(ctx, &gemv_);
+        w24_pays_ = gemv_.data && gemv_w24_pays(ctx, 4 * gemv_.K * gemv_.N);
+    }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
@@ -978,6 +1018,7 @@ private:
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
     GemvDirection dir_;
+    bool w24_pays_ = false;             // as MatMulF32Kernel's
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512)
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     kernels::PackedB packed_;

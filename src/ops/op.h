@@ -30,7 +30,8 @@ public:
     // empty when the op has a single kernel.
     virtual std::string describe() const { return {}; }
     // Kernels with a faster, less exact mode for their constant weights (MatMul, Gemm and convs
-    // on AMX: the weights to 17 bits, docs/amx.md) switch to it (fast) or back (!fast) and say
+    // on AMX: the weights to 17 bits, docs/amx.md; GEMVs: 24-bit weights, docs/gemv.md) switch
+    // to it (fast) or back (!fast) and say
     // which group they belong to; others return kNone. Compile time only: the compiler tries the
     // fast mode on a probe input, a group at a time where all at once moves the outputs too
     // much, and keeps what leaves them close to the exact ones (runtime/precision.cpp).

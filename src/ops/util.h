@@ -140,12 +140,16 @@ std::unique_ptr<Kernel> make_global_avg_f32(OpContext& ctx, int64_t planes, int6
 
 // Kernel::set_fast_weights of a kernel whose constant weights an AMX object holds (AmxGemm: B,
 // AmxConv: W), `packed` once packed: the weights to 17 bits (their lo parts left out) where that
-// object runs BF16x3, reported as the kernel's `group`; kNone elsewhere.
+// object runs BF16x3, reported as the kernel's `group`; kNone elsewhere and under JIFFY_AMX=x3.
 inline void set_weights_lo(kernels::AmxGemm& a, bool on) { a.set_b_lo(on); }
 inline void set_weights_lo(kernels::AmxConv& a, bool on) { a.set_w_lo(on); }
 template <typename Amx>
 Kernel::FastWeights amx_fast_weights(Amx& amx, bool packed, bool fast, Kernel::FastWeights group) {
     if (!packed || amx.parts() != 3) return Kernel::FastWeights::kNone;
+    if (kernels::amx_exact_weights()) {  // JIFFY_AMX=x3: exact, not probed
+        set_weights_lo(amx, true);
+        return Kernel::FastWeights::kNone;
+    }
     set_weights_lo(amx, !fast);
     return group;
 }

@@ -743,6 +743,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         for (int o : s.outs) {
             plan->step_out.push_back(o >= 0 ? slot_of[size_t(o)] : -1);
             info.out_shapes.push_back(o >= 0 ? info_[size_t(o)].shape : Shape{});
+            info.out_dtypes.push_back(o >= 0 ? info_[size_t(o)].dtype : DType::kUndefined);
         }
         plan->steps.push_back(st);
         plan->step_info.push_back(std::move(info));
@@ -768,6 +769,7 @@ Status Compiler::build_plan(std::shared_ptr<const Plan>* out) {
         info.in_dtypes.push_back(info_[size_t(c.value)].dtype);
         info.in_const.push_back(info_[size_t(c.value)].constant != nullptr);
         info.out_shapes.push_back(info_[size_t(c.value)].shape);
+        info.out_dtypes.push_back(info_[size_t(c.value)].dtype);
         plan->step_info.push_back(std::move(info));
     }
     *out = std::move(plan);

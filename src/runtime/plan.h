@@ -3,6 +3,7 @@
 // Shareable between threads; each caller runs it through its own Session (arena + bindings).
 // See docs/architecture.md and docs/memory.md.
 #pragma once
+#include <functional>
 #include <map>
 #include <set>
 #include <memory>
@@ -76,7 +77,7 @@ struct Step {
 struct StepInfo {
     std::string op, name;
     std::vector<Shape> in_shapes, out_shapes;
-    std::vector<DType> in_dtypes;
+    std::vector<DType> in_dtypes, out_dtypes;
     std::vector<bool> in_const;
     std::map<std::string, Attr> attrs;
 };
@@ -102,17 +103,23 @@ struct Plan {
 
     int64_t flops() const;  // 2 x multiply-adds of Conv/ConvTranspose/Gemm/MatMul/RNNs
 
-    // Weights to 17 bits (choose_fast_weights): the kernels running that way, and the probe's
+    // Fast weights (choose_fast_weights: AMX weights to 17 bits, GEMVs' 24-bit weights): the kernels running that way, and the probe's
     // largest output difference from the exact mode relative to the output's magnitude (-1: no
     // probe ran; where it is over kFastWeightsTol every kernel stays exact).
     int fast_weight_steps = 0;
     double fast_weight_err = -1;
+    double fast_weight_step_err = -1;  // the same over the steps' float32 values (where compared)
 };
 
 // An output may move this much (relative to its magnitude) on the probe input for the fast mode
 // to be kept: a tenth of the 1e-4 the engine promises against ONNX Runtime. The transformer
 // models move 1.5e-6 - 4e-6 (docs/amx.md).
 inline constexpr double kFastWeightsTol = 1e-5;
+// A step's float32 value (every step's, in plans whose values total <= 64 MiB) may move this
+// much: weights to 16-17 significant bits move a product's own output up to ~1.2e-5 of its
+// magnitude (docs/gemv.md, "24-bit weights"), so 3x that flags what amplifies it downstream
+// (a cancellation, a LayerNorm of a flat row) even where the outputs hide it.
+inline constexpr double kFastWeightsStepTol = 3e-5;
 
 // The number of chunks (>= 1) an op of `flops` should be split into under `opt`: 1 without a pool
 // or below opt.parallel_min_flops; kernels call it at prepare and keep per-chunk scratch.
@@ -132,7 +139,8 @@ Status compile_subgraph_plan(const Graph& body, const std::vector<TensorInfo>& i
 // Compile's last step for a top-level plan (runtime/precision.cpp): kernels with a fast mode for
 // their constant weights (Kernel::set_fast_weights) take it only where runs on a fixed probe
 // input, exact and fast (all at once, else group by group), give outputs within kFastWeightsTol
-// of each other; JIFFY_AMX=x3 keeps them all exact. Subgraph plans stay exact.
+// of each other; JIFFY_AMX=x3 keeps the AMX ones exact, JIFFY_GEMV_W24=0 the GEMVs. Subgraph
+// plans stay exact.
 void choose_fast_weights(const std::shared_ptr<const Plan>& plan);
 
 // Run state of one caller: the arena and the I/O bindings.
@@ -154,6 +162,9 @@ public:
     // run() that also adds each step's wall time in nanoseconds to step_ns[i] (plan().steps.size()
     // entries). For profiling only (`JIFFY_PROFILE=1 jiffy bench`): reads the clock per step.
     Status run_profiled(double* step_ns);
+    // run() that calls after(i, outs) once step i has run, outs its plan().steps[i].num_out output
+    // pointers (nullptr where omitted). Compile-time checks only (choose_fast_weights).
+    Status run_observed(const std::function<void(size_t, void* const*)>& after);
 
     // With a thread pool (docs/threading.md, "Measured choice"): a probe is kWarmRuns runs on
     // the pool, then 2 x kBlocks blocks of kBlockRuns runs alternating between the pool and the

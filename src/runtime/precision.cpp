@@ -1,8 +1,9 @@
-// The weights-to-17-bits choice (docs/amx.md, "Weights to 17 bits"): kernels with a faster, less
-// exact mode for their constant weights (Kernel::set_fast_weights: MatMul, Gemm and convs on AMX)
-// take it only where the plan's outputs on a probe input stay within kFastWeightsTol of the exact
-// mode's, relative to each output's magnitude: all at once, else group by group (products, then
-// convs). Compile time only; the run path never sees it.
+// The fast-weights choice (docs/amx.md, "Weights to 17 bits"; docs/gemv.md, "24-bit weights"):
+// kernels with a faster, less exact mode for their constant weights (Kernel::set_fast_weights:
+// MatMul, Gemm and convs on AMX with their weights to 17 bits; GEMVs with 24-bit weights) take it
+// only where the plan's outputs on a probe input stay within kFastWeightsTol of the exact mode's,
+// relative to each output's magnitude: all at once, else group by group (products, then convs).
+// Compile time only; the run path never sees it.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -36,39 +37,85 @@ void fill_probe_inputs(const Plan& plan, Session& s) {
             std::memcpy(s.input_data(idx), t->data(), t->nbytes());
 }
 
-// The outputs of one run on the probe inputs (their bytes), or false where it failed.
-bool probe_run(const Plan& plan, Session& s, std::vector<std::vector<uint8_t>>* outs) {
-    if (!s.run().ok()) return false;
-    outs->assign(plan.outputs.size(), {});
+// The float32 values of steps a probe run compares, besides the outputs, while their total stays
+// within this: every step's (a final Sigmoid can hide how far its logits moved: saturated on the
+// probe input, or not reached, as where an If picks a branch by a threshold on it). Larger plans
+// (CNNs' feature maps) compare their outputs only.
+constexpr size_t kProbeStepBytes = size_t(64) << 20;
+
+// What one probe run yields: the outputs' bytes, then (where kProbeStepBytes allows) every
+// float32 step output's, in step order; the same list every run of a plan.
+struct ProbeValues {
+    std::vector<std::vector<uint8_t>> v;
+};
+
+// One run on the probe inputs, or false where it failed.
+bool probe_run(const Plan& plan, Session& s, ProbeValues* out) {
+    size_t step_bytes = 0;
+    for (size_t i = 0; i < plan.steps.size(); ++i)
+        for (size_t j = 0; j < plan.steps[i].num_out; ++j) {
+            const int32_t sid = plan.step_out[plan.steps[i].first_out + j];
+            if (sid >= 0 && j < plan.step_info[i].out_dtypes.size() && plan.step_info[i].out_dtypes[j] == DType::kF32)
+                step_bytes += plan.slots[size_t(sid)].nbytes;
+        }
+    const bool steps = step_bytes <= kProbeStepBytes;
+    out->v.assign(plan.outputs.size(), {});
+    const Status st = s.run_observed([&](size_t i, void* const* outs) {
+        if (!steps) return;
+        for (size_t j = 0; j < plan.steps[i].num_out; ++j) {
+            const int32_t sid = plan.step_out[plan.steps[i].first_out + j];
+            if (sid < 0 || !outs[j] || j >= plan.step_info[i].out_dtypes.size() ||
+                plan.step_info[i].out_dtypes[j] != DType::kF32)
+                continue;
+            const uint8_t* b = static_cast<const uint8_t*>(outs[j]);
+            out->v.emplace_back(b, b + plan.slots[size_t(sid)].nbytes);
+        }
+    });
+    if (!st.ok()) return false;
     for (size_t i = 0; i < plan.outputs.size(); ++i) {
         const uint8_t* b = static_cast<const uint8_t*>(s.output_data(i));
-        (*outs)[i].assign(b, b + plan.outputs[i].nbytes);
+        out->v[i].assign(b, b + plan.outputs[i].nbytes);
     }
     return true;
 }
 
-// Over the float32 outputs, the largest max |fast - exact| / max |exact|; infinity where a value
-// is not finite in either (an overflow the exact mode may not share) or where an output of
-// another type (an ArgMax's indices, say) differs at all.
-double output_difference(const Plan& plan, const std::vector<std::vector<uint8_t>>& exact,
-                         const std::vector<std::vector<uint8_t>>& fast) {
-    double worst = 0;
-    for (size_t i = 0; i < exact.size(); ++i) {
-        if (plan.outputs[i].dtype != DType::kF32) {
-            if (exact[i] != fast[i]) return INFINITY;
+// How far a fast run moved from the exact one: over the float32 outputs and, separately, the
+// step values, the largest max |fast - exact| / max |exact| of one tensor. Infinity (outputs)
+// where an output is not finite in either (an overflow the exact mode may not share) or an
+// output of another type (an ArgMax's indices, say) differs at all; infinity (steps) where a
+// step's value is finite in one run and not in the other (both the same infinity, as an
+// attention mask's -inf, is no movement).
+struct Movement {
+    double outputs = 0, steps = 0;
+    // Kept: within the bounds, and the outputs moved at all: the probe saw the fast weights reach
+    // an output (not where a saturated Sigmoid, an If's other branch or an unchanged ArgMax hid
+    // them, as for hey_jarvis's verifier branch on the probe input).
+    bool ok() const { return outputs > 0 && outputs <= kFastWeightsTol && steps <= kFastWeightsStepTol; }
+};
+
+Movement movement(const Plan& plan, const ProbeValues& exact, const ProbeValues& fast) {
+    Movement m;
+    for (size_t i = 0; i < exact.v.size(); ++i) {
+        const bool output = i < plan.outputs.size();
+        double& worst = output ? m.outputs : m.steps;
+        if (output && plan.outputs[i].dtype != DType::kF32) {
+            if (exact.v[i] != fast.v[i]) worst = INFINITY;
             continue;
         }
-        const float* e = reinterpret_cast<const float*>(exact[i].data());
-        const float* f = reinterpret_cast<const float*>(fast[i].data());
+        const float* e = reinterpret_cast<const float*>(exact.v[i].data());
+        const float* f = reinterpret_cast<const float*>(fast.v[i].data());
         double mag = 0, diff = 0;
-        for (size_t k = 0; k < exact[i].size() / sizeof(float); ++k) {
-            if (!std::isfinite(e[k]) || !std::isfinite(f[k])) return INFINITY;
+        for (size_t k = 0; k < exact.v[i].size() / sizeof(float); ++k) {
+            if (!std::isfinite(e[k]) || !std::isfinite(f[k])) {
+                if (output || !(e[k] == f[k] || (std::isnan(e[k]) && std::isnan(f[k])))) diff = INFINITY;
+                continue;
+            }
             mag = std::max(mag, std::abs(double(e[k])));
             diff = std::max(diff, std::abs(double(f[k]) - double(e[k])));
         }
         if (diff > 0) worst = std::max(worst, mag > 0 ? diff / mag : double(INFINITY));
     }
-    return worst;
+    return m;
 }
 
 }  // namespace
@@ -85,35 +132,41 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
         const FW g = k ? k->set_fast_weights(false) : FW::kNone;
         if (g != FW::kNone) groups[g == FW::kProduct ? 0 : 1].push_back(k.get());
     }
-    if ((groups[0].empty() && groups[1].empty()) || kernels::amx_exact_weights()) return;
+    if (groups[0].empty() && groups[1].empty()) return;
     Session s(plan);
     fill_probe_inputs(p, s);  // once: a run never writes its inputs
-    std::vector<std::vector<uint8_t>> exact, quick;
+    ProbeValues exact, quick;
     if (!probe_run(p, s, &exact)) return;  // the probe input does not run: all exact
     const auto set = [&](int g, bool fast) {
         for (Kernel* k : groups[g]) k->set_fast_weights(fast);
     };
-    const auto moved = [&] { return probe_run(p, s, &quick) ? output_difference(p, exact, quick) : double(INFINITY); };
-    // All at once; where that moves the outputs too much and both groups are there, group by
-    // group (each kept only if the ones kept so far and it stay within the bound).
+    const auto moved = [&] {
+        Movement m;
+        if (!probe_run(p, s, &quick)) m.outputs = m.steps = INFINITY;
+        else m = movement(p, exact, quick);
+        return m;
+    };
+    // All at once; where that moves the values too much and both groups are there, group by
+    // group (each kept only if the ones kept so far and it stay within the bounds).
     bool keep[2] = {!groups[0].empty(), !groups[1].empty()};
     set(0, keep[0]), set(1, keep[1]);
-    double err = moved();
-    if (!(err <= kFastWeightsTol)) {
+    Movement m = moved();
+    if (!m.ok()) {
         set(0, false), set(1, false);
         const bool both = keep[0] && keep[1];
         keep[0] = keep[1] = false;
         for (int g = 0; both && g < 2; ++g) {
             set(g, true);
-            const double e = moved();
-            keep[g] = e <= kFastWeightsTol;
-            if (keep[g]) err = e;  // else err stays what was measured before (over the bound)
+            const Movement e = moved();
+            keep[g] = e.ok();
+            if (keep[g]) m = e;  // else m stays what was measured before (over the bounds)
             else set(g, false);
         }
     }
     for (int g = 0; g < 2; ++g)
         if (keep[g]) p.fast_weight_steps += int(groups[g].size());
-    p.fast_weight_err = err;
+    p.fast_weight_err = m.outputs;
+    p.fast_weight_step_err = m.steps;
 }
 
 }  // namespace jiffy

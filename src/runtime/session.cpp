@@ -147,6 +147,18 @@ Status Session::run_steps() {
     return {};
 }
 
+Status Session::run_observed(const std::function<void(size_t, void* const*)>& after) {
+    ThreadPool* pool = plan_->pool.get();
+    SerialScope scope(pool, pool && pool->threads() >= 2 && choice_.decided == 1);
+    for (size_t i = 0; i < plan_->steps.size(); ++i) {
+        const Step& s = plan_->steps[i];
+        Status st = s.kernel->run(in_ptrs_.data() + s.first_in, out_ptrs_.data() + s.first_out);
+        if (!st.ok()) return st;
+        after(i, out_ptrs_.data() + s.first_out);
+    }
+    return {};
+}
+
 Status Session::run_profiled(double* step_ns) {
     using clk = std::chrono::steady_clock;
     // The threads choice as run() made it (the pool until the first probe has ended).

@@ -432,6 +432,117 @@ TEST(KernelsIsa, GemvSerpentineSameBitsBothWays) {
     }
 }
 
+// The 24-bit weights' rounding (kernels/gemm.h, docs/gemv.md): to nearest even at 16 significant
+// bits (|error| <= 2^-16 |w|), values with <= 16 significant bits and zeros unchanged, a finite
+// value that would round to infinity truncated, infinities kept, NaN kept NaN; denormals rounded
+// like any other bits.
+TEST(KernelsIsa, Gemv24BitRounding) {
+    auto bits = [](float f) {
+        uint32_t u;
+        std::memcpy(&u, &f, sizeof(u));
+        return u;
+    };
+    auto from = [](uint32_t u) {
+        float f;
+        std::memcpy(&f, &u, sizeof(f));
+        return f;
+    };
+    EXPECT_EQ(gemv_w24_bits(from(0x3f800080u)), 0x3f800000u);  // a tie, even below: down
+    EXPECT_EQ(gemv_w24_bits(from(0x3f800180u)), 0x3f800200u);  // a tie, odd below: up
+    EXPECT_EQ(gemv_w24_bits(from(0x3f80007fu)), 0x3f800000u);
+    EXPECT_EQ(gemv_w24_bits(from(0x3f800081u)), 0x3f800100u);
+    EXPECT_EQ(gemv_w24_bits(from(0xbf8001c0u)), 0xbf800200u);  // the sign kept
+    EXPECT_EQ(gemv_w24_bits(from(0x3fffff80u)), 0x40000000u);  // carries into the exponent
+    EXPECT_EQ(gemv_w24_bits(0.0f), 0u);
+    EXPECT_EQ(gemv_w24_bits(-0.0f), 0x80000000u);
+    EXPECT_EQ(gemv_w24_value(0.75f), 0.75f);
+    EXPECT_EQ(gemv_w24_value(std::numeric_limits<float>::max()), from(0x7f7fff00u));  // truncated, finite
+    EXPECT_EQ(gemv_w24_value(-std::numeric_limits<float>::max()), from(0xff7fff00u));
+    EXPECT_EQ(gemv_w24_value(kInf), kInf);
+    EXPECT_EQ(gemv_w24_value(-kInf), -kInf);
+    EXPECT_TRUE(std::isnan(gemv_w24_value(kNaN)));
+    EXPECT_TRUE(std::isnan(gemv_w24_value(from(0x7f800001u))));  // a NaN whose payload is all rounded off
+    EXPECT_EQ(gemv_w24_bits(from(0x000000ffu)), 0x00000100u);      // a denormal
+    EXPECT_EQ(gemv_w24_bits(from(0x00000080u)), 0x00000000u);
+    std::mt19937 rng(17);
+    std::uniform_int_distribution<uint32_t> any(0, 0xffffffffu);
+    for (int i = 0; i < 200000; ++i) {
+        const float w = from(any(rng));
+        if (!std::isfinite(w) || std::abs(w) < std::numeric_limits<float>::min()) continue;
+        const float r = gemv_w24_value(w);
+        ASSERT_EQ(bits(r) & 0xffu, 0u);
+        ASSERT_LE(std::abs(double(r) - double(w)), std::ldexp(std::abs(double(w)), -16)) << w;
+        // Nearest: the other candidate (one step of 2^8 in the bits, towards w) is no closer.
+        const uint32_t other = (bits(r) & 0x7fffffffu) > (bits(w) & 0x7fffffffu) ? bits(r) - 0x100u : bits(r) + 0x100u;
+        if ((other & 0x7f800000u) != 0x7f800000u)
+            ASSERT_LE(std::abs(double(r) - double(w)), std::abs(double(from(other)) - double(w))) << w;
+    }
+}
+
+// The GEMV on 24-bit weights (AVX-512 with VBMI): the sums of the rounded weights (double
+// reference, only float32 accumulation apart), in every layout and order the float32 GEMV has:
+// whole or split layout, forward or backward (serpentine), by column ranges; each column the same
+// bits in all of them. The shapes: tails of 1..7 vectors, one row, the serpentine's segments.
+TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
+    if (!gemv_w24_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0)";
+    std::mt19937 rng(19);
+    std::uniform_real_distribution<float> u(-1, 1);
+    struct Shape { int64_t K, N; };
+    for (const Shape sh : {Shape{1, 7}, Shape{17, 1}, Shape{5, 33}, Shape{130, 129}, Shape{64, 300}, Shape{200, 120},
+                           Shape{2100, 128}, Shape{1400, 129}, Shape{3100, 60}}) {
+        const int64_t K = sh.K, N = sh.N;
+        std::vector<float> a(static_cast<size_t>(K)), B(static_cast<size_t>(K * N)), bias(static_cast<size_t>(N));
+        for (auto* v : {&a, &B, &bias})
+            for (float& x : *v) x = u(rng);
+        for (int64_t i = 0; i < K * N; i += 7) B[size_t(i)] *= 1e-3f;  // a spread of exponents
+        PackedGemv whole = pack_b_gemv(B.data(), K, N, N, false);
+        PackedGemv split = repack_gemv_split(whole, Isa::kAvx512);
+        ASSERT_TRUE(gemv_set_w24(&whole, Isa::kAvx512, true));
+        ASSERT_TRUE(gemv_set_w24(&split, Isa::kAvx512, true));
+        std::vector<double> want(static_cast<size_t>(N)), mag(static_cast<size_t>(N));
+        for (int64_t j = 0; j < N; ++j) {
+            double s = bias[size_t(j)], m = std::abs(bias[size_t(j)]);
+            for (int64_t k = 0; k < K; ++k) {
+                const double p = double(a[size_t(k)]) * double(gemv_w24_value(B[size_t(k * N + j)]));
+                s += p, m += std::abs(p);
+            }
+            want[size_t(j)] = std::max(0.0, s), mag[size_t(j)] = m;
+        }
+        const Activation act{ActKind::kRelu, 0, 0};
+        std::vector<float> fwd(size_t(N) + 1, 7.0f), got(size_t(N) + 1, 7.0f);
+        sgemv_for(Isa::kAvx512)(a.data(), whole, bias.data(), fwd.data(), act, false);
+        for (int64_t j = 0; j < N; ++j)
+            ASSERT_NEAR(fwd[size_t(j)], want[size_t(j)], 1e-6 * mag[size_t(j)]) << "K" << K << " N" << N << " at " << j;
+        EXPECT_EQ(fwd[size_t(N)], 7.0f) << "wrote past N";
+        const int64_t unit = sgemv_split_unit(Isa::kAvx512), main = sgemv_main_cols(Isa::kAvx512, N);
+        const int64_t mid = std::min(main, (N / 2) / unit * unit);
+        for (const PackedGemv* pg : {&whole, &split})
+            for (bool backward : {false, true}) {
+                std::fill(got.begin(), got.end(), 7.0f);
+                sgemv_for(Isa::kAvx512)(a.data(), *pg, bias.data(), got.data(), act, backward);
+                ASSERT_EQ(std::memcmp(got.data(), fwd.data(), (size_t(N) + 1) * sizeof(float)), 0)
+                    << "K" << K << " N" << N << " backward " << backward << " split layout " << (pg == &split);
+                std::fill(got.begin(), got.end(), 7.0f);
+                sgemv_cols_for(Isa::kAvx512)(a.data(), *pg, 0, mid, bias.data(), got.data(), act, backward);
+                sgemv_cols_for(Isa::kAvx512)(a.data(), *pg, mid, N, bias.data(), got.data(), act, !backward);
+                ASSERT_EQ(std::memcmp(got.data(), fwd.data(), (size_t(N) + 1) * sizeof(float)), 0)
+                    << "K" << K << " N" << N << " cols at " << mid << " split layout " << (pg == &split);
+            }
+        // Off again: the float32 weights' sums.
+        ASSERT_TRUE(gemv_set_w24(&whole, Isa::kAvx512, false));
+        std::vector<float> exact(static_cast<size_t>(N)), ref(static_cast<size_t>(N));
+        sgemv_for(Isa::kAvx512)(a.data(), whole, bias.data(), exact.data(), act, false);
+        sgemm_reference(1, N, K, a.data(), K, B.data(), N, false, bias.data(), ref.data(), N, Act::kNone);
+        for (int64_t j = 0; j < N; ++j)
+            ASSERT_NEAR(exact[size_t(j)], std::max(0.0f, ref[size_t(j)]), 2e-5f * (1 + std::sqrt(float(K))));
+    }
+    // Where it is not supported nothing changes.
+    PackedGemv g = pack_b_gemv(std::vector<float>(64, 1.0f).data(), 8, 8, 8, false);
+    EXPECT_FALSE(gemv_set_w24(&g, Isa::kAvx2, true));
+    EXPECT_FALSE(g.use24);
+    EXPECT_EQ(g.w24, nullptr);
+}
+
 #if defined(__linux__)
 // Whether the mapping that holds `addr` carries MADV_HUGEPAGE ("hg" in /proc/self/smaps).
 // *found: whether smaps lists a mapping holding it.

@@ -16,6 +16,7 @@
 #include "kernels/amx.h"
 #include "kernels/cpu.h"
 #include "runtime/plan.h"
+#include "scoped_env.h"
 
 using namespace jiffy;
 using namespace jiffy::testattr;
@@ -1834,21 +1835,7 @@ TEST(Passes, ChannelsLastChainWithBatchAndResidual) {
 
 // ---------------------------------------------------------------- fuse_conv_band
 
-// Sets (or, with nullptr, unsets) an environment variable for a scope; restores what it was.
-struct ScopedEnv {
-    std::string name, old;
-    bool had = false;
-    ScopedEnv(const char* n, const char* v) : name(n) {
-        if (const char* e = std::getenv(n)) old = e, had = true;
-        if (v) setenv(n, v, 1);
-        else unsetenv(n);
-    }
-    ScopedEnv(const char* n, const std::string& v) : ScopedEnv(n, v.c_str()) {}
-    ~ScopedEnv() {
-        if (had) setenv(name.c_str(), old.c_str(), 1);
-        else unsetenv(name.c_str());
-    }
-};
+using testenv::ScopedEnv;
 
 // Depthwise k x k (stride s, pad k / 2, group C) on [N, C, H, W].
 int dw_k(Builder& b, int x, int64_t N, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, uint32_t seed,

@@ -442,7 +442,8 @@ int cmd_inspect(const Args& a) {
                  std::to_string(plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0)) +
                  ", \"steps\": " + std::to_string(plan->steps.size()) +
                  ", \"fast_weight_steps\": " + std::to_string(plan->fast_weight_steps) +
-                 ", \"fast_weight_probe\": " + probe_json(plan->fast_weight_err);
+                 ", \"fast_weight_probe\": " + probe_json(plan->fast_weight_err) +
+                 ", \"fast_weight_probe_steps\": " + probe_json(plan->fast_weight_step_err);
         } else {
             r += ", \"plan_error\": " + json_str(plan_err);
         }
@@ -466,9 +467,11 @@ int cmd_inspect(const Args& a) {
                     plan->steps.size(), (long long)plan->flops(), plan->arena_bytes,
                     plan->scratch ? plan->scratch->floats() * sizeof(float) : size_t(0),
                     (unsigned long long)plan->constant_bytes);
-        if (plan->fast_weight_err >= 0)  // the probe ran (docs/amx.md, "Weights to 17 bits")
-            std::printf("  weights to 17 bits: %d products (probe: outputs moved %.2g of their magnitude, limit %.0e)\n",
-                        plan->fast_weight_steps, plan->fast_weight_err, kFastWeightsTol);
+        if (plan->fast_weight_err >= 0)  // the probe ran (docs/amx.md "Weights to 17 bits", docs/gemv.md "24-bit weights")
+            std::printf("  fast weights: %d steps (probe: outputs moved %.2g of their magnitude, limit %.0e; steps %.2g, "
+                        "limit %.0e)\n",
+                        plan->fast_weight_steps, plan->fast_weight_err, kFastWeightsTol, plan->fast_weight_step_err,
+                        kFastWeightsStepTol);
         for (const IoDesc& d : plan->outputs)
             std::printf("  output %s %s %s\n", d.name.c_str(), dtype_name(d.dtype), shape_str(d.shape).c_str());
         if (a.steps) {

@@ -217,6 +217,52 @@ inline void gemv_block(int64_t K, const float* a, const float* b, int64_t ldb, c
     }
 }
 
+// The same block on 24-bit weights (PackedGemv::w24: 3 bytes a weight, rows 3 * ldb bytes apart):
+// each group of 16 weights is one 64-byte load whose first 48 bytes one byte permute (VBMI)
+// spreads into the top three bytes of 16 floats, the low byte zeroed by the mask; the same FMAs
+// in the same order as gemv_block on the rounded weights. 3/4 of the bytes per weight: the
+// GEMV streams its weights from L2 or L3 (docs/gemv.md, "24-bit weights").
+__attribute__((target("avx512vbmi"), always_inline)) inline __m512 w24_group(const unsigned char* p, __m512i spread,
+                                                                             __mmask64 hi3) {
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi8(hi3, spread, _mm512_loadu_si512(p)));
+}
+
+template <int V, int U>
+__attribute__((target("avx512vbmi"))) void gemv_block24(int64_t K, const float* a, const unsigned char* b,
+                                                        int64_t ldb, const float* bias, float* y, int64_t nvalid,
+                                                        const Activation& act) {
+    // Byte 4i + j + 1 of the result is byte 3i + j of the group (j < 3); byte 4i is zeroed.
+    const __m512i spread = _mm512_set_epi32(0x2f2e2d00, 0x2c2b2a00, 0x29282700, 0x26252400, 0x23222100, 0x201f1e00,
+                                            0x1d1c1b00, 0x1a191800, 0x17161500, 0x14131200, 0x11100f00, 0x0e0d0c00,
+                                            0x0b0a0900, 0x08070600, 0x05040300, 0x02010000);
+    const __mmask64 hi3 = 0xeeeeeeeeeeeeeeeeull;
+    const int64_t row = 3 * ldb;
+    __m512 acc[U][V];
+    for (int u = 0; u < U; ++u)
+        for (int v = 0; v < V; ++v) acc[u][v] = _mm512_setzero_ps();
+    int64_t k = 0;
+    for (; k + U <= K; k += U)
+        for (int u = 0; u < U; ++u) {
+            const __m512 av = _mm512_set1_ps(a[k + u]);
+            const unsigned char* br = b + (k + u) * row;
+            for (int v = 0; v < V; ++v) acc[u][v] = _mm512_fmadd_ps(av, w24_group(br + 48 * v, spread, hi3), acc[u][v]);
+        }
+    for (; k < K; ++k) {
+        const __m512 av = _mm512_set1_ps(a[k]);
+        const unsigned char* br = b + k * row;
+        for (int v = 0; v < V; ++v) acc[0][v] = _mm512_fmadd_ps(av, w24_group(br + 48 * v, spread, hi3), acc[0][v]);
+    }
+    for (int v = 0; v < V; ++v) {
+        __m512 s = acc[0][v];
+        for (int u = 1; u < U; ++u) s = _mm512_add_ps(s, acc[u][v]);
+        const int64_t left = nvalid - 16 * v;
+        const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+        if (bias) s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(m, bias + 16 * v));
+        _mm512_mask_storeu_ps(y + 16 * v, m, act_v512(act, s));
+    }
+}
+
+#define JIFFY_GEMV_W24 1
 constexpr int64_t kGemvVL = 16;
 constexpr int kGemvMainU = 1;
 constexpr int kGemvTailU[7] = {8, 4, 2, 2, 1, 1, 1};
