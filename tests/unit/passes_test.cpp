@@ -15,6 +15,7 @@
 #include "graph/passes/passes.h"
 #include "kernels/amx.h"
 #include "kernels/cpu.h"
+#include "kernels/gemm.h"
 #include "runtime/plan.h"
 #include "scoped_env.h"
 
@@ -2427,6 +2428,121 @@ TEST(FastWeights, GroupsDecideApart) {
     ASSERT_EQ(got.size(), 2u);
     for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<float>()[i], want[0].as<float>()[i]) << i;
     EXPECT_LE(max_rel_diff({got[1]}, {want[1]}), kFastWeightsTol);
+}
+
+// ---- GEMVs' 24-bit weights (docs/gemv.md)
+
+bool w24_here() {
+    return kernels::active_isa() == kernels::Isa::kAvx512 && kernels::gemv_w24_supported(kernels::Isa::kAvx512);
+}
+
+// As run_both_modes, the exact plan with JIFFY_GEMV_W24=0 (every GEMV on its float32 weights).
+void run_gemv_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::vector<Tensor>* got,
+                    std::shared_ptr<const Plan>* exact, std::vector<Tensor>* want) {
+    *got = run(b.g, b.feeds, true, plan);
+    ScopedEnv off("JIFFY_GEMV_W24", "0");
+    *want = run(b.g, b.feeds, true, exact);
+}
+
+int w24_kernels(const Plan& p) {
+    int n = 0;
+    for (const auto& k : p.kernels) n += k && k->describe().find("w24") != std::string::npos;
+    return n;
+}
+
+// A wake-word head (openWakeWord's 1536 -> 128 -> 128 -> 1 with Sigmoid, 850 KB of weights):
+// both 128-wide GEMVs take 24-bit weights (the last, one column, is a dot product: no mode), the
+// probe's outputs within 1e-5 and its steps within 3e-5, and the outputs within 1e-5 of the
+// float32 plan's. `logit_shift` added to the last bias: 100 saturates the Sigmoid at exactly 1,
+// the probe sees no output move and keeps every GEMV exact (the plan's bits are the float32 plan's).
+Builder wake_word_head(float logit_shift) {
+    Builder b;
+    int x = b.input("x", {1, 1536});
+    Tensor b3 = rnd({1}, 56, 0.1f);
+    b3.as<float>()[0] += logit_shift;
+    int h = b.node("Gemm", {x, b.constant("w1", rnd({1536, 128}, 51, 0.05f)), b.constant("b1", rnd({128}, 52, 0.1f))},
+                   {1, 128});
+    h = b.node("Relu", {h}, {1, 128});
+    h = b.node("Gemm", {h, b.constant("w2", rnd({128, 128}, 53, 0.2f)), b.constant("b2", rnd({128}, 54, 0.1f))},
+               {1, 128});
+    h = b.node("Relu", {h}, {1, 128});
+    h = b.node("Gemm", {h, b.constant("w3", rnd({128, 1}, 55, 0.2f)), b.constant("b3", b3)}, {1, 1});
+    b.output(b.node("Sigmoid", {h}, {1, 1}));
+    return b;
+}
+
+TEST(FastWeights, GemvTakes24BitWeights) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    std::shared_ptr<const Plan> fast, exact;
+    std::vector<Tensor> got, want;
+    run_gemv_modes(wake_word_head(0.0f), &fast, &got, &exact, &want);
+    ASSERT_TRUE(fast && exact);
+    EXPECT_EQ(w24_kernels(*fast), 2);
+    EXPECT_EQ(fast->fast_weight_steps, 2);
+    EXPECT_GT(fast->fast_weight_err, 0.0);
+    EXPECT_LE(fast->fast_weight_err, kFastWeightsTol);
+    EXPECT_GT(fast->fast_weight_step_err, 0.0);
+    EXPECT_LE(fast->fast_weight_step_err, kFastWeightsStepTol);
+    EXPECT_EQ(w24_kernels(*exact), 0);
+    EXPECT_EQ(exact->fast_weight_err, -1.0);  // nothing to probe
+    const double d = max_rel_diff(got, want);
+    EXPECT_GT(d, 0.0);  // the 24-bit weights really ran
+    EXPECT_LE(d, kFastWeightsTol);
+}
+
+TEST(FastWeights, GemvStaysExactWhereNoOutputMoves) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    std::shared_ptr<const Plan> plan, exact;
+    std::vector<Tensor> got, want;
+    run_gemv_modes(wake_word_head(100.0f), &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    EXPECT_EQ(plan->fast_weight_err, 0.0);      // the Sigmoid's 1.0 on every probe
+    EXPECT_GT(plan->fast_weight_step_err, 0.0);  // while the logits moved
+    EXPECT_EQ(plan->fast_weight_steps, 0);
+    EXPECT_EQ(w24_kernels(*plan), 0);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].as<float>()[0], want[0].as<float>()[0]);
+}
+
+// The difference of two GEMVs whose weights are 1e-5 apart: 24-bit weights would move it by far
+// more than the bounds, so both stay float32 and the plan gives the float32 plan's bits.
+TEST(FastWeights, CancellingGemvsStayExact) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    const int64_t K = 512, N = 64;
+    Tensor w1 = rnd({K, N}, 61, 0.1f), w2 = rnd({K, N}, 61, 0.1f), d = rnd({K, N}, 62, 1e-6f);
+    for (int64_t i = 0; i < w2.numel(); ++i) w2.as<float>()[i] += d.as<float>()[i];
+    Builder b;
+    int x = b.input("x", {1, K});
+    int p1 = b.node("MatMul", {x, b.constant("w1", w1)}, {1, N});
+    int p2 = b.node("MatMul", {x, b.constant("w2", w2)}, {1, N});
+    b.output(b.node("Sub", {p1, p2}, {1, N}));
+    std::shared_ptr<const Plan> plan, exact;
+    std::vector<Tensor> got, want;
+    run_gemv_modes(b, &plan, &got, &exact, &want);
+    ASSERT_TRUE(plan && exact);
+    EXPECT_GT(plan->fast_weight_err, kFastWeightsTol);
+    EXPECT_EQ(plan->fast_weight_steps, 0);
+    EXPECT_EQ(w24_kernels(*plan), 0);
+    int gemvs = 0;
+    for (const auto& k : plan->kernels) gemvs += k && k->describe().find("gemv") != std::string::npos;
+    EXPECT_EQ(gemvs, 2);  // both products GEMVs, so the probe had them to decide on
+    ASSERT_EQ(got.size(), 1u);
+    for (int64_t i = 0; i < got[0].numel(); ++i) ASSERT_EQ(got[0].as<float>()[i], want[0].as<float>()[i]) << i;
+}
+
+// A model whose weights stay in L1 between runs (64 x 64 and 64 x 10: 18 KB) keeps its float32
+// GEMVs (the byte permute would cost more than the bytes it saves): nothing offered, no probe.
+TEST(FastWeights, GemvInL1StaysFloat32) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    Builder b;
+    int x = b.input("x", {1, 64});
+    int h = b.node("Gemm", {x, b.constant("w1", rnd({64, 64}, 71, 0.2f))}, {1, 64});
+    b.output(b.node("Gemm", {h, b.constant("w2", rnd({64, 10}, 72, 0.2f))}, {1, 10}));
+    std::shared_ptr<const Plan> plan;
+    run(b.g, b.feeds, true, &plan);
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->fast_weight_err, -1.0);
+    EXPECT_EQ(w24_kernels(*plan), 0);
 }
 
 // A 1x1 conv on AMX (weights are its A operand: W's lo parts left out) takes them too, within
