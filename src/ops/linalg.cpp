@@ -442,10 +442,6 @@ private:
     kernels::SgemvColsFn cols_fn_ = nullptr;
 };
 
-// Whether the serpentine GEMV order (kernels/gemm.h) pays for a GEMV of own_bytes of weights in
-// the graph being compiled: only when the rest of the graph's constants total <= 256 KiB, so its
-// weights are still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers
-// read megabytes between two runs of each: 1.5% slower there, docs/gemv.md).
 // The bytes of the constants the graph being compiled reads.
 int64_t graph_constant_bytes(const OpContext& ctx) {
     const Graph& g = ctx.graph();
@@ -460,6 +456,10 @@ int64_t graph_constant_bytes(const OpContext& ctx) {
     return total;
 }
 
+// Whether the serpentine GEMV order (kernels/gemm.h) pays for a GEMV of own_bytes of weights in
+// the graph being compiled: only when the rest of the graph's constants total <= 256 KiB, so its
+// weights are still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers
+// read megabytes between two runs of each: 1.5% slower there, docs/gemv.md).
 bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
     return graph_constant_bytes(ctx) - own_bytes <= (256 << 10);
 }
