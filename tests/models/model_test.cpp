@@ -39,6 +39,17 @@ void expect_close(const std::string& what, const Tensor& got, const Tensor& want
     std::printf("  %-40s max err %.3g (tolerance %.3g, magnitude %.3g)\n", what.c_str(), err, tol, mag);
 }
 
+// Compiles and runs model `name` on its reference inputs at `threads` thread(s).
+Status run_ref_model(const std::string& name, int threads, std::shared_ptr<const Plan>* plan,
+                     std::vector<std::pair<std::string, Tensor>>* outs, RefCase* rc_out = nullptr) {
+    RefCase rc;
+    JIFFY_RETURN_IF_ERROR(load_ref_inputs(name, &rc));
+    rc.opt.threads = threads;
+    JIFFY_RETURN_IF_ERROR(run_model(rc.model_path, rc, plan, outs));
+    if (rc_out) *rc_out = std::move(rc);
+    return {};
+}
+
 class ModelVsOrt : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelVsOrt, MatchesOnnxRuntime) {
@@ -92,13 +103,9 @@ INSTANTIATE_TEST_SUITE_P(Public, ModelVsOrt, ::testing::ValuesIn(model_names()),
 // megabytes between two runs of each.
 TEST(GemvSerpentine, OnWhereTheRestOfTheModelIsSmall) {
     auto kernels_of = [](const std::string& name, int threads, std::vector<std::string>* out) {
-        RefCase rc;
-        Status st = load_ref_inputs(name, &rc);
-        if (!st.ok()) return st;
-        rc.opt.threads = threads;
         std::shared_ptr<const Plan> plan;
         std::vector<std::pair<std::string, Tensor>> outs;
-        JIFFY_RETURN_IF_ERROR(run_model(rc.model_path, rc, &plan, &outs));
+        JIFFY_RETURN_IF_ERROR(run_ref_model(name, threads, &plan, &outs));
         for (const auto& step : plan->steps) {
             std::string d = step.kernel ? step.kernel->describe() : "";
             const size_t w24 = d.find(" w24");  // the weights' width is not this test's (GemvW24 below)
@@ -132,12 +139,9 @@ TEST(GemvW24, WakeWordHeadsTakeThemWhereTheProbeSeesThem) {
     for (const Want w : {Want{"alexa_v0.1", 1, 2}, Want{"timer_v0.1", 1, 2}, Want{"weather_v0.1", 1, 2},
                          Want{"timer_v0.1", 2, 2}, Want{"hey_jarvis_v0.1", 1, 0}}) {
         RefCase rc;
-        Status st = load_ref_inputs(w.model, &rc);
-        ASSERT_TRUE(st.ok()) << st.message();
-        rc.opt.threads = w.threads;
         std::shared_ptr<const Plan> plan;
         std::vector<std::pair<std::string, Tensor>> outs;
-        st = run_model(rc.model_path, rc, &plan, &outs);
+        const Status st = run_ref_model(w.model, w.threads, &plan, &outs, &rc);
         ASSERT_TRUE(st.ok()) << w.model << ": " << st.message();
         int n = 0;
         for (const auto& step : plan->steps) n += step.kernel && step.kernel->describe().find("w24") != std::string::npos;
@@ -171,13 +175,9 @@ TEST(ConvStemModels, DirectWhereItPays) {
                               "conv_nhwc_1x1+dw band"},
                          Want{"mobilenetv3", 1, "conv_stem 3x3s2 direct nhwc-out avx512", "conv_nhwc_dw"},
                          Want{"mobilenetv2", 1, "conv_stem+dw band 16 rows avx512", "conv_nhwc_1x1 avx512"}}) {
-        RefCase rc;
-        Status st = load_ref_inputs(w.model, &rc);
-        ASSERT_TRUE(st.ok()) << st.message();
-        rc.opt.threads = w.threads;
         std::shared_ptr<const Plan> plan;
         std::vector<std::pair<std::string, Tensor>> outs;
-        st = run_model(rc.model_path, rc, &plan, &outs);
+        const Status st = run_ref_model(w.model, w.threads, &plan, &outs);
         ASSERT_TRUE(st.ok()) << w.model << ": " << st.message();
         ASSERT_GE(plan->steps.size(), 2u);
         const std::string k0 = plan->steps[0].kernel ? plan->steps[0].kernel->describe() : "";

@@ -221,7 +221,9 @@ inline void gemv_block(int64_t K, const float* a, const float* b, int64_t ldb, c
 // each group of 16 weights is one 64-byte load whose first 48 bytes one byte permute (VBMI)
 // spreads into the top three bytes of 16 floats, the low byte zeroed by the mask; the same FMAs
 // in the same order as gemv_block on the rounded weights. 3/4 of the bytes per weight: the
-// GEMV streams its weights from L2 or L3 (docs/gemv.md, "24-bit weights").
+// GEMV streams its weights from L2 or L3 (docs/gemv.md, "24-bit weights"). Its loop repeats
+// gemv_block's: one body for both would have to be compiled for VBMI (GCC inlines a VBMI loader
+// only into a VBMI function), and gemv_block runs on AVX-512 cores without it.
 __attribute__((target("avx512vbmi"), always_inline)) inline __m512 w24_group(const unsigned char* p, __m512i spread,
                                                                              __mmask64 hi3) {
     return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi8(hi3, spread, _mm512_loadu_si512(p)));
