@@ -2545,6 +2545,28 @@ TEST(FastWeights, GemvInL1StaysFloat32) {
     EXPECT_EQ(w24_kernels(*plan), 0);
 }
 
+// A GEMV whose weights are under 1/8 of the plan's constant bytes (256 KB beside a 2.4 MB
+// constant that an Add reads): the bytes it would save are no visible share of a run, so nothing
+// is probed and it stays float32; the same GEMV alone takes them.
+TEST(FastWeights, GemvOfASmallShareStaysFloat32) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    for (bool big : {true, false}) {
+        Builder b;
+        int x = b.input("x", {1, 512});
+        b.output(b.node("Gemm", {x, b.constant("w", rnd({512, 128}, 81, 0.05f)), b.constant("c", rnd({128}, 82, 0.1f))},
+                        {1, 128}));
+        if (big) {
+            int z = b.input("z", {1, 600000});
+            b.output(b.node("Add", {z, b.constant("k", rnd({600000}, 83))}, {1, 600000}));
+        }
+        std::shared_ptr<const Plan> plan;
+        run(b.g, b.feeds, true, &plan);
+        ASSERT_TRUE(plan);
+        EXPECT_EQ(plan->fast_weight_err == -1.0, big) << "big " << big;
+        EXPECT_EQ(w24_kernels(*plan), big ? 0 : 1) << "big " << big;
+    }
+}
+
 // A 1x1 conv on AMX (weights are its A operand: W's lo parts left out) takes them too, within
 // the bound of the exact plan.
 TEST(FastWeights, ConvTakesThem) {
