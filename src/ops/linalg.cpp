@@ -456,28 +456,22 @@ int64_t graph_constant_bytes(const OpContext& ctx) {
     return total;
 }
 
-// Whether the serpentine GEMV order (kernels/gemm.h) pays for a GEMV of own_bytes of weights in
-// the graph being compiled: only when the rest of the graph's constants total <= 256 KiB, so its
-// weights are still in L2 when it runs next (the openWakeWord heads; not an MLP whose other layers
-// read megabytes between two runs of each: 1.5% slower there, docs/gemv.md).
-bool serpentine_pays(const OpContext& ctx, int64_t own_bytes) {
-    return graph_constant_bytes(ctx) - own_bytes <= (256 << 10);
-}
-
-// Keeps the serpentine order that pack_b_gemv chose by size only where serpentine_pays; asks only
-// for such GEMVs (it reads the whole graph). Before set_parallel (its split layout copies the order).
-void choose_gemv_order(const OpContext& ctx, kernels::PackedGemv* g) {
-    if (g->seg_rows > 0 && !serpentine_pays(ctx, 4 * g->K * g->N)) g->seg_rows = 0, g->alternate = false;
-}
-
-// Whether the 24-bit weights (kernels/gemm.h, docs/gemv.md) pay for a GEMV of own_bytes (float32)
-// in the graph being compiled: they cut the bytes a run streams by 1/4 for one byte permute per 16
-// weights, a gain where the weights come from L2 or further on every run and a loss (~1.3x on
-// Zen 4) where they stay in L1 between runs. So: the GEMV's weights at least 16 KiB and the
-// graph's constants at least 64 KiB (twice an L1: between two runs of the GEMV the rest of the
-// model has pushed its weights out).
-bool gemv_w24_pays(const OpContext& ctx, int64_t own_bytes) {
-    return own_bytes >= (16 << 10) && graph_constant_bytes(ctx) >= (64 << 10);
+// A GEMV's choices that depend on the graph being compiled (it reads the whole graph once; before
+// set_parallel, whose split layout copies the order). Returns whether 24-bit weights would pay.
+// - The serpentine order (kernels/gemm.h) that pack_b_gemv chose by size stays only when the rest
+//   of the graph's constants total <= 256 KiB, so its weights are still in L2 when it runs next
+//   (the openWakeWord heads; not an MLP whose other layers read megabytes between two runs of
+//   each: 1.5% slower there, docs/gemv.md).
+// - The 24-bit weights (docs/gemv.md) cut the bytes a run streams by 1/4 for one byte permute per
+//   16 weights, a gain where the weights come from L2 or further on every run and a loss (~1.3x on
+//   Zen 4) where they stay in L1 between runs. So: the GEMV's weights at least 16 KiB and the
+//   graph's constants at least 64 KiB (twice an L1: between two runs of the GEMV the rest of the
+//   model has pushed its weights out).
+bool choose_gemv_modes(const OpContext& ctx, kernels::PackedGemv* g) {
+    if (!g->data) return false;
+    const int64_t own = 4 * g->K * g->N, total = graph_constant_bytes(ctx);
+    if (g->seg_rows > 0 && total - own > (256 << 10)) g->seg_rows = 0, g->alternate = false;
+    return own >= (16 << 10) && total >= (64 << 10);
 }
 
 // Kernel::set_fast_weights of a GEMV: the 24-bit weights (group "products") where they pay and
@@ -705,12 +699,9 @@ public:
     bool is_gemv() const { return gemv_.data != nullptr; }
     bool on_amx() const { return amx_.on(); }
 
-    // The GEMV's order in this model (choose_gemv_order) and whether 24-bit weights would pay
-    // (gemv_w24_pays). Before set_parallel.
-    void choose_order(const OpContext& ctx) {
-        choose_gemv_order(ctx, &gemv_);
-        w24_pays_ = gemv_.data && gemv_w24_pays(ctx, 4 * gemv_.K * gemv_.N);
-    }
+    // The GEMV's order in this model and whether 24-bit weights would pay (choose_gemv_modes).
+    // Before set_parallel.
+    void choose_order(const OpContext& ctx) { w24_pays_ = choose_gemv_modes(ctx, &gemv_); }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
@@ -990,10 +981,7 @@ public:
     }
 
     // As MatMulF32Kernel::choose_order.
-    void choose_order(const OpContext& ctx) {
-        choose_gemv_order(ctx, &gemv_);
-        w24_pays_ = gemv_.data && gemv_w24_pays(ctx, 4 * gemv_.K * gemv_.N);
-    }
+    void choose_order(const OpContext& ctx) { w24_pays_ = choose_gemv_modes(ctx, &gemv_); }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)

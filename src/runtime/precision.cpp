@@ -44,32 +44,41 @@ void fill_probe_inputs(const Plan& plan, Session& s) {
 // (CNNs' feature maps) compare their outputs only.
 constexpr size_t kProbeStepBytes = size_t(64) << 20;
 
-// What one probe run yields: the outputs' bytes, then (where kProbeStepBytes allows) every
-// float32 step output's, in step order; the same list every run of a plan.
+// A float32 step output a probe run compares: step, output index, bytes.
+struct StepOut {
+    size_t step, j, bytes;
+};
+
+// Every float32 step output in step order, or none where they total over kProbeStepBytes.
+std::vector<StepOut> probed_step_outputs(const Plan& plan) {
+    std::vector<StepOut> r;
+    size_t total = 0;
+    for (size_t i = 0; i < plan.steps.size(); ++i)
+        for (size_t j = 0; j < plan.steps[i].num_out; ++j) {
+            const int32_t sid = plan.step_out[plan.steps[i].first_out + j];
+            if (sid < 0 || j >= plan.step_info[i].out_dtypes.size() || plan.step_info[i].out_dtypes[j] != DType::kF32)
+                continue;
+            r.push_back({i, j, plan.slots[size_t(sid)].nbytes});
+            total += r.back().bytes;
+        }
+    if (total > kProbeStepBytes) r.clear();
+    return r;
+}
+
+// What one probe run yields: the outputs' bytes, then those of `steps` (probed_step_outputs), in
+// that order; the same list every run of a plan.
 struct ProbeValues {
     std::vector<std::vector<uint8_t>> v;
 };
 
 // One run on the probe inputs, or false where it failed.
-bool probe_run(const Plan& plan, Session& s, ProbeValues* out) {
-    size_t step_bytes = 0;
-    for (size_t i = 0; i < plan.steps.size(); ++i)
-        for (size_t j = 0; j < plan.steps[i].num_out; ++j) {
-            const int32_t sid = plan.step_out[plan.steps[i].first_out + j];
-            if (sid >= 0 && j < plan.step_info[i].out_dtypes.size() && plan.step_info[i].out_dtypes[j] == DType::kF32)
-                step_bytes += plan.slots[size_t(sid)].nbytes;
-        }
-    const bool steps = step_bytes <= kProbeStepBytes;
+bool probe_run(const Plan& plan, Session& s, const std::vector<StepOut>& steps, ProbeValues* out) {
     out->v.assign(plan.outputs.size(), {});
+    size_t next = 0;  // the first entry of `steps` not yet reached
     const Status st = s.run_observed([&](size_t i, void* const* outs) {
-        if (!steps) return;
-        for (size_t j = 0; j < plan.steps[i].num_out; ++j) {
-            const int32_t sid = plan.step_out[plan.steps[i].first_out + j];
-            if (sid < 0 || !outs[j] || j >= plan.step_info[i].out_dtypes.size() ||
-                plan.step_info[i].out_dtypes[j] != DType::kF32)
-                continue;
-            const uint8_t* b = static_cast<const uint8_t*>(outs[j]);
-            out->v.emplace_back(b, b + plan.slots[size_t(sid)].nbytes);
+        for (; next < steps.size() && steps[next].step == i; ++next) {
+            const uint8_t* b = static_cast<const uint8_t*>(outs[steps[next].j]);
+            out->v.emplace_back(b, b + steps[next].bytes);
         }
     });
     if (!st.ok()) return false;
@@ -151,21 +160,18 @@ void choose_fast_weights(const std::shared_ptr<const Plan>& plan) {
     for (const auto& [k, b] : bytes) all_bytes += b;
     for (const auto& g : groups)
         for (const Kernel* k : g) fast_bytes += bytes[k];
-    if (8 * fast_bytes < all_bytes) {
-        for (const auto& g : groups)
-            for (Kernel* k : g) k->set_fast_weights(false);
-        return;
-    }
+    if (8 * fast_bytes < all_bytes) return;  // every kernel still exact (set above)
     Session s(plan);
     fill_probe_inputs(p, s);  // once: a run never writes its inputs
+    const std::vector<StepOut> steps = probed_step_outputs(p);
     ProbeValues exact, quick;
-    if (!probe_run(p, s, &exact)) return;  // the probe input does not run: all exact
+    if (!probe_run(p, s, steps, &exact)) return;  // the probe input does not run: all exact
     const auto set = [&](int g, bool fast) {
         for (Kernel* k : groups[g]) k->set_fast_weights(fast);
     };
     const auto moved = [&] {
         Movement m;
-        if (!probe_run(p, s, &quick)) m.outputs = m.steps = INFINITY;
+        if (!probe_run(p, s, steps, &quick)) m.outputs = m.steps = INFINITY;
         else m = movement(p, exact, quick);
         return m;
     };

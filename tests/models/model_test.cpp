@@ -18,7 +18,7 @@ namespace {
 
 constexpr double kRelTol = 1e-4;
 
-void expect_close(const std::string& what, const Tensor& got, const Tensor& want) {
+void expect_close(const std::string& what, const Tensor& got, const Tensor& want, double rel_tol = kRelTol) {
     ASSERT_EQ(got.dtype(), want.dtype()) << what;
     ASSERT_EQ(got.shape(), want.shape()) << what << ": " << shape_str(got.shape()) << " vs "
                                          << shape_str(want.shape());
@@ -32,7 +32,7 @@ void expect_close(const std::string& what, const Tensor& got, const Tensor& want
             worst = i;
         }
     }
-    double tol = kRelTol * std::max(mag, 1e-3);
+    double tol = rel_tol * std::max(mag, 1e-3);
     EXPECT_LE(err, tol) << what << ": max abs error " << err << " at element " << worst << " (got "
                         << got.get_f64(worst) << ", ORT " << want.get_f64(worst) << "), magnitude "
                         << mag;
@@ -50,25 +50,31 @@ Status run_ref_model(const std::string& name, int threads, std::shared_ptr<const
     return {};
 }
 
+// The model's outputs against ONNX Runtime's (rc.ref_dir/outputs.txt), each within rel_tol of its
+// magnitude.
+void expect_outputs_match(const std::string& name, const RefCase& rc,
+                          const std::vector<std::pair<std::string, Tensor>>& outs, double rel_tol = kRelTol) {
+    auto want = read_pairs(rc.ref_dir + "/outputs.txt");
+    ASSERT_EQ(outs.size(), want.size()) << name;
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(outs[i].first, want[i].first);
+        Tensor ref;
+        const Status st = read_npy(rc.ref_dir + "/" + want[i].second, &ref);
+        ASSERT_TRUE(st.ok()) << st.message();
+        expect_close(name + ":" + want[i].first, outs[i].second, ref, rel_tol);
+    }
+}
+
 class ModelVsOrt : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ModelVsOrt, MatchesOnnxRuntime) {
     const std::string name = GetParam();
     RefCase rc;
-    Status st = load_ref_inputs(name, &rc);
-    ASSERT_TRUE(st.ok()) << st.message();
     std::vector<std::pair<std::string, Tensor>> outs;
-    st = run_model(rc.model_path, rc, nullptr, &outs);
+    Status st = run_ref_model(name, 1, nullptr, &outs, &rc);
     ASSERT_TRUE(st.ok()) << st.message();
-    auto want = read_pairs(rc.ref_dir + "/outputs.txt");
-    ASSERT_EQ(outs.size(), want.size());
-    for (size_t i = 0; i < want.size(); ++i) {
-        EXPECT_EQ(outs[i].first, want[i].first);
-        Tensor ref;
-        st = read_npy(rc.ref_dir + "/" + want[i].second, &ref);
-        ASSERT_TRUE(st.ok()) << st.message();
-        expect_close(name + ":" + want[i].first, outs[i].second, ref);
-    }
+    expect_outputs_match(name, rc, outs);
+    if (HasFatalFailure()) return;
     auto pre = read_pairs(rc.ref_dir + "/preact.txt");
     if (!pre.empty()) {
         std::vector<std::pair<std::string, Tensor>> pouts;
@@ -150,18 +156,8 @@ TEST(GemvW24, WakeWordHeadsTakeThemWhereTheProbeSeesThem) {
         for (const auto& step : plan->steps) n += step.kernel && step.kernel->describe().find("w24") != std::string::npos;
         EXPECT_EQ(n, w.w24) << w.model << " at " << w.threads << " thread(s)";
         EXPECT_EQ(plan->fast_weight_steps, w.w24) << w.model;
-        auto want = read_pairs(rc.ref_dir + "/outputs.txt");
-        ASSERT_EQ(outs.size(), want.size());
-        for (size_t i = 0; i < want.size(); ++i) {
-            Tensor ref;
-            ASSERT_TRUE(read_npy(rc.ref_dir + "/" + want[i].second, &ref).ok());
-            double mag = 0, err = 0;
-            for (int64_t j = 0; j < ref.numel(); ++j) {
-                mag = std::max(mag, std::abs(ref.get_f64(j)));
-                err = std::max(err, std::abs(outs[i].second.get_f64(j) - ref.get_f64(j)));
-            }
-            EXPECT_LE(err, 1e-5 * mag) << w.model << ":" << want[i].first;
-        }
+        expect_outputs_match(w.model, rc, outs, 1e-5);
+        if (HasFatalFailure()) return;
     }
 }
 
