@@ -85,6 +85,30 @@ void BM_sgemv(benchmark::State& st, Isa isa) {
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
 }
 
+// The same on 24-bit weights (docs/gemv.md): arg 2 = 0 float32, 1 24-bit.
+void BM_sgemv_w24(benchmark::State& st) {
+    const int64_t N = st.range(0), K = st.range(1), mode = st.range(2);
+    if (mode > 0 && !gemv_w24_supported(Isa::kAvx512)) {
+        st.SkipWithError("24-bit GEMV not available");
+        return;
+    }
+    GemmCase c = make_case(1, N, K, Isa::kScalar);
+    PackedGemv pg = pack_b_gemv(c.B.data(), K, N, N, false);
+    if (mode > 0) gemv_set_w24(&pg, Isa::kAvx512, true);
+    std::vector<float> bias(size_t(N), 0.5f);
+    SgemvFn fn = sgemv_for(Isa::kAvx512);
+    Activation relu;
+    relu.kind = ActKind::kRelu;
+    bool backward = false;
+    for (auto _ : st) {
+        fn(c.A.data(), pg, bias.data(), c.C.data(), relu, backward);
+        backward = !backward;
+        benchmark::DoNotOptimize(c.C.data());
+    }
+    set_flops(st, 1, N, K);
+    st.SetBytesProcessed(int64_t(st.iterations()) * K * N * (mode > 0 ? 3 : 4));
+}
+
 // A GEMV split across 2 threads as a plan does it (docs/threading.md): the weights repacked into
 // the split layout, each thread one contiguous column range (arg 2 = 1), against the whole GEMV on
 // the caller (arg 2 = 0). The wake-word heads' first layers: 1536 / 2112 / 3264 x 128.
@@ -541,6 +565,8 @@ BENCHMARK_CAPTURE(BM_sgemv, avx512, Isa::kAvx512)
     ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131})->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240});
 BENCHMARK_CAPTURE(BM_sgemv, avx2, Isa::kAvx2)->Args({128, 128})->Args({1024, 1024});
 BENCHMARK_CAPTURE(BM_sgemv, scalar, Isa::kScalar)->Args({128, 128});
+BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{128}, {64, 1536, 2112, 3264}, {0, 1}});
+BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{1024}, {256, 1024}, {0, 1}});
 BENCHMARK(BM_sgemv_split2)->ArgNames({"N", "K", "split"})->ArgsProduct({{128}, {1536, 2112, 3264}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_sgemv_cold)->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240})->Iterations(30);
 BENCHMARK_CAPTURE(BM_global_avg, avx512, Isa::kAvx512)->Args({672, 196})->Args({960, 49})->Args({120, 784});

@@ -2,6 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 namespace jiffy::kernels {
 
@@ -63,6 +66,17 @@ CpuVendor tuning_vendor() {
         return cpu_vendor();
     }();
     return v;
+}
+
+int64_t l2_cache_bytes() {
+    static const int64_t bytes = [] {
+#if defined(__linux__) && defined(_SC_LEVEL2_CACHE_SIZE)
+        const long b = sysconf(_SC_LEVEL2_CACHE_SIZE);
+        if (b > 0) return int64_t(b);
+#endif
+        return int64_t(1) << 20;
+    }();
+    return bytes;
 }
 
 const char* cpu_vendor_name(CpuVendor v) {

@@ -22,6 +22,8 @@ const char* cpu_vendor_name(CpuVendor v);
 // The vendor whose measured tunings the kernels take (conv K chunks, the Winograd cost model):
 // cpu_vendor(), or JIFFY_TUNE_VENDOR=intel|amd|other (read once), to time one against the other.
 CpuVendor tuning_vendor();
+// One core's L2 in bytes (sysconf on Linux; 1 MiB where it is not known). Read once.
+int64_t l2_cache_bytes();
 
 // Floats per vector register in the ISA's kernels (the portable and NEON kernels use 4).
 inline int64_t isa_vector_floats(Isa isa) { return isa == Isa::kAvx512 ? 16 : isa == Isa::kAvx2 ? 8 : 4; }

@@ -2436,6 +2436,17 @@ bool w24_here() {
     return kernels::active_isa() == kernels::Isa::kAvx512 && kernels::gemv_w24_supported(kernels::Isa::kAvx512);
 }
 
+bool intel_tuned() { return kernels::tuning_vendor() == kernels::CpuVendor::kIntel; }
+
+// `rows` of a K x `cols` weight, or on Intel's cores (24-bit weights offered only where a plan's
+// constants overflow L2, ops/linalg.cpp choose_gemv_modes) enough rows, a multiple of 64, that
+// such a weight alone is 1.25x this core's L2: the tests below then decide the same way everywhere.
+int64_t rows_for_w24(int64_t rows, int64_t cols) {
+    if (!intel_tuned()) return rows;
+    const int64_t past = (kernels::l2_cache_bytes() * 5 / 4) / (4 * cols);
+    return std::max(rows, (past + 63) / 64 * 64);
+}
+
 // As run_both_modes, the exact plan with JIFFY_GEMV_W24=0 (every GEMV on its float32 weights).
 void run_gemv_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::vector<Tensor>* got,
                     std::shared_ptr<const Plan>* exact, std::vector<Tensor>* want) {
@@ -2450,17 +2461,17 @@ int w24_kernels(const Plan& p) {
     return n;
 }
 
-// A wake-word head (openWakeWord's 1536 -> 128 -> 128 -> 1 with Sigmoid, 850 KB of weights):
-// both 128-wide GEMVs take 24-bit weights (the last, one column, is a dot product: no mode), the
+// A wake-word head (openWakeWord's 1536 -> 128 -> 128 -> 1 with Sigmoid, 850 KB of weights; `rows`
+// inputs instead of 1536 where given): both 128-wide GEMVs take 24-bit weights (the last, one column, is a dot product: no mode), the
 // probe's outputs within 1e-5 and its steps within 3e-5, and the outputs within 1e-5 of the
 // float32 plan's. `logit_shift` added to the last bias: 100 saturates the Sigmoid at exactly 1,
 // the probe sees no output move and keeps every GEMV exact (the plan's bits are the float32 plan's).
-Builder wake_word_head(float logit_shift) {
+Builder wake_word_head(float logit_shift, int64_t rows = rows_for_w24(1536, 128)) {
     Builder b;
-    int x = b.input("x", {1, 1536});
+    int x = b.input("x", {1, rows});
     Tensor b3 = rnd({1}, 56, 0.1f);
     b3.as<float>()[0] += logit_shift;
-    int h = b.node("Gemm", {x, b.constant("w1", rnd({1536, 128}, 51, 0.05f)), b.constant("b1", rnd({128}, 52, 0.1f))},
+    int h = b.node("Gemm", {x, b.constant("w1", rnd({rows, 128}, 51, 0.05f)), b.constant("b1", rnd({128}, 52, 0.1f))},
                    {1, 128});
     h = b.node("Relu", {h}, {1, 128});
     h = b.node("Gemm", {h, b.constant("w2", rnd({128, 128}, 53, 0.2f)), b.constant("b2", rnd({128}, 54, 0.1f))},
@@ -2508,7 +2519,7 @@ TEST(FastWeights, GemvStaysExactWhereNoOutputMoves) {
 // more than the bounds, so both stay float32 and the plan gives the float32 plan's bits.
 TEST(FastWeights, CancellingGemvsStayExact) {
     if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
-    const int64_t K = 512, N = 64;
+    const int64_t K = rows_for_w24(512, 2 * 64), N = 64;
     Tensor w1 = rnd({K, N}, 61, 0.1f), w2 = rnd({K, N}, 61, 0.1f), d = rnd({K, N}, 62, 1e-6f);
     for (int64_t i = 0; i < w2.numel(); ++i) w2.as<float>()[i] += d.as<float>()[i];
     Builder b;
@@ -2545,25 +2556,44 @@ TEST(FastWeights, GemvInL1StaysFloat32) {
     EXPECT_EQ(w24_kernels(*plan), 0);
 }
 
-// A GEMV whose weights are under 1/8 of the plan's constant bytes (256 KB beside a 2.4 MB
-// constant that an Add reads): the bytes it would save are no visible share of a run, so nothing
-// is probed and it stays float32; the same GEMV alone takes them.
+// A GEMV whose weights are under 1/8 of the plan's constant bytes (256 KB, or on Intel past L2:
+// rows_for_w24, beside a constant 9x as large that an Add reads): the bytes it would save are no
+// visible share of a run, so nothing is probed and it stays float32; the same GEMV alone takes them.
 TEST(FastWeights, GemvOfASmallShareStaysFloat32) {
     if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    const int64_t K = rows_for_w24(512, 128), big_n = std::max<int64_t>(600000, 9 * K * 128);
     for (bool big : {true, false}) {
         Builder b;
-        int x = b.input("x", {1, 512});
-        b.output(b.node("Gemm", {x, b.constant("w", rnd({512, 128}, 81, 0.05f)), b.constant("c", rnd({128}, 82, 0.1f))},
+        int x = b.input("x", {1, K});
+        b.output(b.node("Gemm", {x, b.constant("w", rnd({K, 128}, 81, 0.05f)), b.constant("c", rnd({128}, 82, 0.1f))},
                         {1, 128}));
         if (big) {
-            int z = b.input("z", {1, 600000});
-            b.output(b.node("Add", {z, b.constant("k", rnd({600000}, 83))}, {1, 600000}));
+            int z = b.input("z", {1, big_n});
+            b.output(b.node("Add", {z, b.constant("k", rnd({big_n}, 83))}, {1, big_n}));
         }
         std::shared_ptr<const Plan> plan;
         run(b.g, b.feeds, true, &plan);
         ASSERT_TRUE(plan);
         EXPECT_EQ(plan->fast_weight_err == -1.0, big) << "big " << big;
         EXPECT_EQ(w24_kernels(*plan), big ? 0 : 1) << "big " << big;
+    }
+}
+
+// On Intel's cores the 24-bit block runs from L2 at about half float32's rate: a wake-word head
+// whose 850 KB stay in this core's L2 between runs is not offered them (no probe), the same head
+// with a first layer past L2 takes them in both GEMVs.
+TEST(FastWeights, GemvInL2StaysFloat32OnIntel) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    if (!intel_tuned()) GTEST_SKIP() << "Intel's rule (JIFFY_TUNE_VENDOR=intel to try it here)";
+    if (kernels::l2_cache_bytes() < (1 << 20)) GTEST_SKIP() << "an L2 under 1 MiB holds no 850 KB head";
+    for (const int64_t rows : {int64_t(1536), rows_for_w24(1536, 128)}) {
+        const Builder b = wake_word_head(0.0f, rows);
+        std::shared_ptr<const Plan> plan;
+        run(b.g, b.feeds, true, &plan);
+        ASSERT_TRUE(plan);
+        const bool past = rows > 1536;
+        EXPECT_EQ(plan->fast_weight_err == -1.0, !past) << rows << " rows";
+        EXPECT_EQ(w24_kernels(*plan), past ? 2 : 0) << rows << " rows";
     }
 }
 
