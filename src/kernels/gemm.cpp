@@ -3,6 +3,8 @@
 #include "kernels/weight_alloc.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "core/env.h"
@@ -128,8 +130,11 @@ PackedGemv repack_gemv_split(const PackedGemv& src, Isa isa) {
     p.panel = sgemv_split_unit(isa);
     p.last0 = main < N ? main : N - p.panel;
     p.data = alloc_weights(size_t(std::max<int64_t>(1, K) * p.ldb));
-    p.w24.reset();  // made again from the new layout where wanted (gemv_set_w24)
+    p.w24.reset();  // made again from the new layout where wanted (gemv_set_w24 / gemv_set_i20)
     p.use24 = false;
+    p.q20.reset();
+    p.s20.reset();
+    p.use20 = false;
     for (int64_t n = 0; n < p.ldb; ++n) {
         const float* s = src.col(n);
         float* d = const_cast<float*>(p.col(n));
@@ -179,6 +184,65 @@ bool gemv_set_w24(PackedGemv* B, Isa isa, bool on) {
     }
     B->use24 = on;
     return true;
+}
+
+const float* PackedGemv::scale20(int64_t n0) const {
+    const int64_t p0 = n0 >= last0 ? last0 : n0 / panel * panel;
+    return s20.get() + p0 * ((K + kGemvI20Rows - 1) / kGemvI20Rows) + (n0 - p0);
+}
+
+bool gemv_i20_supported(Isa isa) { return gemv_w24_supported(isa) && !env_zero("JIFFY_GEMV_I20"); }
+
+bool gemv_set_i20(PackedGemv* B, Isa isa, bool on) {
+    if (!gemv_i20_supported(isa) || !B->data) return false;
+    if (on && !B->q20) {
+        const int64_t K = B->K, R = kGemvI20Rows, KB = (K + R - 1) / R, ldb = B->ldb;
+        const float* d = B->data.get();
+        for (int64_t i = 0; i < K * ldb; ++i)
+            if (!std::isfinite(d[i])) return false;
+        std::shared_ptr<float> qbuf = alloc_weights(size_t((K * ldb / 16 * 40 + 64 + 3) / 4));
+        std::shared_ptr<float> sbuf = alloc_weights(size_t(std::max<int64_t>(1, KB * ldb)));
+        unsigned char* q = reinterpret_cast<unsigned char*>(qbuf.get());
+        B->q20 = std::shared_ptr<unsigned char>(qbuf, q);  // shares qbuf's ownership
+        B->s20 = sbuf;
+        constexpr int32_t kMax = (1 << 19) - 1;
+        for (int64_t n0 = 0; n0 < ldb; n0 += 16) {
+            const float* w = B->col(n0);
+            float* sc = const_cast<float*>(B->scale20(n0));
+            unsigned char* qc = const_cast<unsigned char*>(B->col20(n0));
+            const int64_t ws = B->stride(n0);
+            for (int64_t kb = 0; kb < KB; ++kb) {
+                const int64_t k0 = kb * R, k1 = std::min(K, k0 + R);
+                float s[16];
+                for (int64_t j = 0; j < 16; ++j) {
+                    float m = 0.0f;
+                    for (int64_t k = k0; k < k1; ++k) m = std::max(m, std::fabs(w[k * ws + j]));
+                    // The scale in float, then every q from it (clamped: s may round below m / kMax).
+                    s[j] = m > 0.0f ? std::max(float(double(m) / kMax), std::numeric_limits<float>::min()) : 1.0f;
+                    sc[kb * ws + j] = s[j] / 4096.0f;  // the kernel's lanes hold q * 2^12
+                }
+                for (int64_t k = k0; k < k1; ++k) {
+                    unsigned char* g = qc + k * (5 * ws / 2);  // the group: weight j at bits [20 j, 20 j + 20)
+                    for (int64_t j = 0; j < 16; j += 2) {
+                        uint64_t pair = 0;
+                        for (int64_t t = 0; t < 2; ++t) {
+                            const double v = std::nearbyint(double(w[k * ws + j + t]) / s[j + t]);
+                            pair |= uint64_t(uint32_t(int32_t(std::clamp(v, double(-kMax), double(kMax)))) & 0xfffffu)
+                                    << (20 * t);
+                        }
+                        for (int64_t i = 0; i < 5; ++i) g[5 * (j / 2) + i] = uint8_t(pair >> (8 * i));
+                    }
+                }
+            }
+        }
+    }
+    B->use20 = on;
+    return true;
+}
+
+bool gemv_set_fast(PackedGemv* B, Isa isa, bool on) {
+    if (tuning_vendor() == CpuVendor::kIntel && gemv_i20_supported(isa)) return gemv_set_i20(B, isa, on);
+    return gemv_set_w24(B, isa, on);
 }
 
 SgemvColsFn sgemv_cols_for(Isa isa) {

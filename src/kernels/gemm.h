@@ -75,6 +75,14 @@ struct PackedGemv {
     // instead of `data` where use24: 3/4 of the bytes streamed per run.
     std::shared_ptr<unsigned char> w24;
     bool use24 = false;
+    // 20-bit block weights (gemv_set_i20, docs/gemv.md): per column and block of kGemvI20Rows rows
+    // a float scale s (s20 holds s * 2^-12, in the panels' layout with ceil(K / kGemvI20Rows) rows), each weight an
+    // integer q of 20 bits, |q| <= 2^19 - 1, q * s within s / 2 of it; 16 weights (one group, in
+    // data's order) in 40 bytes (q20, then 64 bytes of padding). Read instead of `data` where
+    // use20: 0.64 of the bytes streamed per run.
+    std::shared_ptr<unsigned char> q20;
+    std::shared_ptr<float> s20;
+    bool use20 = false;
     // Column n0's first row and the row stride of the panel that holds it.
     int64_t stride(int64_t n0) const { return n0 >= last0 ? ldb - last0 : panel; }
     const float* col(int64_t n0) const {
@@ -83,7 +91,11 @@ struct PackedGemv {
     }
     // col(n0) in the 24-bit copy (3 bytes a weight; a row stride is 3 * stride(n0) bytes).
     const unsigned char* col24(int64_t n0) const { return w24.get() + 3 * (col(n0) - data.get()); }
+    // col(n0) in q20 (a row stride is 5 * stride(n0) / 2 bytes) and in s20 (row stride stride(n0)).
+    const unsigned char* col20(int64_t n0) const { return q20.get() + 40 * ((col(n0) - data.get()) / 16); }
+    const float* scale20(int64_t n0) const;
 };
+constexpr int64_t kGemvI20Rows = 64;
 // The 24-bit weights: w rounded to nearest even at 16 significant bits (|error| <= 2^-16 |w|;
 // a finite w whose rounding would overflow is truncated instead; NaN stays NaN), as the top 24
 // bits of a float (the low byte zero); gemv_w24_value is the float those bits make.
@@ -95,6 +107,15 @@ bool gemv_w24_supported(Isa isa);
 // Turns the 24-bit weights on (building B->w24 from B->data the first time) or off. False, B
 // unchanged, where gemv_w24_supported(isa) is not. Compile time only.
 bool gemv_set_w24(PackedGemv* B, Isa isa, bool on);
+// The 20-bit block weights: AVX-512 with VBMI (a byte permute and a bit-field shift per 16
+// weights), and neither JIFFY_GEMV_W24 nor JIFFY_GEMV_I20 is 0. gemv_set_i20 as gemv_set_w24
+// (false too where a weight is not finite).
+bool gemv_i20_supported(Isa isa);
+bool gemv_set_i20(PackedGemv* B, Isa isa, bool on);
+// A GEMV's less exact weights where its bytes matter (docs/gemv.md): on Intel's cores the 20-bit
+// blocks (24-bit ones cost more to widen there than they save), elsewhere the 24-bit weights.
+// gemv_set_fast turns that mode on or off; false where this ISA has none.
+bool gemv_set_fast(PackedGemv* B, Isa isa, bool on);
 // B is K x N row-major (ldb = row stride) or, with trans_b, N x K row-major; scaled by `scale`.
 PackedGemv pack_b_gemv(const float* B, int64_t K, int64_t N, int64_t ldb, bool trans_b, float scale = 1.0f);
 // backward: the serpentine order's direction (ignored unless B.seg_rows > 0; the same bits either way).

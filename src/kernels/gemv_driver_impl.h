@@ -18,15 +18,22 @@
 
 // Optionally (AVX-512): `#define JIFFY_GEMV_W24 1` and
 //   template <int V, int U> void gemv_block24(K, a, const unsigned char* b, ldb, bias, y, nvalid, act)
-// (the block on B.w24, rows 3 * ldb bytes apart), which runs where B.use24.
+// (the block on B.w24, rows 3 * ldb bytes apart), which runs where B.use24, and
+//   template <int V, int U> void gemv_block20(n, a, q, ldq, sc, lds, k0, bias, y, nvalid, act)
+// (rows [k0, k0 + n) of the block on B.q20 / B.s20), which runs where B.use20.
 
-// Rows [k0, k0 + n) of the column block at n0: gemv_block on B's floats or, W24, on B.w24.
-template <int V, int U, bool W24>
+// The weights a GEMV reads: B.data, B.w24 or B.q20 / B.s20.
+enum GemvFmt { kFmtF32 = 0, kFmtW24 = 1, kFmtI20 = 2 };
+
+// Rows [k0, k0 + n) of the column block at n0: gemv_block on B's floats, or on its 24- / 20-bit weights.
+template <int V, int U, int FMT>
 inline void gemv_rows(int64_t n, const float* a, const PackedGemv& B, int64_t n0, int64_t k0, const float* bias,
                       float* y, int64_t nvalid, const Activation& act) {
     const int64_t ldb = B.stride(n0);
 #ifdef JIFFY_GEMV_W24
-    if constexpr (W24) return gemv_block24<V, U>(n, a, B.col24(n0) + 3 * k0 * ldb, ldb, bias, y, nvalid, act);
+    if constexpr (FMT == kFmtW24) return gemv_block24<V, U>(n, a, B.col24(n0) + 3 * k0 * ldb, ldb, bias, y, nvalid, act);
+    if constexpr (FMT == kFmtI20)
+        return gemv_block20<V, U>(n, a, B.col20(n0), 5 * ldb / 2, B.scale20(n0), ldb, k0, bias, y, nvalid, act);
 #endif
     gemv_block<V, U>(n, a, B.col(n0) + k0 * ldb, ldb, bias, y, nvalid, act);
 }
@@ -36,7 +43,7 @@ inline void gemv_rows(int64_t n, const float* a, const PackedGemv& B, int64_t n0
 // order whatever order they were computed in. `backward` visits the blocks and each block's
 // segments last to first: run after run in alternating directions, each run starts on the weights
 // the previous one read last, which are still in L2. Both directions give the same bits.
-template <int V, int U, bool W24>
+template <int V, int U, int FMT>
 void gemv_block_seg(const float* a, const PackedGemv& B, int64_t n0, const float* bias, float* y, int64_t nvalid,
                     const Activation& act, bool backward) {
     constexpr int64_t W = V * kGemvVL;
@@ -46,7 +53,7 @@ void gemv_block_seg(const float* a, const PackedGemv& B, int64_t n0, const float
     for (int64_t i = 0; i < S; ++i) {
         const int64_t s = backward ? S - 1 - i : i, k0 = s * L, k1 = std::min(K, k0 + L);
         // Every lane (the panel is zero-filled past N): the sums below read all W.
-        gemv_rows<V, U, W24>(k1 - k0, a + k0, B, n0, k0, nullptr, part[s], W, none);
+        gemv_rows<V, U, FMT>(k1 - k0, a + k0, B, n0, k0, nullptr, part[s], W, none);
     }
     for (int64_t s = 1; s < S; ++s)
         for (int64_t j = 0; j < W; ++j) part[0][j] += part[s][j];
@@ -75,7 +82,7 @@ void gemv_blocks(const PackedGemv& B, int64_t c0, int64_t c1, F&& f) {
 // (folds the epilogue's switch). SEG: the serpentine order (B.seg_rows > 0), whose blocks run last
 // to first when `backward` (up to kGemvMaxBlocks of them; more run first to last, their segments
 // still backward).
-template <bool SEG, int KIND, bool W24>
+template <bool SEG, int KIND, int FMT>
 void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
              const Activation& act0, bool backward) {
     Activation act = act0;
@@ -85,8 +92,8 @@ void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const 
         const float* bb = bias ? bias + n0 : nullptr;
         auto block = [&](auto v, auto u, int64_t nv) {
             constexpr int V = decltype(v)::value, U = decltype(u)::value;
-            if constexpr (SEG) gemv_block_seg<V, U, W24>(a, B, n0, bb, y + n0, nv, act, backward);
-            else gemv_rows<V, U, W24>(K, a, B, n0, 0, bb, y + n0, nv, act);
+            if constexpr (SEG) gemv_block_seg<V, U, FMT>(a, B, n0, bb, y + n0, nv, act, backward);
+            else gemv_rows<V, U, FMT>(K, a, B, n0, 0, bb, y + n0, nv, act);
         };
         using std::integral_constant;
         using Main = integral_constant<int, kGemvMainU>;
@@ -119,24 +126,32 @@ void sgemv_k(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const 
 }
 
 // The ISA's sgemv entry over columns [c0, c1): Relu and no activation get their own instantiation.
-// `backward` matters only to the serpentine order (B.seg_rows > 0). B.use24: the 24-bit weights
-// (set only where gemv_w24_supported, i.e. where this ISA has gemv_block24).
+// `backward` matters only to the serpentine order (B.seg_rows > 0). B.use24 / B.use20: the 24- or
+// 20-bit weights (set only where gemv_w24_supported, i.e. where this ISA has their blocks).
 inline void sgemv_cols_run(const float* a, const PackedGemv& B, int64_t c0, int64_t c1, const float* bias, float* y,
                            const Activation& act, bool backward) {
-    auto go = [&](auto seg, auto w24) {
-        constexpr bool SEG = decltype(seg)::value, W24 = decltype(w24)::value;
+    auto go = [&](auto seg, auto fmt) {
+        constexpr bool SEG = decltype(seg)::value;
+        constexpr int FMT = decltype(fmt)::value;
         switch (act.kind) {
-            case ActKind::kNone: return sgemv_k<SEG, int(ActKind::kNone), W24>(a, B, c0, c1, bias, y, act, backward);
-            case ActKind::kRelu: return sgemv_k<SEG, int(ActKind::kRelu), W24>(a, B, c0, c1, bias, y, act, backward);
-            default: return sgemv_k<SEG, -1, W24>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kNone: return sgemv_k<SEG, int(ActKind::kNone), FMT>(a, B, c0, c1, bias, y, act, backward);
+            case ActKind::kRelu: return sgemv_k<SEG, int(ActKind::kRelu), FMT>(a, B, c0, c1, bias, y, act, backward);
+            default: return sgemv_k<SEG, -1, FMT>(a, B, c0, c1, bias, y, act, backward);
         }
     };
+    using F32 = std::integral_constant<int, kFmtF32>;
 #ifdef JIFFY_GEMV_W24
+    using W24 = std::integral_constant<int, kFmtW24>;
+    using I20 = std::integral_constant<int, kFmtI20>;
+    if (B.use20) {
+        if (B.seg_rows > 0) return go(std::true_type{}, I20{});
+        return go(std::false_type{}, I20{});
+    }
     if (B.use24) {
-        if (B.seg_rows > 0) return go(std::true_type{}, std::true_type{});
-        return go(std::false_type{}, std::true_type{});
+        if (B.seg_rows > 0) return go(std::true_type{}, W24{});
+        return go(std::false_type{}, W24{});
     }
 #endif
-    if (B.seg_rows > 0) return go(std::true_type{}, std::false_type{});
-    go(std::false_type{}, std::false_type{});
+    if (B.seg_rows > 0) return go(std::true_type{}, F32{});
+    go(std::false_type{}, F32{});
 }

@@ -478,17 +478,17 @@ bool choose_gemv_modes(const OpContext& ctx, kernels::PackedGemv* g) {
     return kernels::tuning_vendor() != kernels::CpuVendor::kIntel || total > kernels::l2_cache_bytes();
 }
 
-// Kernel::set_fast_weights of a GEMV: the 24-bit weights (group "products") where they pay and
-// the ISA has them, else kNone.
+// Kernel::set_fast_weights of a GEMV: its less exact weights (kernels::gemv_set_fast: 20-bit
+// blocks on Intel, 24-bit elsewhere; group "products") where they pay and the ISA has them, else kNone.
 Kernel::FastWeights gemv_fast_weights(kernels::PackedGemv* g, kernels::Isa isa, bool pays, bool fast) {
-    if (!pays || !kernels::gemv_set_w24(g, isa, fast)) return Kernel::FastWeights::kNone;
+    if (!pays || !kernels::gemv_set_fast(g, isa, fast)) return Kernel::FastWeights::kNone;
     return Kernel::FastWeights::kProduct;
 }
 
 // The kernel column's name of a GEMV (jiffy inspect --steps).
 std::string gemv_name(const kernels::PackedGemv& g) {
     std::string k = g.alternate ? "gemv serpentine" : g.seg_rows ? "gemv segmented" : "gemv";
-    return g.use24 ? k + " w24" : k;
+    return g.use20 ? k + " i20" : g.use24 ? k + " w24" : k;
 }
 
 // The serpentine GEMV's direction (kernels/gemm.h, docs/gemv.md), flipped on every run: a plan

@@ -479,12 +479,13 @@ TEST(KernelsIsa, Gemv24BitRounding) {
     }
 }
 
-// The GEMV on 24-bit weights (AVX-512 with VBMI): the sums of the rounded weights (double
-// reference, only float32 accumulation apart), in every layout and order the float32 GEMV has:
-// whole or split layout, forward or backward (serpentine), by column ranges; each column the same
-// bits in all of them. The shapes: tails of 1..7 vectors, one row, the serpentine's segments.
-TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
-    if (!gemv_w24_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0)";
+// A GEMV mode on less exact weights (AVX-512 with VBMI; `set` turns it on / off, `weights` gives
+// the K x N weights it stands for): the sums of those weights (double reference, only float32
+// accumulation apart), in every layout and order the float32 GEMV has: whole or split layout,
+// forward or backward (serpentine), by column ranges; each column the same bits in all of them.
+// The shapes: tails of 1..7 vectors, one row, the serpentine's segments, K past and under 64.
+void expect_gemv_mode_matches(bool (*set)(PackedGemv*, Isa, bool),
+                              std::vector<double> (*weights)(const std::vector<float>& B, int64_t K, int64_t N)) {
     std::mt19937 rng(19);
     std::uniform_real_distribution<float> u(-1, 1);
     struct Shape { int64_t K, N; };
@@ -497,13 +498,14 @@ TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
         for (int64_t i = 0; i < K * N; i += 7) B[size_t(i)] *= 1e-3f;  // a spread of exponents
         PackedGemv whole = pack_b_gemv(B.data(), K, N, N, false);
         PackedGemv split = repack_gemv_split(whole, Isa::kAvx512);
-        ASSERT_TRUE(gemv_set_w24(&whole, Isa::kAvx512, true));
-        ASSERT_TRUE(gemv_set_w24(&split, Isa::kAvx512, true));
+        ASSERT_TRUE(set(&whole, Isa::kAvx512, true));
+        ASSERT_TRUE(set(&split, Isa::kAvx512, true));
+        const std::vector<double> W = weights(B, K, N);
         std::vector<double> want(static_cast<size_t>(N)), mag(static_cast<size_t>(N));
         for (int64_t j = 0; j < N; ++j) {
             double s = bias[size_t(j)], m = std::abs(bias[size_t(j)]);
             for (int64_t k = 0; k < K; ++k) {
-                const double p = double(a[size_t(k)]) * double(gemv_w24_value(B[size_t(k * N + j)]));
+                const double p = double(a[size_t(k)]) * W[size_t(k * N + j)];
                 s += p, m += std::abs(p);
             }
             want[size_t(j)] = std::max(0.0, s), mag[size_t(j)] = m;
@@ -529,7 +531,7 @@ TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
                     << "K" << K << " N" << N << " cols at " << mid << " split layout " << (pg == &split);
             }
         // Off again: the float32 weights' sums.
-        ASSERT_TRUE(gemv_set_w24(&whole, Isa::kAvx512, false));
+        ASSERT_TRUE(set(&whole, Isa::kAvx512, false));
         std::vector<float> exact(static_cast<size_t>(N)), ref(static_cast<size_t>(N));
         sgemv_for(Isa::kAvx512)(a.data(), whole, bias.data(), exact.data(), act, false);
         sgemm_reference(1, N, K, a.data(), K, B.data(), N, false, bias.data(), ref.data(), N, Act::kNone);
@@ -538,9 +540,49 @@ TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
     }
     // Where it is not supported nothing changes.
     PackedGemv g = pack_b_gemv(std::vector<float>(64, 1.0f).data(), 8, 8, 8, false);
-    EXPECT_FALSE(gemv_set_w24(&g, Isa::kAvx2, true));
-    EXPECT_FALSE(g.use24);
+    EXPECT_FALSE(set(&g, Isa::kAvx2, true));
+    EXPECT_FALSE(g.use24 || g.use20);
     EXPECT_EQ(g.w24, nullptr);
+    EXPECT_EQ(g.q20, nullptr);
+}
+
+// The 24-bit weights: each rounded (gemv_w24_value).
+TEST(KernelsIsa, Gemv24BitWeightsMatchRoundedReference) {
+    if (!gemv_w24_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0)";
+    expect_gemv_mode_matches(gemv_set_w24, [](const std::vector<float>& B, int64_t, int64_t) {
+        std::vector<double> w(B.size());
+        for (size_t i = 0; i < B.size(); ++i) w[i] = gemv_w24_value(B[i]);
+        return w;
+    });
+}
+
+// The 20-bit block weights: per column and block of 64 rows s = max |w| / (2^19 - 1) (a float),
+// each weight q * s with q the nearest integer to w / s; within s / 2 of w (checked here too).
+TEST(KernelsIsa, Gemv20BitBlocksMatchQuantizedReference) {
+    if (!gemv_i20_supported(Isa::kAvx512)) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / _I20=0)";
+    expect_gemv_mode_matches(gemv_set_i20, [](const std::vector<float>& B, int64_t K, int64_t N) {
+        std::vector<double> w(B.size());
+        for (int64_t j = 0; j < N; ++j)
+            for (int64_t k0 = 0; k0 < K; k0 += 64) {
+                const int64_t k1 = std::min(K, k0 + 64);
+                double m = 0;
+                for (int64_t k = k0; k < k1; ++k) m = std::max(m, std::abs(double(B[size_t(k * N + j)])));
+                const double s = float(m / 524287.0);
+                for (int64_t k = k0; k < k1; ++k) {
+                    const double x = B[size_t(k * N + j)];
+                    const double q = std::clamp(std::nearbyint(x / s), -524287.0, 524287.0);
+                    w[size_t(k * N + j)] = q * s;
+                    EXPECT_LE(std::abs(q * s - x), 0.5 * s * (1 + 1e-6)) << "k" << k << " j" << j;
+                }
+            }
+        return w;
+    });
+    // A weight that is not finite: no 20-bit blocks (the float32 GEMV stays).
+    std::vector<float> B(64 * 16, 0.5f);
+    B[77] = std::numeric_limits<float>::infinity();
+    PackedGemv g = pack_b_gemv(B.data(), 64, 16, 16, false);
+    EXPECT_FALSE(gemv_set_i20(&g, Isa::kAvx512, true));
+    EXPECT_FALSE(g.use20);
 }
 
 #if defined(__linux__)

@@ -2430,7 +2430,7 @@ TEST(FastWeights, GroupsDecideApart) {
     EXPECT_LE(max_rel_diff({got[1]}, {want[1]}), kFastWeightsTol);
 }
 
-// ---- GEMVs' 24-bit weights (docs/gemv.md)
+// ---- GEMVs' less exact weights (docs/gemv.md): 24-bit, or on Intel's cores 20-bit blocks
 
 bool w24_here() {
     return kernels::active_isa() == kernels::Isa::kAvx512 && kernels::gemv_w24_supported(kernels::Isa::kAvx512);
@@ -2455,9 +2455,11 @@ void run_gemv_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::ve
     *want = run(b.g, b.feeds, true, exact);
 }
 
+// The GEMVs on less exact weights (kernel column "... w24" or "... i20").
 int w24_kernels(const Plan& p) {
     int n = 0;
-    for (const auto& k : p.kernels) n += k && k->describe().find("w24") != std::string::npos;
+    for (const auto& k : p.kernels)
+        n += k && (k->describe().find(" w24") != std::string::npos || k->describe().find(" i20") != std::string::npos);
     return n;
 }
 

@@ -264,6 +264,71 @@ __attribute__((target("avx512vbmi"))) void gemv_block24(int64_t K, const float* 
     }
 }
 
+// The block on 20-bit block weights (PackedGemv::q20 / s20, docs/gemv.md): rows [k0, k0 + n) of
+// columns whose groups start at q (row k at q + k * ldq bytes) and whose scales start at sc (scale
+// block kb at sc + kb * lds); a[i] is row k0 + i's input. A group is one 64-byte load of which 40
+// bytes are its 16 weights: a byte permute gives every qword the 5 bytes of two weights, a bit-field
+// shift (VPMULTISHIFTQB) puts each weight in the top 20 bits of its lane, the low 12 bits are
+// cleared and the lane converted (q * 2^12, exact). Per scale block the products sum in their own
+// accumulators, which then add s * 2^-12 (as s20 holds it) times themselves to the block's sum: the
+// weights are q * s exactly, the sums in float32.
+__attribute__((target("avx512vbmi"), always_inline)) inline __m512 i20_group(const unsigned char* p, __m512i pick,
+                                                                             __m512i shift, __m512i top) {
+    const __m512i g = _mm512_permutexvar_epi8(pick, _mm512_loadu_si512(p));
+    return _mm512_cvtepi32_ps(_mm512_and_si512(_mm512_multishift_epi64_epi8(shift, g), top));
+}
+
+template <int V, int U>
+__attribute__((target("avx512vbmi"))) void gemv_block20(int64_t n, const float* a, const unsigned char* q,
+                                                        int64_t ldq, const float* sc, int64_t lds, int64_t k0,
+                                                        const float* bias, float* y, int64_t nvalid,
+                                                        const Activation& act) {
+    // Qword j of the permuted group holds bytes 5j .. 5j + 7 (weights 2j and 2j + 1 at its bits 0
+    // and 20); lane 2j + t takes the 8-bit fields at 20 t - 12, - 4, + 4, + 12 (mod 64) of its qword.
+    alignas(64) static constexpr unsigned char kPick[64] = {
+        0,  1,  2,  3,  4,  5,  6,  7,  5,  6,  7,  8,  9,  10, 11, 12, 10, 11, 12, 13, 14, 15,
+        16, 17, 15, 16, 17, 18, 19, 20, 21, 22, 20, 21, 22, 23, 24, 25, 26, 27, 25, 26, 27, 28,
+        29, 30, 31, 32, 30, 31, 32, 33, 34, 35, 36, 37, 35, 36, 37, 38, 39, 40, 41, 42};
+    const __m512i pick = _mm512_load_si512(kPick);
+    const __m512i shift = _mm512_set1_epi64(0x20181008'0c043c34ll);  // bytes 52, 60, 4, 12, 8, 16, 24, 32
+    const __m512i top = _mm512_set1_epi32(int32_t(0xfffff000u));
+    __m512 sum[V];
+    for (int v = 0; v < V; ++v) sum[v] = _mm512_setzero_ps();
+    const int64_t R = kGemvI20Rows, k_end = k0 + n;
+    for (int64_t kb = k0 / R; kb * R < k_end; ++kb) {
+        const int64_t r0 = std::max(k0, kb * R), r1 = std::min(k_end, (kb + 1) * R);
+        __m512 acc[U][V];
+        for (int u = 0; u < U; ++u)
+            for (int v = 0; v < V; ++v) acc[u][v] = _mm512_setzero_ps();
+        int64_t k = r0;
+        for (; k + U <= r1; k += U)
+            for (int u = 0; u < U; ++u) {
+                const __m512 av = _mm512_set1_ps(a[k + u - k0]);
+                const unsigned char* br = q + (k + u) * ldq;
+                for (int v = 0; v < V; ++v)
+                    acc[u][v] = _mm512_fmadd_ps(av, i20_group(br + 40 * v, pick, shift, top), acc[u][v]);
+            }
+        for (; k < r1; ++k) {
+            const __m512 av = _mm512_set1_ps(a[k - k0]);
+            const unsigned char* br = q + k * ldq;
+            for (int v = 0; v < V; ++v) acc[0][v] = _mm512_fmadd_ps(av, i20_group(br + 40 * v, pick, shift, top), acc[0][v]);
+        }
+        const float* s = sc + kb * lds;
+        for (int v = 0; v < V; ++v) {
+            __m512 t = acc[0][v];
+            for (int u = 1; u < U; ++u) t = _mm512_add_ps(t, acc[u][v]);
+            sum[v] = _mm512_fmadd_ps(t, _mm512_load_ps(s + 16 * v), sum[v]);  // s20 holds s * 2^-12
+        }
+    }
+    for (int v = 0; v < V; ++v) {
+        const int64_t left = nvalid - 16 * v;
+        const __mmask16 m = left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+        __m512 t = sum[v];
+        if (bias) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(m, bias + 16 * v));
+        _mm512_mask_storeu_ps(y + 16 * v, m, act_v512(act, t));
+    }
+}
+
 #define JIFFY_GEMV_W24 1
 constexpr int64_t kGemvVL = 16;
 constexpr int kGemvMainU = 1;
