@@ -85,7 +85,7 @@ void BM_sgemv(benchmark::State& st, Isa isa) {
     st.SetBytesProcessed(int64_t(st.iterations()) * K * N * 4);
 }
 
-// The same on 24-bit weights (docs/gemv.md): arg 2 = 0 float32, 1 24-bit.
+// The same on less exact weights (docs/gemv.md): arg 2 = 0 float32, 1 24-bit, 2 20-bit blocks.
 void BM_sgemv_w24(benchmark::State& st) {
     const int64_t N = st.range(0), K = st.range(1), mode = st.range(2);
     if (mode > 0 && !gemv_w24_supported(Isa::kAvx512)) {
@@ -94,7 +94,8 @@ void BM_sgemv_w24(benchmark::State& st) {
     }
     GemmCase c = make_case(1, N, K, Isa::kScalar);
     PackedGemv pg = pack_b_gemv(c.B.data(), K, N, N, false);
-    if (mode > 0) gemv_set_w24(&pg, Isa::kAvx512, true);
+    if (mode == 1) gemv_set_w24(&pg, Isa::kAvx512, true);
+    if (mode == 2) gemv_set_i20(&pg, Isa::kAvx512, true);
     std::vector<float> bias(size_t(N), 0.5f);
     SgemvFn fn = sgemv_for(Isa::kAvx512);
     Activation relu;
@@ -106,7 +107,7 @@ void BM_sgemv_w24(benchmark::State& st) {
         benchmark::DoNotOptimize(c.C.data());
     }
     set_flops(st, 1, N, K);
-    st.SetBytesProcessed(int64_t(st.iterations()) * K * N * (mode > 0 ? 3 : 4));
+    st.SetBytesProcessed(int64_t(double(st.iterations()) * K * N * (mode == 2 ? 2.5625 : mode == 1 ? 3 : 4)));
 }
 
 // A GEMV split across 2 threads as a plan does it (docs/threading.md): the weights repacked into
@@ -565,8 +566,8 @@ BENCHMARK_CAPTURE(BM_sgemv, avx512, Isa::kAvx512)
     ->Args({128, 64})->Args({128, 128})->Args({10, 128})->Args({1024, 256})->Args({1024, 1024})->Args({256, 1024})->Args({128, 3264})->Args({100, 131})->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240});
 BENCHMARK_CAPTURE(BM_sgemv, avx2, Isa::kAvx2)->Args({128, 128})->Args({1024, 1024});
 BENCHMARK_CAPTURE(BM_sgemv, scalar, Isa::kScalar)->Args({128, 128});
-BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{128}, {64, 1536, 2112, 3264}, {0, 1}});
-BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{1024}, {256, 1024}, {0, 1}});
+BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{128}, {64, 1536, 2112, 3264}, {0, 1, 2}});
+BENCHMARK(BM_sgemv_w24)->ArgNames({"N", "K", "mode"})->ArgsProduct({{1024}, {256, 1024}, {0, 1, 2}});
 BENCHMARK(BM_sgemv_split2)->ArgNames({"N", "K", "split"})->ArgsProduct({{128}, {1536, 2112, 3264}, {0, 1}})->UseRealTime();
 BENCHMARK(BM_sgemv_cold)->Args({1000, 1280})->Args({1000, 2048})->Args({240, 960})->Args({960, 240})->Iterations(30);
 BENCHMARK_CAPTURE(BM_global_avg, avx512, Isa::kAvx512)->Args({672, 196})->Args({960, 49})->Args({120, 784});
