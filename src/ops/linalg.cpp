@@ -442,17 +442,20 @@ private:
     kernels::SgemvColsFn cols_fn_ = nullptr;
 };
 
-// The bytes of the constants the graph being compiled reads.
-int64_t graph_constant_bytes(const OpContext& ctx) {
+// The bytes of the constants the graph being compiled reads; `streamed`: only those a run reads
+// whole (not a Gather's table, of which a run reads a few rows).
+int64_t graph_constant_bytes(const OpContext& ctx, bool streamed = false) {
     const Graph& g = ctx.graph();
     std::vector<char> seen(g.values.size(), 0);
     int64_t total = 0;
     for (const Node& n : g.nodes)
-        for (int v : n.inputs)
-            if (v >= 0 && !seen[size_t(v)] && g.values[size_t(v)].constant) {
-                seen[size_t(v)] = 1;
-                total += int64_t(g.values[size_t(v)].constant->nbytes());
-            }
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+            const int v = n.inputs[i];
+            if (v < 0 || seen[size_t(v)] || !g.values[size_t(v)].constant) continue;
+            if (streamed && i == 0 && n.op == "Gather") continue;
+            seen[size_t(v)] = 1;
+            total += int64_t(g.values[size_t(v)].constant->nbytes());
+        }
     return total;
 }
 
@@ -472,10 +475,12 @@ bool choose_gemv_modes(const OpContext& ctx, kernels::PackedGemv* g) {
     const int64_t own = 4 * g->K * g->N, total = graph_constant_bytes(ctx);
     if (g->seg_rows > 0 && total - own > (256 << 10)) g->seg_rows = 0, g->alternate = false;
     if (own < (16 << 10) || total < (64 << 10)) return false;
-    // Intel's cores run the 24-bit block from L2 at ~half float32's rate (its byte permute and the
-    // FMAs share port 5; 768 KB: 8.9 against 5.7 us) and from L3 at 1.5x it (4 MB: 103 against
-    // 152 us): there only where the plan's constants overflow L2, so that they come from L3 every run.
-    return kernels::tuning_vendor() != kernels::CpuVendor::kIntel || total > kernels::l2_cache_bytes();
+    // Intel's cores run the 24-bit block from L2 at ~half float32's rate (768 KB: 8.9 against 5.7
+    // us) and from L3 at 1.5x it (4 MB: 103 against 152 us); the 20-bit blocks they take instead
+    // (kernels::gemv_set_fast) cost more still in L2: there only where the constants a run reads
+    // whole overflow L2, so that they come from L3 every run (a Gather's table not counted).
+    return kernels::tuning_vendor() != kernels::CpuVendor::kIntel ||
+           graph_constant_bytes(ctx, true) > kernels::l2_cache_bytes();
 }
 
 // Kernel::set_fast_weights of a GEMV: its less exact weights (kernels::gemv_set_fast: 20-bit

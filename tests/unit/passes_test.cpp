@@ -2599,6 +2599,35 @@ TEST(FastWeights, GemvInL2StaysFloat32OnIntel) {
     }
 }
 
+// On Intel's cores a Gather's table is not what a run streams: a GEMV of 1/4 of L2 beside an
+// embedding table of 1.5x L2 that a Gather reads a row of stays float32 (not offered: its weights
+// stay in L2), while beside such a constant that an Add reads whole it is offered and taken.
+TEST(FastWeights, GemvBesideAGatherTableStaysFloat32OnIntel) {
+    if (!w24_here()) GTEST_SKIP() << "no AVX-512 VBMI here (or JIFFY_GEMV_W24=0 / JIFFY_ISA)";
+    if (!intel_tuned()) GTEST_SKIP() << "Intel's rule (JIFFY_TUNE_VENDOR=intel to try it here)";
+    const int64_t l2 = kernels::l2_cache_bytes(), K = l2 / 4 / (4 * 128), rows = l2 * 3 / 2 / (4 * 512);
+    for (bool gather : {true, false}) {
+        Builder b;
+        int x = b.input("x", {1, K});
+        b.output(b.node("Gemm", {x, b.constant("w", rnd({K, 128}, 91, 0.05f)), b.constant("c", rnd({128}, 92, 0.1f))},
+                        {1, 128}));
+        const int t = b.constant("t", rnd({rows, 512}, 93));
+        if (gather) {
+            const int i = b.value("i", {1}, DType::kI64);  // a run's index: the table stays a table
+            b.g.inputs.push_back(i);
+            b.feeds["i"] = i64s({3});
+            b.output(b.node("Gather", {t, i}, {1, 512}));
+        } else {
+            int z = b.input("z", {rows, 512});
+            b.output(b.node("Add", {z, t}, {rows, 512}));
+        }
+        std::shared_ptr<const Plan> plan;
+        run(b.g, b.feeds, true, &plan);
+        ASSERT_TRUE(plan);
+        EXPECT_EQ(w24_kernels(*plan), gather ? 0 : 1) << "gather " << gather;
+    }
+}
+
 // A 1x1 conv on AMX (weights are its A operand: W's lo parts left out) takes them too, within
 // the bound of the exact plan.
 TEST(FastWeights, ConvTakesThem) {
