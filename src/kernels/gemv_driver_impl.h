@@ -25,13 +25,15 @@
 // The weights a GEMV reads: B.data, B.w24 or B.q20 / B.s20.
 enum GemvFmt { kFmtF32 = 0, kFmtW24 = 1, kFmtI20 = 2 };
 
-// Rows [k0, k0 + n) of the column block at n0: gemv_block on B's floats, or on its 24- / 20-bit weights.
+// Rows [k0, k0 + n) of the column block at n0: gemv_block on B's floats, or on its 24- / 20-bit
+// weights.
 template <int V, int U, int FMT>
 inline void gemv_rows(int64_t n, const float* a, const PackedGemv& B, int64_t n0, int64_t k0, const float* bias,
                       float* y, int64_t nvalid, const Activation& act) {
     const int64_t ldb = B.stride(n0);
 #ifdef JIFFY_GEMV_W24
-    if constexpr (FMT == kFmtW24) return gemv_block24<V, U>(n, a, B.col24(n0) + 3 * k0 * ldb, ldb, bias, y, nvalid, act);
+    if constexpr (FMT == kFmtW24)
+        return gemv_block24<V, U>(n, a, B.col24(n0) + 3 * k0 * ldb, ldb, bias, y, nvalid, act);
     if constexpr (FMT == kFmtI20)
         return gemv_block20<V, U>(n, a, B.col20(n0), 5 * ldb / 2, B.scale20(n0), ldb, k0, bias, y, nvalid, act);
 #endif

@@ -306,14 +306,16 @@ __attribute__((target("avx512vbmi"))) void gemv_block20(int64_t n, const float* 
                 const __m512 av = _mm512_set1_ps(a[k + u - k0]);
                 const unsigned char* br = q + (k + u) * ldq;
                 if constexpr (V == 8)  // the row 8 ahead (past the end too: a prefetch never faults)
-                    for (int l = 0; l < 320; l += 64) _mm_prefetch(reinterpret_cast<const char*>(br + 8 * ldq + l), _MM_HINT_T0);
+                    for (int l = 0; l < 320; l += 64)
+                        _mm_prefetch(reinterpret_cast<const char*>(br + 8 * ldq + l), _MM_HINT_T0);
                 for (int v = 0; v < V; ++v)
                     acc[u][v] = _mm512_fmadd_ps(av, i20_group(br + 40 * v, pick, shift, top), acc[u][v]);
             }
         for (; k < r1; ++k) {
             const __m512 av = _mm512_set1_ps(a[k - k0]);
             const unsigned char* br = q + k * ldq;
-            for (int v = 0; v < V; ++v) acc[0][v] = _mm512_fmadd_ps(av, i20_group(br + 40 * v, pick, shift, top), acc[0][v]);
+            for (int v = 0; v < V; ++v)
+                acc[0][v] = _mm512_fmadd_ps(av, i20_group(br + 40 * v, pick, shift, top), acc[0][v]);
         }
         const float* s = sc + kb * lds;
         for (int v = 0; v < V; ++v) {
