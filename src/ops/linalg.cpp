@@ -442,25 +442,29 @@ private:
     kernels::SgemvColsFn cols_fn_ = nullptr;
 };
 
-// The bytes of the constants the graph being compiled reads; `streamed`: only those a run reads
-// whole (not a Gather's table, of which a run reads a few rows).
-int64_t graph_constant_bytes(const OpContext& ctx, bool streamed = false) {
+// The bytes of the constants the graph being compiled reads: all of them, and those a run reads
+// whole (`streamed`: not a Gather's table, of which a run reads a few rows). One walk.
+struct ConstantBytes {
+    int64_t all = 0, streamed = 0;
+};
+ConstantBytes graph_constant_bytes(const OpContext& ctx) {
     const Graph& g = ctx.graph();
-    std::vector<char> seen(g.values.size(), 0);
-    int64_t total = 0;
+    std::vector<char> seen(g.values.size(), 0), whole(g.values.size(), 0);
+    ConstantBytes total;
     for (const Node& n : g.nodes)
         for (size_t i = 0; i < n.inputs.size(); ++i) {
             const int v = n.inputs[i];
-            if (v < 0 || seen[size_t(v)] || !g.values[size_t(v)].constant) continue;
-            if (streamed && i == 0 && n.op == "Gather") continue;
-            seen[size_t(v)] = 1;
-            total += int64_t(g.values[size_t(v)].constant->nbytes());
+            if (v < 0 || !g.values[size_t(v)].constant) continue;
+            const int64_t b = int64_t(g.values[size_t(v)].constant->nbytes());
+            if (!seen[size_t(v)]) seen[size_t(v)] = 1, total.all += b;
+            if (!whole[size_t(v)] && !(i == 0 && n.op == "Gather")) whole[size_t(v)] = 1, total.streamed += b;
         }
     return total;
 }
 
 // A GEMV's choices that depend on the graph being compiled (it reads the whole graph once; before
-// set_parallel, whose split layout copies the order). Returns whether 24-bit weights would pay.
+// set_parallel, whose split layout copies the order). Returns whether its fast weights
+// (kernels::gemv_set_fast: 24-bit, or 20-bit blocks on Intel) would pay.
 // - The serpentine order (kernels/gemm.h) that pack_b_gemv chose by size stays only when the rest
 //   of the graph's constants total <= 256 KiB, so its weights are still in L2 when it runs next
 //   (the openWakeWord heads; not an MLP whose other layers read megabytes between two runs of
@@ -472,15 +476,15 @@ int64_t graph_constant_bytes(const OpContext& ctx, bool streamed = false) {
 //   model has pushed its weights out).
 bool choose_gemv_modes(const OpContext& ctx, kernels::PackedGemv* g) {
     if (!g->data) return false;
-    const int64_t own = 4 * g->K * g->N, total = graph_constant_bytes(ctx);
-    if (g->seg_rows > 0 && total - own > (256 << 10)) g->seg_rows = 0, g->alternate = false;
-    if (own < (16 << 10) || total < (64 << 10)) return false;
+    const int64_t own = 4 * g->K * g->N;
+    const ConstantBytes total = graph_constant_bytes(ctx);
+    if (g->seg_rows > 0 && total.all - own > (256 << 10)) g->seg_rows = 0, g->alternate = false;
+    if (own < (16 << 10) || total.all < (64 << 10)) return false;
     // Intel's cores run the 24-bit block from L2 at ~half float32's rate (768 KB: 8.9 against 5.7
     // us) and from L3 at 1.5x it (4 MB: 103 against 152 us); the 20-bit blocks they take instead
     // (kernels::gemv_set_fast) cost more still in L2: there only where the constants a run reads
     // whole overflow L2, so that they come from L3 every run (a Gather's table not counted).
-    return kernels::tuning_vendor() != kernels::CpuVendor::kIntel ||
-           graph_constant_bytes(ctx, true) > kernels::l2_cache_bytes();
+    return kernels::tuning_vendor() != kernels::CpuVendor::kIntel || total.streamed > kernels::l2_cache_bytes();
 }
 
 // Kernel::set_fast_weights of a GEMV: its less exact weights (kernels::gemv_set_fast: 20-bit
@@ -637,7 +641,7 @@ public:
     }
 
     FastWeights set_fast_weights(bool fast) override {
-        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, w24_pays_, fast);
+        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, fast_pays_, fast);
         return amx_.set_fast_weights(fast);
     }
     std::string describe() const override {
@@ -708,9 +712,9 @@ public:
     bool is_gemv() const { return gemv_.data != nullptr; }
     bool on_amx() const { return amx_.on(); }
 
-    // The GEMV's order in this model and whether 24-bit weights would pay (choose_gemv_modes).
+    // The GEMV's order in this model and whether its fast weights would pay (choose_gemv_modes).
     // Before set_parallel.
-    void choose_order(const OpContext& ctx) { w24_pays_ = choose_gemv_modes(ctx, &gemv_); }
+    void choose_order(const OpContext& ctx) { fast_pays_ = choose_gemv_modes(ctx, &gemv_); }
     // Threads (docs/threading.md): the one-GEMM/GEMV paths with a constant B split across `pool`.
     void set_parallel(ThreadPool* pool, int chunks) {
         if (gemv_.data)
@@ -735,7 +739,7 @@ private:
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
     GemvDirection dir_;
-    bool w24_pays_ = false;             // set_fast_weights may take 24-bit weights (choose_order)
+    bool fast_pays_ = false;            // set_fast_weights may take the GEMV's fast weights (choose_order)
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512): dot products, no thread split
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     std::vector<kernels::PackedB> packed_;
@@ -932,7 +936,7 @@ public:
     }
 
     FastWeights set_fast_weights(bool fast) override {
-        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, w24_pays_, fast);
+        if (gemv_.data) return gemv_fast_weights(&gemv_, isa_, fast_pays_, fast);
         return amx_.set_fast_weights(fast);
     }
     std::string describe() const override {
@@ -990,7 +994,7 @@ public:
     }
 
     // As MatMulF32Kernel::choose_order.
-    void choose_order(const OpContext& ctx) { w24_pays_ = choose_gemv_modes(ctx, &gemv_); }
+    void choose_order(const OpContext& ctx) { fast_pays_ = choose_gemv_modes(ctx, &gemv_); }
     void set_parallel(ThreadPool* pool, int chunks) {
         if (narrow_.data) return;  // one short dot product per column: not worth a handoff
         if (gemv_.data)
@@ -1015,7 +1019,7 @@ private:
     kernels::PackedGemv gemv_;
     kernels::SgemvFn gemv_fn_ = nullptr;
     GemvDirection dir_;
-    bool w24_pays_ = false;             // as MatMulF32Kernel's
+    bool fast_pays_ = false;            // as MatMulF32Kernel's
     kernels::PackedGemvNarrow narrow_;  // M = 1, N <= 16 (AVX-512)
     kernels::SgemvNarrowFn narrow_fn_ = nullptr;
     kernels::PackedB packed_;

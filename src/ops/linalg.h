@@ -15,7 +15,7 @@ class ThreadPool;
 // N rows of K floats (packed here: the GEMV layout when M = 1, packed-B GEMM otherwise), split
 // across `pool` in `chunks` parts as Gemm does. Inputs at run: in[0] = A (M x K row-major),
 // in[2] = bias (N floats) when has_bias; in[1] is not read. describe() is `label` + the Gemm's.
-// ctx: the graph being compiled (whether the GEMV's serpentine order and 24-bit weights pay,
+// ctx: the graph being compiled (whether the GEMV's serpentine order and fast weights pay,
 // choose_gemv_modes).
 std::unique_ptr<Kernel> make_gemm_f32_nk_kernel(int64_t M, int64_t K, int64_t N, const float* w_nk, bool has_bias,
                                                 const kernels::Activation& act, ThreadPool* pool, int chunks,

@@ -2456,7 +2456,7 @@ void run_gemv_modes(const Builder& b, std::shared_ptr<const Plan>* plan, std::ve
 }
 
 // The GEMVs on less exact weights (kernel column "... w24" or "... i20").
-int w24_kernels(const Plan& p) {
+int fast_gemvs(const Plan& p) {
     int n = 0;
     for (const auto& k : p.kernels)
         n += k && (k->describe().find(" w24") != std::string::npos || k->describe().find(" i20") != std::string::npos);
@@ -2490,13 +2490,13 @@ TEST(FastWeights, GemvTakes24BitWeights) {
     std::vector<Tensor> got, want;
     run_gemv_modes(wake_word_head(0.0f), &fast, &got, &exact, &want);
     ASSERT_TRUE(fast && exact);
-    EXPECT_EQ(w24_kernels(*fast), 2);
+    EXPECT_EQ(fast_gemvs(*fast), 2);
     EXPECT_EQ(fast->fast_weight_steps, 2);
     EXPECT_GT(fast->fast_weight_err, 0.0);
     EXPECT_LE(fast->fast_weight_err, kFastWeightsTol);
     EXPECT_GT(fast->fast_weight_step_err, 0.0);
     EXPECT_LE(fast->fast_weight_step_err, kFastWeightsStepTol);
-    EXPECT_EQ(w24_kernels(*exact), 0);
+    EXPECT_EQ(fast_gemvs(*exact), 0);
     EXPECT_EQ(exact->fast_weight_err, -1.0);  // nothing to probe
     const double d = max_rel_diff(got, want);
     EXPECT_GT(d, 0.0);  // the 24-bit weights really ran
@@ -2512,7 +2512,7 @@ TEST(FastWeights, GemvStaysExactWhereNoOutputMoves) {
     EXPECT_EQ(plan->fast_weight_err, 0.0);      // the Sigmoid's 1.0 on every probe
     EXPECT_GT(plan->fast_weight_step_err, 0.0);  // while the logits moved
     EXPECT_EQ(plan->fast_weight_steps, 0);
-    EXPECT_EQ(w24_kernels(*plan), 0);
+    EXPECT_EQ(fast_gemvs(*plan), 0);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0].as<float>()[0], want[0].as<float>()[0]);
 }
@@ -2535,7 +2535,7 @@ TEST(FastWeights, CancellingGemvsStayExact) {
     ASSERT_TRUE(plan && exact);
     EXPECT_GT(plan->fast_weight_err, kFastWeightsTol);
     EXPECT_EQ(plan->fast_weight_steps, 0);
-    EXPECT_EQ(w24_kernels(*plan), 0);
+    EXPECT_EQ(fast_gemvs(*plan), 0);
     int gemvs = 0;
     for (const auto& k : plan->kernels) gemvs += k && k->describe().find("gemv") != std::string::npos;
     EXPECT_EQ(gemvs, 2);  // both products GEMVs, so the probe had them to decide on
@@ -2555,7 +2555,7 @@ TEST(FastWeights, GemvInL1StaysFloat32) {
     run(b.g, b.feeds, true, &plan);
     ASSERT_TRUE(plan);
     EXPECT_EQ(plan->fast_weight_err, -1.0);
-    EXPECT_EQ(w24_kernels(*plan), 0);
+    EXPECT_EQ(fast_gemvs(*plan), 0);
 }
 
 // A GEMV whose weights are under 1/8 of the plan's constant bytes (256 KB, or on Intel past L2:
@@ -2577,7 +2577,7 @@ TEST(FastWeights, GemvOfASmallShareStaysFloat32) {
         run(b.g, b.feeds, true, &plan);
         ASSERT_TRUE(plan);
         EXPECT_EQ(plan->fast_weight_err == -1.0, big) << "big " << big;
-        EXPECT_EQ(w24_kernels(*plan), big ? 0 : 1) << "big " << big;
+        EXPECT_EQ(fast_gemvs(*plan), big ? 0 : 1) << "big " << big;
     }
 }
 
@@ -2595,7 +2595,7 @@ TEST(FastWeights, GemvInL2StaysFloat32OnIntel) {
         ASSERT_TRUE(plan);
         const bool past = rows > 1536;
         EXPECT_EQ(plan->fast_weight_err == -1.0, !past) << rows << " rows";
-        EXPECT_EQ(w24_kernels(*plan), past ? 2 : 0) << rows << " rows";
+        EXPECT_EQ(fast_gemvs(*plan), past ? 2 : 0) << rows << " rows";
     }
 }
 
@@ -2624,7 +2624,7 @@ TEST(FastWeights, GemvBesideAGatherTableStaysFloat32OnIntel) {
         std::shared_ptr<const Plan> plan;
         run(b.g, b.feeds, true, &plan);
         ASSERT_TRUE(plan);
-        EXPECT_EQ(w24_kernels(*plan), gather ? 0 : 1) << "gather " << gather;
+        EXPECT_EQ(fast_gemvs(*plan), gather ? 0 : 1) << "gather " << gather;
     }
 }
 
