@@ -137,6 +137,10 @@ inline void load_tile_config() {
         cfg.colsb[i] = 64;
         cfg.rows[i] = 16;
     }
+    // GCC 12 does not see LDTILECFG read all 64 bytes: in a function where nothing else reads
+    // cfg (session 39's keep-awake product, docs/amx.md) it dropped the stores above and loaded a
+    // config of no tiles (#UD at the first tile instruction). The empty asm keeps them.
+    __asm__ volatile("" : : "m"(cfg) : "memory");
     _tile_loadconfig(&cfg);
 }
 
