@@ -11,6 +11,8 @@
 #include "kernels/activation.h"
 #include "kernels/gemm.h"
 #include "ops/util.h"
+#include "runtime/plan.h"
+#include "runtime/threadpool.h"
 
 namespace jiffy {
 namespace {
@@ -202,21 +204,29 @@ template <typename T>
 class RnnKernel : public Kernel {
 public:
     RnnKernel(RnnConfig c, std::vector<T> bias, std::unique_ptr<LstmFast> fast = nullptr,
-              std::unique_ptr<GruFast> gfast = nullptr, std::unique_ptr<RnnFast> rfast = nullptr)
+              std::unique_ptr<GruFast> gfast = nullptr, std::unique_ptr<RnnFast> rfast = nullptr,
+              ThreadPool* pool = nullptr)
         : c_(std::move(c)), bias_(std::move(bias)), fast_(std::move(fast)), gfast_(std::move(gfast)),
-          rfast_(std::move(rfast)) {
+          rfast_(std::move(rfast)), pool_(c_.dirs == 2 ? pool : nullptr) {
         const int64_t bh = c_.batch * c_.hidden, gh = c_.gates * c_.hidden;
         // LstmFast::seq, GruFast and RnnFast: the input projections of every step
         const int64_t proj = (fast_ && fast_->seq) || gfast_ || rfast_ ? c_.seq * c_.batch * gh : 0;
-        scratch_.assign(size_t(2 * bh + 2 * gh + c_.hidden + c_.input + c_.hidden + proj), T(0));
-        h_ = scratch_.data();
-        cs_ = h_ + bh;
-        gx_ = cs_ + bh;
-        gh_ = gx_ + gh;
-        tmp_ = gh_ + gh;
-        xh_ = tmp_ + c_.hidden;
-        proj_ = xh_ + c_.input + c_.hidden;
+        const int64_t per = 2 * bh + 2 * gh + c_.hidden + c_.input + c_.hidden + proj;
+        const int sets = pool_ ? 2 : 1;  // with a pool, one set per direction (both run at once)
+        scratch_.assign(size_t(sets * per), T(0));
+        for (int d = 0; d < 2; ++d) {
+            Bufs& w = bufs_[d];
+            w.h = scratch_.data() + (d < sets ? d : 0) * per;
+            w.cs = w.h + bh;
+            w.gx = w.cs + bh;
+            w.gh = w.gx + gh;
+            w.tmp = w.gh + gh;
+            w.xh = w.tmp + c_.hidden;
+            w.proj = w.xh + c_.input + c_.hidden;
+        }
     }
+
+    std::string describe() const override { return pool_ ? "directions on 2 threads" : ""; }
 
     Status run(const void* const* in, void* const* out) const override {
         const RnnConfig& c = c_;
@@ -235,7 +245,7 @@ public:
         T* Y = static_cast<T*>(res(0));
         T* Yh = static_cast<T*>(res(1));
         T* Yc = lstm ? static_cast<T*>(res(2)) : nullptr;
-        const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden, D = c.dirs, G = c.gates;
+        const int64_t S = c.seq, B = c.batch, H = c.hidden, D = c.dirs;
 
         if (lens) {
             for (int64_t b = 0; b < B; ++b)
@@ -243,82 +253,115 @@ public:
                     return invalid("RNN: sequence_lens[", b, "] = ", lens[b], " is outside [0, ", S, "]");
             if (Y) std::fill(Y, Y + S * D * B * H, T(0));
         }
-        for (int64_t d = 0; d < D; ++d) {
-            const bool rev = c.reverse[d];
-            const T* Wd = W + d * G * H * I;
-            const T* Rd = R + d * G * H * H;
-            const T* Wb = Bias + d * 2 * G * H;
-            const T* Rb = Wb + G * H;
-            const T* Pd = P ? P + d * 3 * H : nullptr;
-            const ActFn* act = c.acts.data() + d * c.acts_per_dir;
-            for (int64_t b = 0; b < B; ++b)
-                for (int64_t j = 0; j < H; ++j) {
-                    h_[b * H + j] = h0 ? h0[state_off(d, b) + j] : T(0);
-                    cs_[b * H + j] = c0 ? c0[state_off(d, b) + j] : T(0);
-                }
-            if constexpr (std::is_same_v<T, float>) {
-                if (fast_ && fast_->seq)  // every step's input projection: rows in X's row order
-                    fast_->gemm(S * B, X, I, fast_->wx[d], fast_->bias.data() + d * 4 * H, proj_, 4 * H,
-                                kernels::Act::kNone);
-                if (gfast_)
-                    gfast_->gemm(S * B, X, I, gfast_->wx[d], gfast_->wb.data() + d * 3 * H, proj_, 3 * H,
-                                 kernels::Act::kNone);
-                if (rfast_)
-                    rfast_->gemm(S * B, X, I, rfast_->wx[d], rfast_->bias.data() + d * H, proj_, H, kernels::Act::kNone);
-            }
-            for (int64_t s = 0; s < S; ++s) {
-                for (int64_t b = 0; b < B; ++b) {
-                    const int64_t len = lens ? lens[b] : S;
-                    if (s >= len) continue;
-                    const int64_t t = rev ? len - 1 - s : s;
-                    const T* x = X + x_off(t, b);
-                    T* h = h_ + b * H;
-                    // This step's row of input projections (the fast paths that precompute them).
-                    auto px = [&] { return proj_ + x_off(t, b) / I * G * H; };
-                    switch (c.cell) {
-                        case Cell::kRNN:
-                            if constexpr (std::is_same_v<T, float>) {
-                                if (rfast_) {
-                                    step_rnn_fast(h, d, px());
-                                    break;
-                                }
-                            }
-                            step_rnn(x, h, Wd, Rd, Wb, Rb, act);
-                            break;
-                        case Cell::kGRU:
-                            if constexpr (std::is_same_v<T, float>) {
-                                if (gfast_) {
-                                    step_gru_fast(h, d, px());
-                                    break;
-                                }
-                            }
-                            step_gru(x, h, Wd, Rd, Wb, Rb, act);
-                            break;
-                        case Cell::kLSTM:
-                            if constexpr (std::is_same_v<T, float>) {
-                                if (fast_) {
-                                    step_lstm_fast(x, h, cs_ + b * H, d, px());
-                                    break;
-                                }
-                            }
-                            step_lstm(x, h, cs_ + b * H, Wd, Rd, Wb, Rb, Pd, act);
-                            break;
-                    }
-                    if (Y) std::copy(h, h + H, Y + y_off(t, d, b));
-                }
-            }
-            for (int64_t b = 0; b < B; ++b) {
-                const bool empty = lens && lens[b] == 0;
-                if (Yh)
-                    for (int64_t j = 0; j < H; ++j) Yh[state_off(d, b) + j] = empty ? T(0) : h_[b * H + j];
-                if (Yc)
-                    for (int64_t j = 0; j < H; ++j) Yc[state_off(d, b) + j] = empty ? T(0) : cs_[b * H + j];
-            }
+        // Each direction reads X and writes its own parts of Y, Y_h and Y_c: with a pool the
+        // two run at once, each on its own scratch (the same bits as one after the other).
+        const Io io{X, W, R, Bias, lens, h0, c0, P, Y, Yh, Yc};
+        if (pool_ && !pool_->serial()) {
+            pool_->parallel_for(2, [&](int d) { run_dir(d, io, bufs_[d]); });
+        } else {
+            for (int64_t d = 0; d < D; ++d) run_dir(d, io, bufs_[d]);
         }
         return {};
     }
 
 private:
+    // The pointers run() passes to each direction.
+    struct Io {
+        const T *X, *W, *R, *Bias;
+        const int32_t* lens;
+        const T *h0, *c0, *P;
+        T *Y, *Yh, *Yc;
+    };
+    // Per-direction scratch (bufs_): states and gate buffers.
+    struct Bufs {
+        T* h = nullptr;     // [batch, hidden] hidden state
+        T* cs = nullptr;    // [batch, hidden] cell state (LSTM)
+        T* gx = nullptr;    // [gates * hidden]
+        T* gh = nullptr;    // [gates * hidden]
+        T* tmp = nullptr;   // [hidden]
+        T* xh = nullptr;    // [input + hidden]: x then h (LstmFast)
+        T* proj = nullptr;  // [seq * batch, gates * hidden]: input projections (the fast paths)
+    };
+
+    // Direction d over the whole sequence.
+    void run_dir(int64_t d, const Io& io, const Bufs& w) const {
+        const RnnConfig& c = c_;
+        const T *X = io.X, *W = io.W, *R = io.R, *Bias = io.Bias, *h0 = io.h0, *c0 = io.c0, *P = io.P;
+        const int32_t* lens = io.lens;
+        T *Y = io.Y, *Yh = io.Yh, *Yc = io.Yc;
+        const int64_t S = c.seq, B = c.batch, I = c.input, H = c.hidden, G = c.gates;
+        const bool rev = c.reverse[d];
+        const T* Wd = W + d * G * H * I;
+        const T* Rd = R + d * G * H * H;
+        const T* Wb = Bias + d * 2 * G * H;
+        const T* Rb = Wb + G * H;
+        const T* Pd = P ? P + d * 3 * H : nullptr;
+        const ActFn* act = c.acts.data() + d * c.acts_per_dir;
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t j = 0; j < H; ++j) {
+                w.h[b * H + j] = h0 ? h0[state_off(d, b) + j] : T(0);
+                w.cs[b * H + j] = c0 ? c0[state_off(d, b) + j] : T(0);
+            }
+        if constexpr (std::is_same_v<T, float>) {
+            if (fast_ && fast_->seq)  // every step's input projection: rows in X's row order
+                fast_->gemm(S * B, X, I, fast_->wx[d], fast_->bias.data() + d * 4 * H, w.proj, 4 * H,
+                            kernels::Act::kNone);
+            if (gfast_)
+                gfast_->gemm(S * B, X, I, gfast_->wx[d], gfast_->wb.data() + d * 3 * H, w.proj, 3 * H,
+                             kernels::Act::kNone);
+            if (rfast_)
+                rfast_->gemm(S * B, X, I, rfast_->wx[d], rfast_->bias.data() + d * H, w.proj, H, kernels::Act::kNone);
+        }
+        for (int64_t s = 0; s < S; ++s) {
+            for (int64_t b = 0; b < B; ++b) {
+                const int64_t len = lens ? lens[b] : S;
+                if (s >= len) continue;
+                const int64_t t = rev ? len - 1 - s : s;
+                const T* x = X + x_off(t, b);
+                T* h = w.h + b * H;
+                // This step's row of input projections (the fast paths that precompute them).
+                auto px = [&] { return w.proj + x_off(t, b) / I * G * H; };
+                switch (c.cell) {
+                    case Cell::kRNN:
+                        if constexpr (std::is_same_v<T, float>) {
+                            if (rfast_) {
+                                step_rnn_fast(w, h, d, px());
+                                break;
+                            }
+                        }
+                        step_rnn(w, x, h, Wd, Rd, Wb, Rb, act);
+                        break;
+                    case Cell::kGRU:
+                        if constexpr (std::is_same_v<T, float>) {
+                            if (gfast_) {
+                                step_gru_fast(w, h, d, px());
+                                break;
+                            }
+                        }
+                        step_gru(w, x, h, Wd, Rd, Wb, Rb, act);
+                        break;
+                    case Cell::kLSTM:
+                        if constexpr (std::is_same_v<T, float>) {
+                            if (fast_) {
+                                step_lstm_fast(w, x, h, w.cs + b * H, d, px());
+                                break;
+                            }
+                        }
+                        step_lstm(w, x, h, w.cs + b * H, Wd, Rd, Wb, Rb, Pd, act);
+                        break;
+                }
+                if (Y) std::copy(h, h + H, Y + y_off(t, d, b));
+            }
+        }
+        for (int64_t b = 0; b < B; ++b) {
+            const bool empty = lens && lens[b] == 0;
+            if (Yh)
+                for (int64_t j = 0; j < H; ++j) Yh[state_off(d, b) + j] = empty ? T(0) : w.h[b * H + j];
+            if (Yc)
+                for (int64_t j = 0; j < H; ++j) Yc[state_off(d, b) + j] = empty ? T(0) : w.cs[b * H + j];
+        }
+    }
+
     int64_t x_off(int64_t t, int64_t b) const {
         return (c_.layout1 ? b * c_.seq + t : t * c_.batch + b) * c_.input;
     }
@@ -335,51 +378,51 @@ private:
     }
 
     // Ht = f(Xt*Wi^T + Ht-1*Ri^T + Wbi + Rbi)
-    void step_rnn(const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
+    void step_rnn(const Bufs& w, const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
         const int64_t I = c_.input, H = c_.hidden;
         for (int64_t j = 0; j < H; ++j)
-            gx_[j] = act[0](clip(dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j]));
-        std::copy(gx_, gx_ + H, h);
+            w.gx[j] = act[0](clip(dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j]));
+        std::copy(w.gx, w.gx + H, h);
     }
 
     // The RnnFast path (T = float only): h = f(h . R^T + px), px = this step's input projection
     // (with Wb + Rb).
-    void step_rnn_fast(T* h, int64_t d, const T* px) const {
+    void step_rnn_fast(const Bufs& w, T* h, int64_t d, const T* px) const {
         const RnnFast& f = *rfast_;
-        f.gemv(h, f.r[d], px, gx_, kernels::Activation{}, false);
-        f.apply(kernels::Activation{f.act[d]}, gx_, h, c_.hidden);
+        f.gemv(h, f.r[d], px, w.gx, kernels::Activation{}, false);
+        f.apply(kernels::Activation{f.act[d]}, w.gx, h, c_.hidden);
     }
 
     // Gates z, r, h (in that order in W, R, B).
-    void step_gru(const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
+    void step_gru(const Bufs& w, const T* x, T* h, const T* W, const T* R, const T* Wb, const T* Rb, const ActFn* act) const {
         const int64_t I = c_.input, H = c_.hidden;
-        for (int64_t j = 0; j < 3 * H; ++j) gx_[j] = dot(W + j * I, x, I) + Wb[j];
-        T* z = gh_;
-        T* r = gh_ + H;
-        T* hh = gh_ + 2 * H;
-        for (int64_t j = 0; j < 2 * H; ++j) gh_[j] = act[0](clip(gx_[j] + dot(R + j * H, h, H) + Rb[j]));
+        for (int64_t j = 0; j < 3 * H; ++j) w.gx[j] = dot(W + j * I, x, I) + Wb[j];
+        T* z = w.gh;
+        T* r = w.gh + H;
+        T* hh = w.gh + 2 * H;
+        for (int64_t j = 0; j < 2 * H; ++j) w.gh[j] = act[0](clip(w.gx[j] + dot(R + j * H, h, H) + Rb[j]));
         const T* Rh = R + 2 * H * H;
         if (c_.linear_before_reset) {
             for (int64_t j = 0; j < H; ++j)
-                hh[j] = act[1](clip(gx_[2 * H + j] + r[j] * (dot(Rh + j * H, h, H) + Rb[2 * H + j])));
+                hh[j] = act[1](clip(w.gx[2 * H + j] + r[j] * (dot(Rh + j * H, h, H) + Rb[2 * H + j])));
         } else {
-            for (int64_t j = 0; j < H; ++j) tmp_[j] = r[j] * h[j];
+            for (int64_t j = 0; j < H; ++j) w.tmp[j] = r[j] * h[j];
             for (int64_t j = 0; j < H; ++j)
-                hh[j] = act[1](clip(gx_[2 * H + j] + dot(Rh + j * H, tmp_, H) + Rb[2 * H + j]));
+                hh[j] = act[1](clip(w.gx[2 * H + j] + dot(Rh + j * H, w.tmp, H) + Rb[2 * H + j]));
         }
         for (int64_t j = 0; j < H; ++j) h[j] = (T(1) - z[j]) * hh[j] + z[j] * h[j];
     }
 
     // Gates i, o, f, c (in that order in W, R, B); peepholes P = [Pi, Po, Pf].
-    void step_lstm(const T* x, T* h, T* cell, const T* W, const T* R, const T* Wb, const T* Rb, const T* P,
+    void step_lstm(const Bufs& w, const T* x, T* h, T* cell, const T* W, const T* R, const T* Wb, const T* Rb, const T* P,
                    const ActFn* act) const {
         const int64_t I = c_.input, H = c_.hidden;
         for (int64_t j = 0; j < 4 * H; ++j)
-            gx_[j] = dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j];
-        const T* gi = gx_;
-        const T* go = gx_ + H;
-        const T* gf = gx_ + 2 * H;
-        const T* gc = gx_ + 3 * H;
+            w.gx[j] = dot(W + j * I, x, I) + dot(R + j * H, h, H) + Wb[j] + Rb[j];
+        const T* gi = w.gx;
+        const T* go = w.gx + H;
+        const T* gf = w.gx + 2 * H;
+        const T* gc = w.gx + 3 * H;
         for (int64_t j = 0; j < H; ++j) {
             const T cp = cell[j];
             const T i = act[0](clip(gi[j] + (P ? P[j] * cp : T(0))));
@@ -393,22 +436,22 @@ private:
     }
 
     // The GruFast path (T = float only): px = this step's input projection (z, r, h, with Wb).
-    void step_gru_fast(T* h, int64_t d, const T* px) const {
+    void step_gru_fast(const Bufs& w, T* h, int64_t d, const T* px) const {
         const int64_t H = c_.hidden;
         const GruFast& f = *gfast_;
         const T* rb = f.rb.data() + d * 3 * H;
-        T* z = gx_;
-        T* r = gx_ + H;
-        T* hh = gx_ + 2 * H;
+        T* z = w.gx;
+        T* r = w.gx + H;
+        T* hh = w.gx + 2 * H;
         const kernels::Activation sig{kernels::ActKind::kSigmoid}, th{kernels::ActKind::kTanh};
-        f.gemv(h, f.r[d], rb, gx_, kernels::Activation{}, false);  // z, r (and h . Rh^T + Rbh)
-        for (int64_t j = 0; j < 2 * H; ++j) gx_[j] += px[j];
-        f.act(sig, gx_, gx_, 2 * H);
+        f.gemv(h, f.r[d], rb, w.gx, kernels::Activation{}, false);  // z, r (and h . Rh^T + Rbh)
+        for (int64_t j = 0; j < 2 * H; ++j) w.gx[j] += px[j];
+        f.act(sig, w.gx, w.gx, 2 * H);
         if (c_.linear_before_reset) {
             for (int64_t j = 0; j < H; ++j) hh[j] = px[2 * H + j] + r[j] * hh[j];
         } else {
-            for (int64_t j = 0; j < H; ++j) tmp_[j] = r[j] * h[j];
-            f.gemv(tmp_, f.rh[d], rb + 2 * H, hh, kernels::Activation{}, false);
+            for (int64_t j = 0; j < H; ++j) w.tmp[j] = r[j] * h[j];
+            f.gemv(w.tmp, f.rh[d], rb + 2 * H, hh, kernels::Activation{}, false);
             for (int64_t j = 0; j < H; ++j) hh[j] += px[2 * H + j];
         }
         f.act(th, hh, hh, H);
@@ -417,29 +460,29 @@ private:
 
     // The LstmFast path (T = float only): gates = [x, h] . [W; R]^T + bias in one GEMV, or (the
     // split form) h . R^T + this step's precomputed projection `proj`.
-    void step_lstm_fast(const T* x, T* h, T* cell, int64_t d, const T* proj) const {
+    void step_lstm_fast(const Bufs& w, const T* x, T* h, T* cell, int64_t d, const T* proj) const {
         const int64_t I = c_.input, H = c_.hidden;
         const LstmFast& f = *fast_;
         if (f.seq) {
-            f.gemv(h, f.rh[d], proj, gx_, kernels::Activation{}, false);  // h is written only at the end
+            f.gemv(h, f.rh[d], proj, w.gx, kernels::Activation{}, false);  // h is written only at the end
         } else {
-            std::copy(x, x + I, xh_);
-            std::copy(h, h + H, xh_ + I);
-            f.gemv(xh_, f.wr[d], f.bias.data() + d * 4 * H, gx_, kernels::Activation{}, false);
+            std::copy(x, x + I, w.xh);
+            std::copy(h, h + H, w.xh + I);
+            f.gemv(w.xh, f.wr[d], f.bias.data() + d * 4 * H, w.gx, kernels::Activation{}, false);
         }
-        f.act(kernels::Activation{kernels::ActKind::kSigmoid}, gx_, gx_, 3 * H);  // i, o, f
-        f.act(kernels::Activation{kernels::ActKind::kTanh}, gx_ + 3 * H, gx_ + 3 * H, H);
-        const T* gi = gx_;
-        const T* go = gx_ + H;
-        const T* gf = gx_ + 2 * H;
-        const T* gc = gx_ + 3 * H;
+        f.act(kernels::Activation{kernels::ActKind::kSigmoid}, w.gx, w.gx, 3 * H);  // i, o, f
+        f.act(kernels::Activation{kernels::ActKind::kTanh}, w.gx + 3 * H, w.gx + 3 * H, H);
+        const T* gi = w.gx;
+        const T* go = w.gx + H;
+        const T* gf = w.gx + 2 * H;
+        const T* gc = w.gx + 3 * H;
         for (int64_t j = 0; j < H; ++j) {
             const T cn = gf[j] * cell[j] + gi[j] * gc[j];
             cell[j] = cn;
-            tmp_[j] = cn;
+            w.tmp[j] = cn;
         }
-        f.act(kernels::Activation{kernels::ActKind::kTanh}, tmp_, tmp_, H);
-        for (int64_t j = 0; j < H; ++j) h[j] = go[j] * tmp_[j];
+        f.act(kernels::Activation{kernels::ActKind::kTanh}, w.tmp, w.tmp, H);
+        for (int64_t j = 0; j < H; ++j) h[j] = go[j] * w.tmp[j];
     }
 
     RnnConfig c_;
@@ -447,15 +490,11 @@ private:
     std::unique_ptr<LstmFast> fast_;
     std::unique_ptr<GruFast> gfast_;
     std::unique_ptr<RnnFast> rfast_;
-    // Non-reentrant scratch (see the class comment).
+    ThreadPool* pool_ = nullptr;  // bidirectional, compiled with threads > 1: one direction each
+    // Non-reentrant scratch (see the class comment): bufs_[d] for direction d (both the same set
+    // without a pool).
     mutable std::vector<T> scratch_;
-    T* h_ = nullptr;    // [batch, hidden] hidden state
-    T* cs_ = nullptr;   // [batch, hidden] cell state (LSTM)
-    T* gx_ = nullptr;   // [gates * hidden]
-    T* gh_ = nullptr;   // [gates * hidden]
-    T* tmp_ = nullptr;  // [hidden]
-    T* xh_ = nullptr;   // [input + hidden]: x then h (LstmFast)
-    T* proj_ = nullptr; // [seq * batch, 4 * hidden]: input projections (LstmFast::seq)
+    Bufs bufs_[2];
 };
 
 // ---------------------------------------------------------------- prepare
@@ -682,8 +721,11 @@ Status prep_recurrent(OpContext& ctx, Cell cell) {
             gfast = gru_fast(ctx, c, bias);
             rfast = rnn_fast(ctx, c, bias);
         }
+        // Both directions at once where the plan has a pool and the op is worth splitting.
+        const int64_t flops = 2 * c.seq * c.batch * D * G * H * (c.input + H);
+        ThreadPool* pool = D == 2 && parallel_chunks(ctx.options(), flops) >= 2 ? ctx.options().pool.get() : nullptr;
         ctx.set_kernel(std::make_unique<RnnKernel<E>>(std::move(c), std::move(bias), std::move(fast), std::move(gfast),
-                                                       std::move(rfast)));
+                                                       std::move(rfast), pool));
         return {};
     });
 }

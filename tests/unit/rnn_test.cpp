@@ -156,10 +156,12 @@ void store(DType t, void* p, size_t i, double v) {
 }
 
 // Compiles and runs with the given input values (in graph input order), possibly several times.
-RunResult run(const Graph& g, const std::vector<std::vector<double>>& inputs, int times = 1) {
+RunResult run(const Graph& g, const std::vector<std::vector<double>>& inputs, int times = 1,
+              const CompileOptions& opt = CompileOptions{}, std::string* kernel = nullptr) {
     RunResult r;
     std::shared_ptr<const Plan> plan;
-    r.st = compile_graph(g, CompileOptions{}, &plan);
+    r.st = compile_graph(g, opt, &plan);
+    if (r.st.ok() && kernel) *kernel = plan->steps.at(0).kernel->describe();
     if (!r.st.ok()) return r;
     Session s(plan);
     for (int rep = 0; rep < times; ++rep) {
@@ -485,6 +487,45 @@ TEST(RnnOps, BidirectionalIsForwardPlusReverse) {
                     EXPECT_NEAR(rb.outs[0][size_t(((s * 2 + d) * B + b) * H + h)], r1.outs[0][size_t((s * B + b) * H + h)], 1e-6);
         for (int64_t k = 0; k < B * H; ++k) EXPECT_NEAR(rb.outs[1][size_t(d * B * H + k)], r1.outs[1][size_t(k)], 1e-6);
     }
+}
+
+// Compiled with a pool (threads 2), a bidirectional RNN / GRU / LSTM runs its two directions at
+// once, one per thread, each on its own scratch: the same bits as one thread, on the packed paths
+// (constant W, R, B) and the reference loops, with sequence lengths, over repeated runs (the
+// session's threads choice moves between the pool and the caller alone); one direction stays on
+// the caller.
+TEST(RnnOps, BidirectionalRunsBothDirectionsAtOnceOnTwoThreads) {
+    CompileOptions two;
+    two.threads = 2;
+    two.parallel_min_flops = 0;
+    for (const char* op : {"LSTM", "GRU", "RNN"})
+        for (const char* dir : {"bidirectional", "forward"})
+            for (bool packed : {true, false}) {
+                SCOPED_TRACE(std::string(op) + " " + dir + (packed ? " packed" : " reference"));
+                RecCase rc;
+                rc.op = op;
+                rc.S = 7;
+                rc.B = 2;
+                rc.I = 33;
+                rc.H = 24;
+                rc.dir = dir;
+                rc.with_lens = true;
+                auto in = rc.inputs(55, {7, 4});
+                for (double& v : in[0]) v *= 2;
+                const Graph g = packed ? rc.build_const(in) : rc.build();
+                const auto gin = packed ? rc.fast_inputs(in) : in;
+                std::string k1, k2;
+                RunResult r1 = run(g, gin, 3, CompileOptions{}, &k1);
+                ASSERT_TRUE(r1.st.ok()) << r1.st.message();
+                RunResult r2 = run(g, gin, 700, two, &k2);
+                ASSERT_TRUE(r2.st.ok()) << r2.st.message();
+                EXPECT_EQ(k1, "");
+                EXPECT_EQ(k2, rc.D() == 2 ? "directions on 2 threads" : "");
+                ASSERT_EQ(r2.outs.size(), r1.outs.size());
+                for (size_t o = 0; o < r1.outs.size(); ++o)
+                    for (size_t i = 0; i < r1.outs[o].size(); ++i)
+                        ASSERT_EQ(r2.outs[o][i], r1.outs[o][i]) << "output " << o << " at " << i;
+            }
 }
 
 // Float LSTMs with constant W, R (and B) take the packed-GEMV path (rnn.cpp LstmFast); the same
