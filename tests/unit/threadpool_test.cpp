@@ -654,19 +654,25 @@ TEST(Threaded, ConvMatchesOneThreadBitwise) {
     }
 }
 
-// AMX (where this core has it): convs split by pixels (ResNet-50's 1x1 on 14x14 and 28x28, a
-// residual; a 3x3 stride 2 on 56 -> 28) and MatMul by 32-column blocks, bitwise as one thread.
+// AMX (where this core has it): convs split by pixels (a 1x1 on 14x14 with 4 channel blocks and
+// ResNet-50's on 28x28, a residual; a 3x3 stride 2 on 56 -> 28), under 256 pixels with >= 8
+// channel blocks by channels (SqueezeNet's classifier, ResNet-50's 1x1 256 -> 1024 on 14x14), and
+// MatMul by 32-column blocks, bitwise as one thread.
 TEST(Threaded, AmxMatchesOneThreadBitwise) {
     if (!kernels::amx_usable()) GTEST_SKIP() << "no AMX on this CPU / OS (or JIFFY_AMX=0)";
     const ConvCase cases[] = {
-        {512, 14, 14, 256, 1, 1, 0, true, "conv_amx"},
+        {512, 14, 14, 128, 1, 1, 0, true, "conv_amx"},
         {128, 28, 28, 512, 1, 1, 0, false, "conv_amx"},
         {128, 56, 56, 128, 3, 2, 1, true, "conv_amx"},
+        {512, 13, 13, 1000, 1, 1, 0, false, "conv_amx"},
+        {256, 14, 14, 1024, 1, 1, 0, true, "conv_amx"},
     };
     for (const ConvCase& c : cases) {
         const OneNode o = conv_node(c);
-        expect_same_threaded(o, conv_what(c), "threads by pixels");
+        const bool by_channels = c.h * c.w < 256 && c.m >= 8 * 32;
+        expect_same_threaded(o, conv_what(c), by_channels ? " threads" : "threads by pixels");
         EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        if (by_channels) EXPECT_EQ(o.kernel.find("by pixels"), std::string::npos) << conv_what(c) << ": " << o.kernel;
     }
     for (int64_t n : {100, 200, 520}) {
         OneNode mm;
