@@ -1646,13 +1646,25 @@ public:
             cols_.assign(size_t(n_), 0.0f);
         }
     }
+    // Rows split across the pool (the vector row kernel only; session 39): an OCR head's softmax
+    // over 160 x 6625 classes took 500 us on one core.
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!fast_ || !pool || chunks < 2 || outer_ < 2) return;
+        pool_ = pool;
+        bal_ = std::make_unique<Balance>(pool->threads());
+    }
+    std::string describe() const override { return pool_ ? "softmax rows threads" : ""; }
     Status run(const void* const* in, void* const* out) const override {
         const T* x = static_cast<const T*>(in[0]);
         T* y = static_cast<T*>(out[0]);
         if (n_ == 0) return {};
         if constexpr (std::is_same_v<T, float>) {
             if (fast_) {
-                fast_(x, y, outer_, n_, float(scale_));
+                const int64_t n = n_;
+                const float sc = float(scale_);
+                for_balanced_or_caller(pool_, outer_, 1, bal_.get(), [&](int, int64_t b, int64_t e) {
+                    if (e > b) fast_(x + b * n, y + b * n, e - b, n, sc);
+                });
                 return {};
             }
             if (exp_) {
@@ -1762,6 +1774,8 @@ private:
     }
 
     int64_t outer_, n_, inner_;
+    ThreadPool* pool_ = nullptr;  // set_parallel: rows split across it
+    std::unique_ptr<Balance> bal_;
     double scale_;
     kernels::SoftmaxRowsFn fast_ = nullptr;
     kernels::ActApplyFn exp_ = nullptr;
@@ -1791,7 +1805,10 @@ Status prep_softmax(OpContext& ctx) {
     JIFFY_RETURN_IF_ERROR(ctx.set_output(0, ctx.in_dtype(0), s));
     return visit_float(ctx.in_dtype(0), [&](auto tag) -> Status {
         using T = typename decltype(tag)::type;
-        ctx.set_kernel(std::make_unique<SoftmaxKernel<T, K>>(outer, n, inner, scale));
+        auto k = std::make_unique<SoftmaxKernel<T, K>>(outer, n, inner, scale);
+        // ~16 flops an element (the vector exp and the three passes) against the split threshold.
+        if (inner == 1) k->set_parallel(ctx.options().pool.get(), parallel_chunks(ctx.options(), 16 * outer * n));
+        ctx.set_kernel(std::move(k));
         return {};
     });
 }

@@ -683,6 +683,27 @@ TEST(Threaded, AmxMatchesOneThreadBitwise) {
     }
 }
 
+// Softmax over the last axis splits its rows (an OCR head's 160 x 6625 classes, attention's
+// heads x rows), odd row counts and lengths, with a fused scale too: the same bits as one thread.
+// Over a middle axis it stays on the caller.
+TEST(Threaded, SoftmaxRowsMatchOneThreadBitwise) {
+    for (const Shape& xs : {Shape{1, 37, 661}, Shape{3, 5, 19, 40}, Shape{2, 9}}) {
+        for (bool scaled : {false, true}) {
+            OneNode o;
+            o.op = "Softmax";
+            o.xs = xs;
+            if (scaled) o.attrs["_fused_scale"] = af(0.125f);
+            expect_same_threaded(o, "softmax " + shape_str(xs) + (scaled ? " scaled" : ""), "softmax rows threads");
+        }
+    }
+    OneNode mid;
+    mid.op = "Softmax";
+    mid.xs = {2, 19, 8, 8};
+    mid.attrs["axis"] = ai(1);
+    expect_same_threaded(mid, "softmax over a middle axis");
+    EXPECT_EQ(mid.kernel, "");
+}
+
 TEST(Threaded, GemmAndMatMulMatchOneThreadBitwise) {
     for (int64_t m : {1, 5, 40}) {
         for (int64_t n : {10, 70, 128, 200, 300, 520}) {
