@@ -3,9 +3,10 @@
 // run on the same input bytes; the outputs are compared (max |error| / magnitude <= 1e-4), then for
 // R rounds Jiffy runs for T seconds and ORT for T seconds (alternating which goes first). Per model:
 // the medians over rounds of each engine's p50 and p99, the ratio Jiffy p50 / ORT p50 and issue 3's
-// target for the model's class (bench/peers/targets.tsv).
+// target for the model's class (bench/peers/targets.tsv). For models under 100 us also the p99
+// of a spin control (SpinControl: registers only, as long as Jiffy's p50), the host's share.
 //   jiffy_vs_ort [--ort-lib PATH] [--filter NAME] [--seconds T] [--rounds R] [--threads 1|2]
-//                [--json FILE]
+//                [--json FILE] [--no-control]
 // ORT's library is loaded with dlopen (found under .cache/ort when --ort-lib is not given) and
 // called through our own declaration of its C API (peers/ort_api.h), checked on a 1-node model
 // first. Exit codes: 0 all ran and matched, 1 a model failed or mismatched, 2 bad arguments or a
@@ -240,6 +241,7 @@ struct Row {
     uint64_t wbytes = 0;  // the plan's constants (weights)
     double rel_err = 0;
     double j50 = 0, j99 = 0, o50 = 0, o99 = 0, peer_p50 = 0;
+    double s50 = 0, s99 = 0;  // the spin control's (models under 100 us; 0: not run)
     double floor = 0;  // one-core floor, us (machine_probe.h)
     int64_t j_runs = 0, o_runs = 0;
     Target target;
@@ -252,6 +254,28 @@ struct Row {
 struct Config {
     double seconds = 0.5;
     int rounds = 5, threads = 1;
+    bool control = true;  // --no-control: no spin control
+};
+
+// A chain of dependent scalar multiply-adds (registers only) calibrated to last about as long as
+// a model's run: timed like a model, its p99 / p50 is what the host's preemptions alone give a
+// run of that length here (docs/benchmarks.md, "The spin control").
+struct SpinControl {
+    int64_t iters = 1000;
+    volatile float sink = 0;
+    void run() {
+        float x = 1.0f;
+        for (int64_t i = 0; i < iters; ++i) x = x * 1.0000001f + 1e-9f;
+        sink = x;
+    }
+    void calibrate(double us) {
+        for (int k = 0; k < 30; ++k) {
+            const auto t0 = std::chrono::steady_clock::now();
+            run();
+            const double d = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+            iters = std::max<int64_t>(1, int64_t(double(iters) * us / std::max(d, 0.01)));
+        }
+    }
 };
 
 Row measure(const std::string& name, const OrtLib& lib, ort::Env* env, const ort::MemoryInfo* mem,
@@ -300,7 +324,8 @@ Row measure(const std::string& name, const OrtLib& lib, ort::Env* env, const ort
         run_jiffy();
         run_ort();
     }
-    std::vector<double> j50, j99, o50, o99;
+    std::vector<double> j50, j99, o50, o99, s50, s99;
+    SpinControl spin;
     for (int r = 0; r < cfg.rounds; ++r) {
         std::vector<double> ju, ou;
         if (r % 2 == 0) {
@@ -317,20 +342,34 @@ Row measure(const std::string& name, const OrtLib& lib, ort::Env* env, const ort
         o99.push_back(po.p99);
         row.j_runs += pj.n;
         row.o_runs += po.n;
+        // The host's share of a short model's p99: a register-only loop as long as Jiffy's p50,
+        // timed the same way right after (no memory, no engine: its tail is preemption alone).
+        if (cfg.control && pj.p50 < 100) {
+            if (r == 0) spin.calibrate(pj.p50);
+            std::vector<double> su;
+            time_runs([&] { spin.run(); }, cfg.seconds, 3, &su);
+            const Percentiles ps = percentiles(su);
+            s50.push_back(ps.p50);
+            s99.push_back(ps.p99);
+        }
     }
     row.j50 = median(j50);
     row.j99 = median(j99);
     row.o50 = median(o50);
     row.o99 = median(o99);
+    row.s50 = median(s50);
+    row.s99 = median(s99);
     return row;
 }
 
 void print_usage() {
     std::fprintf(stderr,
                  "usage: jiffy_vs_ort [--ort-lib PATH] [--filter NAME] [--model NAME]... [--seconds T] [--rounds R] "
-                 "[--threads 1|2] [--json FILE]\n"
+                 "[--threads 1|2] [--json FILE] [--no-control]\n"
                  "  --model NAME: measure .cache/models/NAME.onnx on the inputs in .cache/refs/NAME/inputs.txt\n"
-                 "                instead of the model list (e.g. a cut of a model, to compare a few layers)\n");
+                 "                instead of the model list (e.g. a cut of a model, to compare a few layers)\n"
+                 "  --no-control: no spin control (models under 100 us: a register-only loop as long as Jiffy's\n"
+                 "                p50, timed after each round; its p99 is the host's alone)\n");
 }
 
 std::string json_str(const std::string& s) {
@@ -359,6 +398,7 @@ int main(int argc, char** argv) {
         else if (a == "--rounds" && has_val) cfg.rounds = std::atoi(argv[++i]);
         else if (a == "--threads" && has_val) cfg.threads = std::atoi(argv[++i]);
         else if (a == "--json" && has_val) json_path = argv[++i];
+        else if (a == "--no-control") cfg.control = false;
         else {
             std::fprintf(stderr, "jiffy_vs_ort: unknown or incomplete argument '%s'\n", a.c_str());
             print_usage();
@@ -395,10 +435,10 @@ int main(int argc, char** argv) {
     const double peak = fma_peak_gflops(300);
     std::printf("CPU: %s\n", cpu_description().c_str());
     std::printf("FP32 FMA peak of this core now: %.1f GFLOP/s (AVX-512; the %% peak column's base)\n\n", peak);
-    std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | Jiffy GFLOP/s | %% peak | "
-                "floor us | Jiffy / floor | ORT p50 us | ORT p99 us | ORT / floor | ratio | target | met | "
+    std::printf("| model | class | max err / magnitude | Jiffy p50 us | Jiffy p99 us | spin p99 us | Jiffy GFLOP/s | "
+                "%% peak | floor us | Jiffy / floor | ORT p50 us | ORT p99 us | ORT / floor | ratio | target | met | "
                 "ratio to PEERS.md p50 |\n");
-    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
+    std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n");
     int bad = 0;
     for (const std::string& name : only.empty() ? model_names() : only) {
         if (!filter.empty() && name.find(filter) == std::string::npos) continue;
@@ -410,7 +450,7 @@ int main(int argc, char** argv) {
         r.peer_p50 = peer;
         if (r.status != "ok") {
             ++bad;
-            std::printf("| %s | %s | %.2g | %s | | | | | | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
+            std::printf("| %s | %s | %.2g | %s | | | | | | | | | | | | | |\n", r.name.c_str(), r.target.cls.c_str(), r.rel_err,
                         (r.status + ": " + r.error).c_str());
         } else {
             char target[48], vs_peer[48] = "-";
@@ -426,9 +466,10 @@ int main(int argc, char** argv) {
                 std::snprintf(jf, sizeof jf, "%.2f", r.j50 / r.floor);
                 std::snprintf(of, sizeof of, "%.2f", r.o50 / r.floor);
             }
-            std::printf("| %s | %s | %.2g | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |\n",
+            const std::string sp = r.s99 > 0 ? fmt_us(r.s99) : "-";
+            std::printf("| %s | %s | %.2g | %s | %s | %s | %.1f | %s | %s | %s | %s | %s | %s | %.2f | %s | %s | %s |\n",
                         r.name.c_str(), r.target.cls.c_str(), r.rel_err, fmt_us(r.j50).c_str(), fmt_us(r.j99).c_str(),
-                        gflops, pct, fl, jf, fmt_us(r.o50).c_str(), fmt_us(r.o99).c_str(), of, r.ratio(), target,
+                        sp.c_str(), gflops, pct, fl, jf, fmt_us(r.o50).c_str(), fmt_us(r.o99).c_str(), of, r.ratio(), target,
                         r.met() ? "yes" : "no", vs_peer);
         }
         std::fflush(stdout);
@@ -474,7 +515,8 @@ int main(int argc, char** argv) {
               << ", \"jiffy_runs\": " << r.j_runs << ", \"ort_runs\": " << r.o_runs << ", \"ratio\": " << r.ratio()
               << ", \"target_ratio\": " << r.target.ratio << ", \"target_abs_us\": " << r.target.abs_us
               << ", \"met\": " << (r.met() ? "true" : "false") << ", \"peers_md_p50_us\": " << r.peer_p50
-              << ", \"weight_bytes\": " << r.wbytes << ", \"floor_us\": " << r.floor << "}";
+              << ", \"weight_bytes\": " << r.wbytes << ", \"floor_us\": " << r.floor
+              << ", \"spin_p50_us\": " << r.s50 << ", \"spin_p99_us\": " << r.s99 << "}";
         }
         f << "]}\n";
         if (!f) {
