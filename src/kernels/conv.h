@@ -309,6 +309,16 @@ inline size_t conv_dw_scratch_floats(const Conv2DGeom& g) {
 // automatic choice). Not reentrant on the same scratch. [oy0, oy1): only those output rows of
 // every channel (oy1 < 0: all), for a thread split by rows; only where conv_dw_rows_range_ok
 // (elsewhere a partial range computes nothing). Each output is computed as in a whole run.
+// One input channel to output channels [m0, m1) of M, stride 1, no dilation (any kernel size and
+// padding; ops/conv_small.cpp OneChannelConvKernel): vectors of 16 output pixels along each row, 8
+// output channels at a time, each tap's input vector loaded once for the 8 (the depthwise kernel
+// per channel loads it per channel: a CRNN's 3x3 1 -> 32 on 32 x 128 43 us that way). w: [M, 1,
+// kh, kw]; bias (or null) and then epi (with res, per channel plane) as the other convs. AVX-512
+// only (x86/conv1ch_avx512.cpp); the same outputs whatever the channel range.
+constexpr int64_t kOneChannelMaxKw = 16, kOneChannelMaxBlocks = 64;  // kw, OW / 32
+void conv_one_channel_avx512(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res,
+                             float* y, const ConvEpi& epi, int64_t m0, int64_t m1);
+
 void conv_depthwise(Isa isa, const Conv2DGeom& g, const float* x, const float* w,
                     const float* bias, const float* res, float* y, const ConvEpi& epi,
                     float* scratch, ConvDwMode mode = ConvDwMode::kAuto, int64_t oy0 = 0, int64_t oy1 = -1);

@@ -1485,6 +1485,14 @@ Status prep_Conv(OpContext& ctx) {
                 ctx.set_kernel(std::move(k));
                 return {};
             }
+            if (one_channel_conv_preferred(geo)) {
+                const int64_t flops = 2 * d.N * d.M * geo.kh * geo.kw * geo.OH * geo.OW;
+                // Depthwise-rate work: its FLOPs x3 against the split threshold (as depthwise's).
+                ctx.set_kernel(make_one_channel_conv_kernel(kernels::active_isa(), geo, d.N, d.has_bias, has_res, epi,
+                                                            ctx.options().pool.get(),
+                                                            parallel_chunks(ctx.options(), 3 * flops)));
+                return {};
+            }
             // 1x3 / 3x1 convs where 1-D Winograd wins go to ConvFastKernel (winograd.h).
             const bool wino1d = kernels::Winograd::suits(geo) && kernels::Winograd::kind_of(geo) != 0 &&
                                 kernels::winograd_choice(kernels::active_isa(), geo).m != 0;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/env.h"
+#include "kernels/conv.h"
 #include "kernels/weight_alloc.h"
 
 #include "runtime/threadpool.h"
@@ -185,7 +186,88 @@ private:
     std::vector<std::pair<int64_t, int64_t>> parts_;  // output rows [first, second)
 };
 
+// One input channel to M (a grayscale or spectrogram stem, stride 1): each output channel is the
+// depthwise conv of the one input plane with its filter, so kernels::conv_depthwise runs per
+// output channel on a 1-channel geometry (vectors along the rows; W's [M, 1, kh, kw] layout is
+// depthwise's), split by output channels across a pool. The GEMM form has K = kh * kw (9): a
+// CRNN's 3x3 1 -> 32 on 32 x 128 took 54 us there (43 GFLOP/s). NOT REENTRANT: per-part scratch.
+class OneChannelConvKernel : public Kernel {
+public:
+    OneChannelConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, int64_t N, bool has_bias, bool has_res,
+                         kernels::ConvEpi epi)
+        : isa_(isa), g_(g), g1_(g), N_(N), has_bias_(has_bias), has_res_(has_res), epi_(epi) {
+        g1_.C = g1_.M = 1;
+        mode_ = kernels::conv_dw_mode(isa, g1_);
+        per_ = kernels::conv_dw_scratch_floats(g1_);
+        scratch_.assign(per_, 0.0f);
+    }
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!pool || chunks < 2 || g_.M < 2) return;
+        pool_ = pool;
+        bal_ = std::make_unique<Balance>(pool->threads());
+        scratch_.assign(per_ * size_t(pool->threads()), 0.0f);
+    }
+    Status run(const void* const* in, void* const* out) const override {
+        const float* X = static_cast<const float*>(in[0]);
+        const float* W = static_cast<const float*>(in[1]);
+        const float* B = has_bias_ ? static_cast<const float*>(in[2]) : nullptr;
+        const float* R = has_res_ ? static_cast<const float*>(in[3]) : nullptr;
+        float* Y = static_cast<float*>(out[0]);
+        const int64_t plane = g_.OH * g_.OW, taps = g_.kh * g_.kw;
+        per_image(N_, g_.H * g_.W, g_.M * plane, X, R, Y, [&](const float* x, const float* r, float* y) {
+            for_balanced_or_caller(pool_, g_.M, 8, bal_.get(), [&](int t, int64_t m0, int64_t m1) {
+#if defined(__x86_64__)
+                if (isa_ == kernels::Isa::kAvx512) {
+                    if (m1 > m0) kernels::conv_one_channel_avx512(g_, x, W, B, r, y, epi_, m0, m1);
+                    return;
+                }
+#endif
+                float* scratch = scratch_.data() + size_t(t) * per_;
+                for (int64_t m = m0; m < m1; ++m)
+                    kernels::conv_depthwise(isa_, g1_, x, W + m * taps, B ? B + m : nullptr, r ? r + m * plane : nullptr,
+                                            y + m * plane, epi_, scratch, mode_);
+            });
+        });
+        return {};
+    }
+    std::string describe() const override {
+        return std::string(isa_ == kernels::Isa::kAvx512 ? "conv_one_channel " : "conv_one_channel dw ") +
+               kernels::isa_name(isa_) + (pool_ ? " threads" : "");
+    }
+
+private:
+    kernels::Isa isa_;
+    kernels::Conv2DGeom g_, g1_;
+    int64_t N_;
+    bool has_bias_, has_res_;
+    kernels::ConvEpi epi_;
+    kernels::ConvDwMode mode_ = kernels::ConvDwMode::kAuto;
+    size_t per_ = 0;
+    mutable std::vector<float> scratch_;  // per part
+    ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
+};
+
 }  // namespace
+
+bool one_channel_conv_preferred(const kernels::Conv2DGeom& g) {
+    if (env_zero("JIFFY_ONE_CHANNEL_CONV")) return false;
+    // Rows of >= 64 pixels: a CRNN's 3x3 1 -> 32 on 32 x 128 (padded) 46-54 -> 23-34 us against the
+    // GEMM form; the embedding model's 3x3 1 -> 24 on 76 x 32 (unpadded, one 32-pixel block a
+    // row) 14 against 12 us, so it keeps the GEMM (session 39, Intel host; the kernel runs at
+    // ~1.4 cycles an FMA, a third of the FMA peak, with its stores: not understood yet).
+    return g.C == 1 && g.M >= 2 && g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.OW >= 64 &&
+           g.OH * g.OW >= 256 && g.kw <= kernels::kOneChannelMaxKw &&
+           g.OW <= 32 * kernels::kOneChannelMaxBlocks;
+}
+
+std::unique_ptr<Kernel> make_one_channel_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, int64_t N,
+                                                     bool has_bias, bool has_res, kernels::ConvEpi epi,
+                                                     ThreadPool* pool, int chunks) {
+    auto k = std::make_unique<OneChannelConvKernel>(isa, g, N, has_bias, has_res, epi);
+    k->set_parallel(pool, chunks);
+    return k;
+}
 
 std::unique_ptr<Kernel> make_small_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, const float* w,
                                                int64_t N, bool has_bias, bool has_res, kernels::ConvEpi epi) {
