@@ -186,11 +186,13 @@ private:
     std::vector<std::pair<int64_t, int64_t>> parts_;  // output rows [first, second)
 };
 
-// One input channel to M (a grayscale or spectrogram stem, stride 1): each output channel is the
-// depthwise conv of the one input plane with its filter, so kernels::conv_depthwise runs per
-// output channel on a 1-channel geometry (vectors along the rows; W's [M, 1, kh, kw] layout is
-// depthwise's), split by output channels across a pool. The GEMM form has K = kh * kw (9): a
-// CRNN's 3x3 1 -> 32 on 32 x 128 took 54 us there (43 GFLOP/s). NOT REENTRANT: per-part scratch.
+// One input channel to M (a grayscale or spectrogram stem, stride 1): on AVX-512
+// kernels::conv_one_channel_avx512 (8 output channels at a time, each input vector loaded once for
+// them); elsewhere each output channel as the depthwise conv of the one input plane with its
+// filter (kernels::conv_depthwise on a 1-channel geometry; W's [M, 1, kh, kw] layout is
+// depthwise's). Split by output channels across a pool. The GEMM form has K = kh * kw (9): a
+// CRNN's 3x3 1 -> 32 on 32 x 128 took 46-54 us there, the depthwise kernel per channel 43, the
+// AVX-512 kernel 23-34. NOT REENTRANT: per-part scratch (the depthwise path's).
 class OneChannelConvKernel : public Kernel {
 public:
     OneChannelConvKernel(kernels::Isa isa, const kernels::Conv2DGeom& g, int64_t N, bool has_bias, bool has_res,
