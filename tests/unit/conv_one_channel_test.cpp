@@ -11,10 +11,10 @@
 #include <cmath>
 #include <vector>
 
+#include "attr_util.h"
 #include "conv_ref.h"
 #include "isa_util.h"
 #include "kernels/conv.h"
-#include "attr_util.h"
 #include "one_node.h"
 #include "ops/conv_small.h"
 
@@ -37,7 +37,7 @@ Conv2DGeom geom(const Case& c) {
     return g;
 }
 
-const Case kCases[] = {{32, 32, 128, 3, 3, 1, 1}, {13, 9, 70, 3, 3, 1, 1}, {12, 7, 33, 5, 5, 2, 2},
+const Case kCases[] = {{32, 32, 128, 3, 3, 1, 1}, {13, 9, 70, 3, 3, 1, 1},  {12, 7, 33, 5, 5, 2, 2},
                        {8, 1, 300, 1, 9, 0, 4},   {21, 16, 40, 3, 7, 0, 3}, {5, 10, 17, 3, 3, 0, 0},
                        {4, 6, 70, 3, 3, 1, 1}};
 
@@ -46,7 +46,10 @@ const Case kCases[] = {{32, 32, 128, 3, 3, 1, 1}, {13, 9, 70, 3, 3, 1, 1}, {12, 
 TEST(ConvOneChannel, KernelMatchesReference) {
     if (int(cpu_isa()) < int(Isa::kAvx512) || cpu_isa() == Isa::kNeon)
         GTEST_SKIP() << "no AVX-512 here: the one-channel kernel is not used";
-    const ConvEpi epis[] = {{ConvAct::kRelu}, {ConvAct::kNone}, {ConvAct::kClip, 0.0f, 6.0f}, {ConvAct::kSigmoid},
+    const ConvEpi epis[] = {{ConvAct::kRelu},
+                            {ConvAct::kNone},
+                            {ConvAct::kClip, 0.0f, 6.0f},
+                            {ConvAct::kSigmoid},
                             {ConvAct::kLeakyRelu, 0.1f}};
     int idx = 0;
     for (const Case& c : kCases)
@@ -60,10 +63,11 @@ TEST(ConvOneChannel, KernelMatchesReference) {
                 const auto b = rnd(c.M, 5);
                 const auto r = rnd(c.M * P, 9);
                 const bool with_bias = idx % 3 != 0;
-                const auto want = testisa::conv_ref(g, x, w, with_bias ? b.data() : nullptr, with_res ? r.data() : nullptr, e);
+                const auto want = testisa::conv_ref(g, x, w, with_bias ? b.data() : nullptr,
+                                                    with_res ? r.data() : nullptr, e);
                 std::vector<float> whole(size_t(c.M * P) + 16, -7.0f), split = whole;
-                conv_one_channel_avx512(g, x.data(), w.data(), with_bias ? b.data() : nullptr, with_res ? r.data() : nullptr,
-                                        whole.data(), e, 0, c.M);
+                conv_one_channel_avx512(g, x.data(), w.data(), with_bias ? b.data() : nullptr,
+                                        with_res ? r.data() : nullptr, whole.data(), e, 0, c.M);
                 // Three channel ranges, the last one first (a thread split).
                 const int64_t a = c.M / 3, bnd = 2 * c.M / 3;
                 for (auto [m0, m1] : {std::pair<int64_t, int64_t>{bnd, c.M}, {0, a}, {a, bnd}})
@@ -71,8 +75,8 @@ TEST(ConvOneChannel, KernelMatchesReference) {
                                             with_res ? r.data() : nullptr, split.data(), e, m0, m1);
                 for (int64_t i = 0; i < c.M * P; ++i) {
                     ASSERT_NEAR(whole[size_t(i)], want[size_t(i)], 1e-5 * (1 + std::abs(want[size_t(i)])))
-                        << "M " << c.M << " " << c.H << "x" << c.W << " k " << c.kh << "x" << c.kw << " pad " << c.ph
-                        << "," << c.pw << " act " << int(e.act) << " res " << with_res << " at " << i;
+                        << "M " << c.M << " " << c.H << "x" << c.W << " k " << c.kh << "x" << c.kw << " pad "
+                        << c.ph << "," << c.pw << " act " << int(e.act) << " res " << with_res << " at " << i;
                     ASSERT_EQ(split[size_t(i)], whole[size_t(i)]) << "a channel range differs at " << i;
                 }
                 for (size_t i = size_t(c.M * P); i < whole.size(); ++i) {
@@ -116,28 +120,35 @@ TEST(ConvOneChannel, NodeMatchesReferenceAndTwoThreadsMatchOne) {
         const Shape xs = c.kh == 1 && c.H == 1 ? Shape{1, 1, c.W} : Shape{1, 1, c.H, c.W};
         const Shape ws = c.kh == 1 && c.H == 1 ? Shape{c.M, 1, c.kw} : Shape{c.M, 1, c.kh, c.kw};
         std::map<std::string, Attr> attrs = {{"_fused_act", as("Relu")}};
-        if (xs.size() == 3) attrs["pads"] = aints({c.pw, c.pw});
-        else attrs["pads"] = aints({c.ph, c.pw, c.ph, c.pw});
+        if (xs.size() == 3)
+            attrs["pads"] = aints({c.pw, c.pw});
+        else
+            attrs["pads"] = aints({c.ph, c.pw, c.ph, c.pw});
         std::vector<float> one;
         for (int threads : {1, 2}) {
             CompileOptions opt;
             opt.threads = threads;
             opt.parallel_min_flops = 0;
             const testnode::NodeRun r = testnode::run_one_node(
-                "Conv", {{testnode::f32(xs, x)}, {testnode::f32(ws, w), true}, {testnode::f32({c.M}, b), true}}, attrs,
-                17, {true}, 2, opt);
+                "Conv",
+                {{testnode::f32(xs, x)}, {testnode::f32(ws, w), true}, {testnode::f32({c.M}, b), true}},
+                attrs, 17, {true}, 2, opt);
             ASSERT_TRUE(r.st.ok()) << r.st.message();
-            EXPECT_NE(r.kernel.find("conv_one_channel"), std::string::npos) << c.M << " " << c.H << "x" << c.W << ": " << r.kernel;
+            EXPECT_NE(r.kernel.find("conv_one_channel"), std::string::npos)
+                << c.M << " " << c.H << "x" << c.W << ": " << r.kernel;
             if (threads == 2) EXPECT_NE(r.kernel.find("threads"), std::string::npos) << r.kernel;
             const Tensor& y = r.outs.at(0);
             ASSERT_EQ(y.numel(), int64_t(want.size()));
             std::vector<float> got(want.size());
             std::memcpy(got.data(), y.data(), got.size() * sizeof(float));
             for (size_t i = 0; i < want.size(); ++i)
-                ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i]))) << kernels::isa_name(active_isa()) << " at " << i;
-            if (threads == 1) one = got;
+                ASSERT_NEAR(got[i], want[i], 1e-5 * (1 + std::abs(want[i])))
+                    << kernels::isa_name(active_isa()) << " at " << i;
+            if (threads == 1)
+                one = got;
             else
-                for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], one[i]) << "two threads differ at " << i;
+                for (size_t i = 0; i < got.size(); ++i)
+                    ASSERT_EQ(got[i], one[i]) << "two threads differ at " << i;
         }
     }
 }

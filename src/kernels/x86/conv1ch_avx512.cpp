@@ -23,10 +23,11 @@ inline __mmask16 lane_range(int64_t lo, int64_t hi) {
 // vectors; each tap's lane masks, the image's columns, computed once per block column), 2 x MC
 // accumulators started from the bias; per tap two input vectors and MC weight broadcasts feed
 // 2 x MC FMAs. Taps summed in (ky, kx) order after the bias; the epilogue (and residual) per
-// finished row while it is in L1 (the piecewise-linear ones alone on the registers). kw <= kOneChannelMaxKw (one_channel_conv_preferred).
+// finished row while it is in L1 (the piecewise-linear ones alone on the registers).
+// kw <= kOneChannelMaxKw, OW <= 32 x kOneChannelMaxBlocks (one_channel_conv_preferred).
 template <int MC, int KW>  // KW: the kernel width, 0 = g.kw at run time
-void channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res, float* y,
-              const ConvEpi& epi, bool epi_on, int64_t m) {
+void channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res,
+              float* y, const ConvEpi& epi, bool epi_on, int64_t m) {
     const int64_t kw = KW ? KW : g.kw;
     const int64_t taps = g.kh * kw, P = g.OH * g.OW, nb = (g.OW + 31) / 32;
     // ReLU, LeakyReLU and Clip, then the clamp and the affine, on the registers (conv_impl.h's
@@ -34,15 +35,20 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
     // call per row and channel: the embedding model's 3x3 1 -> 24, LeakyReLU and a clamp, took 22
     // against 12 us for the GEMM form that way).
     const ConvAct act = epi.act;
-    const bool on_regs = !res && (act == ConvAct::kRelu || act == ConvAct::kLeakyRelu || act == ConvAct::kClip);
+    const bool on_regs =
+        !res && (act == ConvAct::kRelu || act == ConvAct::kLeakyRelu || act == ConvAct::kClip);
     epi_on = epi_on && !on_regs;
-    const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(epi.alpha), beta = _mm512_set1_ps(epi.beta);
+    const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(epi.alpha),
+                 beta = _mm512_set1_ps(epi.beta);
     const __m512 lo = _mm512_set1_ps(epi.lo), hi = _mm512_set1_ps(epi.hi);
     const __m512 scale = _mm512_set1_ps(epi.scale), shift = _mm512_set1_ps(epi.shift);
     const auto apply = [&](__m512 v) {
-        if (act == ConvAct::kRelu) v = _mm512_max_ps(v, zero);
-        else if (act == ConvAct::kLeakyRelu) v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
-        else v = _mm512_min_ps(_mm512_max_ps(v, alpha), beta);
+        if (act == ConvAct::kRelu)
+            v = _mm512_max_ps(v, zero);
+        else if (act == ConvAct::kLeakyRelu)
+            v = _mm512_mask_mul_ps(v, _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ), v, alpha);
+        else
+            v = _mm512_min_ps(_mm512_max_ps(v, alpha), beta);
         if (epi.clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));
         return epi.affine ? _mm512_fmadd_ps(v, scale, shift) : v;
     };
@@ -50,7 +56,8 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
     for (int64_t b = 0; b < nb; ++b)
         for (int h = 0; h < 2; ++h) {
             const int64_t ox = 32 * b + 16 * h;
-            for (int64_t kx = 0; kx < kw; ++kx) mask[b][h][kx] = lane_range(g.pw - ox - kx, g.W + g.pw - ox - kx);
+            for (int64_t kx = 0; kx < kw; ++kx)
+                mask[b][h][kx] = lane_range(g.pw - ox - kx, g.W + g.pw - ox - kx);
             out[b][h] = lane_range(0, g.OW - ox);
         }
     for (int64_t oy = 0; oy < g.OH; ++oy) {
@@ -59,7 +66,8 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
         for (int64_t b = 0; b < nb; ++b) {
             const int64_t ox = 32 * b;
             __m512 a0[MC], a1[MC];
-            for (int c = 0; c < MC; ++c) a0[c] = a1[c] = bias ? _mm512_set1_ps(bias[m + c]) : _mm512_setzero_ps();
+            for (int c = 0; c < MC; ++c)
+                a0[c] = a1[c] = bias ? _mm512_set1_ps(bias[m + c]) : _mm512_setzero_ps();
             for (int64_t ky = ky0; ky < ky1; ++ky) {
                 // Input column of lane 0 for tap kx: ox + kx - pw. Masked-off lanes are not read
                 // (the address may lie outside the row).
@@ -101,8 +109,8 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
 
 }  // namespace
 
-void conv_one_channel_avx512(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res,
-                             float* y, const ConvEpi& epi, int64_t m0, int64_t m1) {
+void conv_one_channel_avx512(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
+                             const float* res, float* y, const ConvEpi& epi, int64_t m0, int64_t m1) {
     const bool epi_on = res || epi.act != ConvAct::kNone || epi.clamp || epi.affine;
     int64_t m = m0;
     if (g.kw == 3) {
