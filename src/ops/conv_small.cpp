@@ -199,6 +199,7 @@ public:
                          kernels::ConvEpi epi)
         : isa_(isa), g_(g), g1_(g), N_(N), has_bias_(has_bias), has_res_(has_res), epi_(epi) {
         g1_.C = g1_.M = 1;
+        if (isa_ == kernels::Isa::kAvx512) return;  // the AVX-512 kernel needs no scratch
         mode_ = kernels::conv_dw_mode(isa, g1_);
         per_ = kernels::conv_dw_scratch_floats(g1_);
         scratch_.assign(per_, 0.0f);
@@ -207,7 +208,7 @@ public:
         if (!pool || chunks < 2 || g_.M < 2) return;
         pool_ = pool;
         bal_ = std::make_unique<Balance>(pool->threads());
-        scratch_.assign(per_ * size_t(pool->threads()), 0.0f);
+        if (per_ > 0) scratch_.assign(per_ * size_t(pool->threads()), 0.0f);
     }
     Status run(const void* const* in, void* const* out) const override {
         const float* X = static_cast<const float*>(in[0]);
@@ -245,7 +246,7 @@ private:
     kernels::ConvEpi epi_;
     kernels::ConvDwMode mode_ = kernels::ConvDwMode::kAuto;
     size_t per_ = 0;
-    mutable std::vector<float> scratch_;  // per part
+    mutable std::vector<float> scratch_;  // per part (the depthwise path only)
     ThreadPool* pool_ = nullptr;
     std::unique_ptr<Balance> bal_;
 };

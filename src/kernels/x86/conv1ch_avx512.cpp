@@ -27,7 +27,7 @@ inline __mmask16 lane_range(int64_t lo, int64_t hi) {
 // kw <= kOneChannelMaxKw, OW <= 32 x kOneChannelMaxBlocks (one_channel_conv_preferred).
 template <int MC, int KW>  // KW: the kernel width, 0 = g.kw at run time
 void channels(const Conv2DGeom& g, const float* x, const float* w, const float* bias, const float* res,
-              float* y, const ConvEpi& epi, bool epi_on, int64_t m) {
+              float* y, const ConvEpi& epi, int64_t m) {
     const int64_t kw = KW ? KW : g.kw;
     const int64_t taps = g.kh * kw, P = g.OH * g.OW, nb = (g.OW + 31) / 32;
     // ReLU, LeakyReLU and Clip, then the clamp and the affine, on the registers (conv_impl.h's
@@ -37,7 +37,9 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
     const ConvAct act = epi.act;
     const bool on_regs =
         !res && (act == ConvAct::kRelu || act == ConvAct::kLeakyRelu || act == ConvAct::kClip);
-    epi_on = epi_on && !on_regs;
+    // The rest of the epilogue (a residual, another activation, or a clamp / affine without one of
+    // those three) per finished row.
+    const bool row_epi = !on_regs && (res || act != ConvAct::kNone || epi.clamp || epi.affine);
     const __m512 zero = _mm512_setzero_ps(), alpha = _mm512_set1_ps(epi.alpha),
                  beta = _mm512_set1_ps(epi.beta);
     const __m512 lo = _mm512_set1_ps(epi.lo), hi = _mm512_set1_ps(epi.hi);
@@ -101,7 +103,7 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
                 }
             }
         }
-        if (epi_on)
+        if (row_epi)
             for (int c = 0; c < MC; ++c)
                 conv_epi_avx512(yo + c * P, res ? res + (m + c) * P + oy * g.OW : nullptr, g.OW, epi);
     }
@@ -111,15 +113,14 @@ void channels(const Conv2DGeom& g, const float* x, const float* w, const float* 
 
 void conv_one_channel_avx512(const Conv2DGeom& g, const float* x, const float* w, const float* bias,
                              const float* res, float* y, const ConvEpi& epi, int64_t m0, int64_t m1) {
-    const bool epi_on = res || epi.act != ConvAct::kNone || epi.clamp || epi.affine;
     int64_t m = m0;
     if (g.kw == 3) {
-        for (; m + 8 <= m1; m += 8) channels<8, 3>(g, x, w, bias, res, y, epi, epi_on, m);
-        for (; m + 4 <= m1; m += 4) channels<4, 3>(g, x, w, bias, res, y, epi, epi_on, m);
+        for (; m + 8 <= m1; m += 8) channels<8, 3>(g, x, w, bias, res, y, epi, m);
+        for (; m + 4 <= m1; m += 4) channels<4, 3>(g, x, w, bias, res, y, epi, m);
     }
-    for (; m + 8 <= m1; m += 8) channels<8, 0>(g, x, w, bias, res, y, epi, epi_on, m);
-    for (; m + 4 <= m1; m += 4) channels<4, 0>(g, x, w, bias, res, y, epi, epi_on, m);
-    for (; m < m1; ++m) channels<1, 0>(g, x, w, bias, res, y, epi, epi_on, m);
+    for (; m + 8 <= m1; m += 8) channels<8, 0>(g, x, w, bias, res, y, epi, m);
+    for (; m + 4 <= m1; m += 4) channels<4, 0>(g, x, w, bias, res, y, epi, m);
+    for (; m < m1; ++m) channels<1, 0>(g, x, w, bias, res, y, epi, m);
 }
 
 }  // namespace jiffy::kernels
