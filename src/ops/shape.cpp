@@ -119,10 +119,12 @@ public:
     TableGatherKernel(const Tables& tb, T pad_value, int pad_input)
         : shape_(tb.shape), pad_(pad_value), pad_input_(pad_input) {
         if (shape_.empty()) shape_ = {1};
+        std::vector<std::vector<int64_t>> t = tb.t;
+        if (t.empty()) t.assign(shape_.size(), std::vector<int64_t>(1, 0));
+        coalesce_rows(shape_, t);
         for (size_t d = 0; d < shape_.size(); ++d) {
             start_.push_back(int64_t(table_.size()));
-            if (tb.t.empty()) table_.push_back(0);
-            else table_.insert(table_.end(), tb.t[d].begin(), tb.t[d].end());
+            table_.insert(table_.end(), t[d].begin(), t[d].end());
         }
         n_ = shape_numel(shape_);
         const size_t last = shape_.size() - 1;
@@ -152,30 +154,87 @@ public:
             for (int64_t v : table_) tile_ = tile_ && v >= 0;
         }
     }
+    // Splits the output (not the tiled path) across `pool` when chunks > 1: balanced element
+    // ranges, 64-byte aligned, rows cut where a range ends. At two threads a shuffle or slice of
+    // what two threads just wrote otherwise reads half of it from the other core's cache on the
+    // caller alone.
+    void set_parallel(ThreadPool* pool, int chunks) {
+        if (!pool || chunks < 2 || chunks != pool->threads() || tile_) return;
+        pool_ = pool;
+        bal_ = std::make_unique<Balance>(chunks);
+    }
     Status run(const void* const* in, void* const* out) const override {
         if (n_ <= 0) return {};
         const T* x = static_cast<const T*>(in[0]);
         T* y = static_cast<T*>(out[0]);
         T pv = pad_;
         if (pad_input_ >= 0 && in[pad_input_]) pv = *static_cast<const T*>(in[pad_input_]);
+        if (tile_) return run_tiled(x, y);
+        for_balanced_or_caller(pool_, n_, std::max<int64_t>(1, 64 / int64_t(sizeof(T))), bal_.get(),
+                               [&](int, int64_t e0, int64_t e1) { run_range(x, y, pv, e0, e1); });
+        return {};
+    }
+    std::string describe() const override {
+        std::string s = mid_ > 1 ? "rows of " + std::to_string(mid_) : std::string();
+        if (pool_)
+            s += (s.empty() ? "" : " ") + std::string("x") + std::to_string(pool_->threads()) +
+                 " threads by elements";
+        return s;
+    }
+
+private:
+    // Merges the last loop dim into the one before while both read without pads and the merged
+    // row stays contiguous in the input (a transpose that keeps H, W in place: rows of H x W, not
+    // of W; a slice of whole planes), so run() copies longer rows. Merged rows stay under 64 Ki
+    // elements (the table holds one offset per element of the row).
+    static void coalesce_rows(Shape& shape, std::vector<std::vector<int64_t>>& t) {
+        auto contiguous = [](const std::vector<int64_t>& v, int64_t step) {
+            for (size_t i = 0; i < v.size(); ++i)
+                if (v[i] < 0 || v[i] != v[0] + int64_t(i) * step) return false;
+            return true;
+        };
+        while (shape.size() >= 2) {
+            const size_t l = shape.size() - 1;
+            const int64_t L = shape[l], P = shape[l - 1];
+            if (L < 1 || P < 1 || L * P > (int64_t(1) << 16)) break;
+            if (!contiguous(t[l], 1) || !contiguous(t[l - 1], L)) break;
+            std::vector<int64_t> m(size_t(L * P));
+            for (int64_t k = 0; k < L * P; ++k) m[size_t(k)] = t[l - 1][0] + t[l][0] + k;
+            t.pop_back();
+            t.back() = std::move(m);
+            shape.pop_back();
+            shape.back() = L * P;
+        }
+    }
+
+    // Output elements [e0, e1): whole rows of the last loop dim, the first and last possibly cut.
+    void run_range(const T* x, T* y, T pv, int64_t e0, int64_t e1) const {
+        if (e1 <= e0) return;
         const int r = int(shape_.size());
         const int last = r - 1;
         const int64_t L = shape_[size_t(last)];
         const int64_t* tl = table_.data() + start_[size_t(last)];
+        const int64_t r0 = e0 / L, r1 = (e1 - 1) / L + 1;
         int64_t idx[kMaxLoop] = {0};
         int64_t base = 0;
-        for (int d = 0; d < last; ++d) base += table_[size_t(start_[size_t(d)])];
-        const int64_t rows = n_ / L;
-        if (tile_) return run_tiled(x, y);
-        for (int64_t row = 0; row < rows; ++row) {
+        for (int64_t q = r0, d = last - 1; d >= 0; --d) {
+            idx[d] = q % shape_[size_t(d)];
+            q /= shape_[size_t(d)];
+        }
+        for (int d = 0; d < last; ++d) base += table_[size_t(start_[size_t(d)] + idx[d])];
+        y += r0 * L;
+        for (int64_t row = r0; row < r1; ++row) {
+            const int64_t c0 = row == r0 ? e0 - r0 * L : 0, c1 = row == r1 - 1 ? e1 - row * L : L;
             if (base < 0) {
-                for (int64_t j = 0; j < L; ++j) y[j] = pv;
+                for (int64_t j = c0; j < c1; ++j) y[j] = pv;
             } else if (mid_ > 0) {
-                for (int64_t j = 0; j < lead_; ++j) y[j] = pv;
-                std::memcpy(y + lead_, x + base + tl[lead_], size_t(mid_) * sizeof(T));
-                for (int64_t j = lead_ + mid_; j < L; ++j) y[j] = pv;
+                const int64_t m0 = std::max(c0, lead_), m1 = std::min(c1, lead_ + mid_);
+                for (int64_t j = c0; j < std::min(c1, lead_); ++j) y[j] = pv;
+                if (m1 > m0)
+                    std::memcpy(y + m0, x + base + tl[lead_] + (m0 - lead_), size_t(m1 - m0) * sizeof(T));
+                for (int64_t j = std::max(c0, lead_ + mid_); j < c1; ++j) y[j] = pv;
             } else {
-                for (int64_t j = 0; j < L; ++j) {
+                for (int64_t j = c0; j < c1; ++j) {
                     int64_t off = base + tl[j];
                     y[j] = off < 0 ? pv : x[off];
                 }
@@ -192,10 +251,8 @@ public:
                 base += td[0];
             }
         }
-        return {};
     }
 
-private:
     // y[o][i][j] = x[base(o) + i + j * sa_] over the last two loop dims (R x L) of every outer index o.
     Status run_tiled(const T* x, T* y) const {
         constexpr int64_t kTile = 8;
@@ -240,6 +297,8 @@ private:
     bool tile_ = false;
     int64_t sa_ = 0;
     int64_t lead_ = 0, mid_ = 0;  // a row of lead_ pads, mid_ contiguous elements, then pads (0: gather)
+    ThreadPool* pool_ = nullptr;
+    std::unique_ptr<Balance> bal_;
 };
 
 // Declares output 0 as (dtype of input 0, out). When it has no elements, sets a no-op kernel and
@@ -259,7 +318,12 @@ Status make_table_kernel(OpContext& ctx, const Tables& tb, uint64_t pad_bytes = 
         using T = typename decltype(tag)::type;
         T pv;
         std::memcpy(&pv, &pad_bytes, sizeof(T));
-        ctx.set_kernel(std::make_unique<TableGatherKernel<T>>(tb, pv, pad_input));
+        auto k = std::make_unique<TableGatherKernel<T>>(tb, pv, pad_input);
+        // Split from ~64 KiB of output (8 x bytes against parallel_min_flops; 2 x and 32 x measured:
+        // a ShuffleNet's 182 KB slices of whole planes split ran 0.96x the model at two threads).
+        k->set_parallel(ctx.options().pool.get(),
+                        parallel_chunks(ctx.options(), 8 * shape_numel(tb.shape) * int64_t(sizeof(T))));
+        ctx.set_kernel(std::move(k));
         return {};
     });
 }

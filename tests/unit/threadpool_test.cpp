@@ -341,6 +341,39 @@ TEST(Threaded, ConcatByBytesMatchesOneThreadBitwise) {
     }
 }
 
+// The table gather (Transpose, Slice, Pad, ...) splits by 64-byte-aligned element ranges of its
+// output, rows cut where a range ends: a channel shuffle (rows of whole 28x28 planes after the
+// merge of H and W), a slice of whole planes (one row), a Pad whose rows are lead pads, a copy
+// and trailing pads, and a gather of single elements; the same bytes as one thread.
+TEST(Threaded, TableGatherByElementsMatchesOneThreadBitwise) {
+    auto ints = [](std::vector<int64_t> v) {
+        Tensor t(DType::kI64, {int64_t(v.size())});
+        std::memcpy(t.data(), v.data(), v.size() * sizeof(int64_t));
+        return t;
+    };
+    OneNode shuffle;
+    shuffle.op = "Transpose";
+    shuffle.xs = {1, 2, 58, 28, 28};
+    shuffle.attrs = {{"perm", aints({0, 2, 1, 3, 4})}};
+    expect_same_threaded(shuffle, "channel shuffle", "threads by elements");
+    EXPECT_NE(shuffle.kernel.find("rows of 784"), std::string::npos) << shuffle.kernel;
+    OneNode slice;
+    slice.op = "Slice";
+    slice.xs = {1, 116, 28, 28};
+    slice.fixed = {ints({0}), ints({58}), ints({1})};
+    expect_same_threaded(slice, "slice of planes", "threads by elements");
+    OneNode pad;
+    pad.op = "Pad";
+    pad.xs = {1, 3, 17, 23};
+    pad.fixed = {ints({0, 0, 1, 2, 0, 0, 3, 1})};
+    expect_same_threaded(pad, "pad", "threads by elements");
+    OneNode gather;
+    gather.op = "Transpose";
+    gather.xs = {6, 10, 13};
+    gather.attrs = {{"perm", aints({2, 1, 0})}};
+    expect_same_threaded(gather, "reversed axes", "threads by elements");
+}
+
 struct ConvCase {
     int64_t c, h, w, m, k, s, p;
     bool res;
