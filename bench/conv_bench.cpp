@@ -98,6 +98,11 @@ const Shape kShapes[] = {
     {"face 1x1 256>256 8x10", 256, 256, 8, 10, 1, 1, ConvAct::kRelu},
     {"face 1x1 256>64 8x10", 256, 64, 8, 10, 1, 1, ConvAct::kRelu},
     {"face 1x1 64>12 30x40", 64, 12, 30, 40, 1, 1, ConvAct::kNone},
+    // SqueezeNet 1.1's squeeze 1x1s (few output channels; Relu).
+    {"sqz 1x1 64>16 55", 64, 16, 55, 55, 1, 1, ConvAct::kRelu},
+    {"sqz 1x1 128>16 55", 128, 16, 55, 55, 1, 1, ConvAct::kRelu},
+    {"sqz 1x1 256>32 27", 256, 32, 27, 27, 1, 1, ConvAct::kRelu},
+    {"sqz 1x1 384>48 13", 384, 48, 13, 13, 1, 1, ConvAct::kRelu},
     {"face head 3x3 256>12 4x5", 256, 12, 4, 5, 3, 1, ConvAct::kNone},
     {"face head 3x3 256>6 4x5", 256, 6, 4, 5, 3, 1, ConvAct::kNone},
     // Planes between 32x32 and 48x48 (the 1x1-direct cut-off), large and small K.

@@ -714,10 +714,12 @@ public:
                        !force_channels && gemm_.pixel_align() > 0 && chunks == pool->threads() &&
                        (a.trans ? !trans_channels() && a.P >= 4 * chunks * mr
                                 : a.P >= chunks * nr &&
-                                      (force_other || (M * a.K <= 262144 && a.P >= 4 * chunks * nr)))) {
+                                      (force_other || (M * a.K <= 262144 && a.P >= (M <= 4 * mr ? 2 : 4) * chunks * nr)))) {
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
-                // and each part gets several NR-wide panels.
+                // and each part gets several NR-wide panels: two or more with at most 4 channel
+                // blocks (split by channels, each part reads all of the input for a few rows:
+                // SqueezeNet's 1x1 384 -> 48 on 13x13 at two threads 45 -> 33 and 67 -> 55 us).
                 balanced_parts(pool, chunks, Split::kPixels, size_t(gemm_.scratch_floats()));
                 return;
             }
@@ -2483,8 +2485,12 @@ Status prep_pool(OpContext& ctx) {
         const int64_t k2[2] = {g.k[1], g.k[2]}, s2[2] = {g.s[1], g.s[2]}, d2[2] = {g.d[1], g.d[2]};
         const int64_t pb2[2] = {g.pb[1], g.pb[2]}, pe2[2] = {g.pe[1], g.pe[2]};
         if (kernels::pool2d_setup(K == PoolKind::kMax, include_pad, in2, out2, k2, s2, d2, pb2, pe2, &p2)) {
-            // Work as FLOP-equivalents for the split threshold: one compare / add per tap.
-            const int64_t work = planes * g.out[1] * g.out[2] * k2[0] * k2[1];
+            // Work as FLOP-equivalents for the split threshold: one compare / add per tap, and at
+            // least 32 per output (from ~16 K outputs: a pool after split convs otherwise reads
+            // half its input from the other core's cache on the caller alone; SqueezeNet's 3x3 s2
+            // on 256 x 27x27 at two threads 77 -> 44 us).
+            const int64_t outs = planes * g.out[1] * g.out[2];
+            const int64_t work = std::max(outs * k2[0] * k2[1], 32 * outs);
             ctx.set_kernel(std::make_unique<Pool2dFastKernel>(std::move(p2), planes, ctx.options().pool.get(),
                                                               parallel_chunks(ctx.options(), work)));
             return {};

@@ -586,6 +586,13 @@ TEST(Threaded, Im2colByPixelsMatchesOneThreadBitwise) {
         const OneNode o = conv_node(c);
         expect_same_threaded(o, conv_what(c), "threads by pixels");
         EXPECT_NE(o.kernel.find(c.split), std::string::npos) << conv_what(c) << ": " << o.kernel;
+        // Few channel blocks on a small plane (like SqueezeNet's 384 -> 48 on 13x13; here 14x14:
+        // 7 panels, two or more a part at three threads too): by pixels; by channels each part
+        // read all of the input.
+        const ConvCase s{384, 14, 14, 48, 1, 1, 0, false, "1x1-direct"};
+        const OneNode so = conv_node(s);
+        expect_same_threaded(so, conv_what(s), "threads by pixels");
+        EXPECT_NE(so.kernel.find(s.split), std::string::npos) << conv_what(s) << ": " << so.kernel;
     }
 }
 
