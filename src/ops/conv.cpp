@@ -714,7 +714,8 @@ public:
                        !force_channels && gemm_.pixel_align() > 0 && chunks == pool->threads() &&
                        (a.trans ? !trans_channels() && a.P >= 4 * chunks * mr
                                 : a.P >= chunks * nr &&
-                                      (force_other || (M * a.K <= 262144 && a.P >= (M <= 4 * mr ? 2 : 4) * chunks * nr)))) {
+                                      (force_other ||
+                                       (M * a.K <= 262144 && a.P >= (M <= 4 * mr ? 2 : 4) * chunks * nr)))) {
                 // Pixels where the weights fit L2 (each part reads all of them; 3x3 s2 128 -> 128
                 // on 56x56, 0.6 MiB: pixels, 256 -> 256 on 28x28, 2.3 MiB: channels, measured)
                 // and each part gets several NR-wide panels: two or more with at most 4 channel
