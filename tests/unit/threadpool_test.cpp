@@ -2,8 +2,9 @@
 // with spinning and with sleeping workers, concurrent callers, and Conv / Gemm / MatMul compiled
 // with 2 threads give bitwise the same outputs as with 1 (the splits keep each output's summation
 // order).
-#include <gtest/gtest.h>
+#include "runtime/threadpool.h"
 
+#include <gtest/gtest.h>
 #include <sched.h>
 
 #include <atomic>
@@ -11,16 +12,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "attr_util.h"
 #include "isa_util.h"
-#include "one_node.h"
 #include "kernels/activation.h"
 #include "kernels/amx.h"
 #include "kernels/binary.h"
+#include "one_node.h"
 #include "runtime/plan.h"
-#include "runtime/threadpool.h"
 
 using namespace jiffy;
 using namespace jiffy::testattr;
@@ -367,6 +368,16 @@ TEST(Threaded, TableGatherByElementsMatchesOneThreadBitwise) {
     pad.xs = {1, 3, 17, 23};
     pad.fixed = {ints({0, 0, 1, 2, 0, 0, 3, 1})};
     expect_same_threaded(pad, "pad", "threads by elements");
+    // Short rows at one stride (a detector's boxes / scores: rows of 2 or 4 of 6; 11 of 16 takes
+    // the loop without a compile-time length), ranges cut mid-row.
+    for (const auto& [c, lo, hi] : {std::tuple<int64_t, int64_t, int64_t>{6, 0, 2}, {6, 2, 6}, {16, 3, 14}}) {
+        OneNode narrow;
+        narrow.op = "Slice";
+        narrow.xs = {1, 4741, c};
+        narrow.fixed = {ints({lo}), ints({hi}), ints({2})};
+        expect_same_threaded(narrow, "slice of the last axis", "threads by elements");
+        EXPECT_NE(narrow.kernel.find("at stride " + std::to_string(c)), std::string::npos) << narrow.kernel;
+    }
     OneNode gather;
     gather.op = "Transpose";
     gather.xs = {6, 10, 13};
