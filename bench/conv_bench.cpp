@@ -103,6 +103,9 @@ const Shape kShapes[] = {
     {"sqz 1x1 128>16 55", 128, 16, 55, 55, 1, 1, ConvAct::kRelu},
     {"sqz 1x1 256>32 27", 256, 32, 27, 27, 1, 1, ConvAct::kRelu},
     {"sqz 1x1 384>48 13", 384, 48, 13, 13, 1, 1, ConvAct::kRelu},
+    // An UltraFace-like detector's 3x3 heads (18 outputs: 6 anchors x 3, no activation).
+    {"ultra head 3x3 64>18 30x40", 64, 18, 30, 40, 3, 1},
+    {"ultra head 3x3 128>18 15x20", 128, 18, 15, 20, 3, 1},
     {"face head 3x3 256>12 4x5", 256, 12, 4, 5, 3, 1, ConvAct::kNone},
     {"face head 3x3 256>6 4x5", 256, 6, 4, 5, 3, 1, ConvAct::kNone},
     // Planes between 32x32 and 48x48 (the 1x1-direct cut-off), large and small K.

@@ -690,14 +690,25 @@ template <ConvAct A>
 void nd_act(const Conv2DGeom& g, const float* x, const float* wp, const float* bias, const float* res, float* y,
             const ConvEpi& e, int64_t oy0, int64_t oy1, bool y_nchw, int64_t c0, int64_t c1) {
     if (nhwc_dw_writes_nchw(g)) {
-        auto go = [&]<bool YT>() {
-            if (g.kw == 3 && g.sw == 1) return nw_act<3, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
-            if (g.kw == 3 && g.sw == 2) return nw_act<3, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
-            if (g.kw == 5 && g.sw == 1) return nw_act<5, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
-            return nw_act<5, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, c0, c1);
+        auto go = [&]<bool YT>(int64_t ca, int64_t cb) {
+            if (g.kw == 3 && g.sw == 1)
+                return nw_act<3, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, ca, cb);
+            if (g.kw == 3 && g.sw == 2)
+                return nw_act<3, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, ca, cb);
+            if (g.kw == 5 && g.sw == 1)
+                return nw_act<5, 1, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, ca, cb);
+            return nw_act<5, 2, A, YT>(g, x, wp, bias, res, y, e, oy0, oy1, ca, cb);
         };
-        if (y_nchw) return go.template operator()<true>();
-        return go.template operator()<false>();
+        if (!y_nchw) return go.template operator()<false>(c0, c1);
+        // Channels-first output: 4 VL channels at a time through all the rows, so that the stores
+        // fill 4 VL planes front to back. With the rows outermost every row's strips stored into
+        // all C planes at once: MobileNetV3's 672 x 14x14 3x3 took 105 us against 41 channels-last,
+        // now 60; its eight such steps 471 -> 388 us, EfficientNet-B0's twelve 974 -> 884 (2 VL:
+        // 390 / 905, 8 VL: 381 / 913; the 7x7 planes the same).
+        const int64_t c_end = c1 < 0 ? g.C : c1;
+        for (int64_t c = c0; c < c_end; c += 4 * VL)
+            go.template operator()<true>(c, std::min<int64_t>(c + 4 * VL, c_end));
+        return;
     }
     if (g.kw == 3 && g.sw == 1) return nd_rows<3, 1, A>(g, x, wp, bias, res, y, e, oy0, oy1);
     if (g.kw == 3 && g.sw == 2) return nd_rows<3, 2, A>(g, x, wp, bias, res, y, e, oy0, oy1);
