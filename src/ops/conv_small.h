@@ -35,9 +35,10 @@ std::unique_ptr<Kernel> make_stem_conv_kernel(kernels::Isa isa, const kernels::C
                                               ThreadPool* pool = nullptr, int chunks = 1, bool nhwc = false);
 
 // One input channel, stride 1, no dilation, >= 256 output pixels in rows of >= 64 (a grayscale or
-// spectrogram stem): per output channel the depthwise kernel on the one input plane (W as is, B
-// and the residual per channel), split by output channels across `pool` in `chunks` parts
-// (bit-identical to one thread). JIFFY_ONE_CHANNEL_CONV=0: off (A/B timing).
+// spectrogram stem): on AVX-512 kernels::conv_one_channel_avx512 (8 output channels at a time),
+// elsewhere per output channel the depthwise kernel on the one input plane (W as is, B and the
+// residual per channel); split by output channels across `pool` in `chunks` parts (bit-identical
+// to one thread). JIFFY_ONE_CHANNEL_CONV=0: off (A/B timing).
 bool one_channel_conv_preferred(const kernels::Conv2DGeom& g);
 std::unique_ptr<Kernel> make_one_channel_conv_kernel(kernels::Isa isa, const kernels::Conv2DGeom& g, int64_t N,
                                                      bool has_bias, bool has_res, kernels::ConvEpi epi,

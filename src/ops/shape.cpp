@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <utility>
 
 #include "kernels/conv_nhwc.h"
 #include "kernels/cpu.h"
@@ -141,34 +142,13 @@ __attribute__((optimize("no-tree-loop-distribute-patterns"))) void copy_narrow_r
         ++r0;
     }
     if (r1 > r0) {
-        switch (L) {
-            case 1:
-                copy_rows_fixed<T, 1>(x, y, step, r0, r1);
-                break;
-            case 2:
-                copy_rows_fixed<T, 2>(x, y, step, r0, r1);
-                break;
-            case 3:
-                copy_rows_fixed<T, 3>(x, y, step, r0, r1);
-                break;
-            case 4:
-                copy_rows_fixed<T, 4>(x, y, step, r0, r1);
-                break;
-            case 5:
-                copy_rows_fixed<T, 5>(x, y, step, r0, r1);
-                break;
-            case 6:
-                copy_rows_fixed<T, 6>(x, y, step, r0, r1);
-                break;
-            case 7:
-                copy_rows_fixed<T, 7>(x, y, step, r0, r1);
-                break;
-            case 8:
-                copy_rows_fixed<T, 8>(x, y, step, r0, r1);
-                break;
-            default:
-                for (int64_t r = r0; r < r1; ++r) part(r, 0, L);
+        // Whole rows: a compile-time length for 1 to 8 elements (as nhwc_dot_m's output counts).
+        const bool fixed = [&]<int... I>(std::integer_sequence<int, I...>) {
+            return ((L == I + 1 ? (copy_rows_fixed<T, I + 1>(x, y, step, r0, r1), true) : false) || ...);
         }
+        (std::make_integer_sequence<int, 8>{});
+        if (!fixed)
+            for (int64_t r = r0; r < r1; ++r) part(r, 0, L);
     }
     if (r1 >= r0 && e1 > r1 * L) part(r1, 0, e1 - r1 * L);  // a cut last row
 }
